@@ -1,0 +1,103 @@
+"""Errors raised by the affiliate network package.
+
+Every error is an :class:`AffiliateNetworkError`, itself an ``AirflowException`` so Airflow's
+retry and failure handling treat them like any provider error. HTTP errors carry the status code
+and the server's message (``error``, falling back to ``Error``) and never the API key.
+"""
+
+from __future__ import annotations
+
+from airflow.exceptions import AirflowException
+
+
+class AffiliateNetworkError(AirflowException):
+    """Base class of every error this package raises.
+
+    :param message: human-readable description (the server's message for HTTP errors).
+    :param status_code: HTTP status code, or ``None`` when no response was received.
+    """
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+
+    def __str__(self) -> str:
+        if self.status_code is None:
+            return self.message
+        return f"{self.status_code}: {self.message}"
+
+
+class InvalidRequestError(AffiliateNetworkError):
+    """400: missing or malformed parameters; not retried."""
+
+
+class AuthenticationError(AffiliateNetworkError):
+    """401: missing, invalid or revoked API key; not retried."""
+
+
+class PermissionDeniedError(AffiliateNetworkError):
+    """403: key of another portal (``Out of realm``) or lacking a permission scope."""
+
+
+class NotFoundError(AffiliateNetworkError):
+    """404: the resource does not exist or the path is wrong."""
+
+
+class MethodNotAllowedError(AffiliateNetworkError):
+    """405: the method is not allowed on that path."""
+
+
+class RateLimitError(AffiliateNetworkError):
+    """429 after every retry attempt was spent."""
+
+
+class ServerError(AffiliateNetworkError):
+    """5xx after every retry attempt was spent."""
+
+
+class ReportRowLimitError(AffiliateNetworkError):
+    """An aggregated report reached the 10,000-row cap: the result is incomplete.
+
+    The caller narrows the request (fewer columns, tighter filters, a shorter date range).
+    """
+
+
+class OutcomeUnknownError(AffiliateNetworkError):
+    """A non-idempotent write may or may not have been applied (timeout or dropped connection).
+
+    It is never re-sent automatically: the caller must reconcile before trying again.
+    """
+
+
+class PortalMismatchError(AffiliateNetworkError):
+    """An endpoint of one portal was called with a connection of another; nothing was sent."""
+
+
+class ConnectionConfigError(AffiliateNetworkError):
+    """The Airflow connection is incomplete or malformed (names the connection and the field)."""
+
+
+class ConfigValidationError(AffiliateNetworkError):
+    """A configuration, rules or desired-state file failed validation.
+
+    The message names the file, the object and the field (and the line where known).
+    """
+
+
+#: HTTP status code -> exception class for error responses.
+STATUS_ERRORS: dict[int, type[AffiliateNetworkError]] = {
+    400: InvalidRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    405: MethodNotAllowedError,
+    429: RateLimitError,
+}
+
+
+def error_for_status(status_code: int, message: str) -> AffiliateNetworkError:
+    """Build the exception matching an HTTP error status."""
+    if status_code >= 500:
+        return ServerError(message, status_code)
+    return STATUS_ERRORS.get(status_code, AffiliateNetworkError)(message, status_code)

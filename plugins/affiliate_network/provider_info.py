@@ -1,0 +1,72 @@
+"""Provider metadata: the connection form is declared here, as Airflow 3.2+ expects.
+
+Kept in its own module so ``get_provider_info()`` stays import-light (no hook, no requests).
+"""
+
+from __future__ import annotations
+
+from affiliate_network import __version__
+
+CONN_TYPE = "affiliate_network"
+
+PROVIDER_INFO: dict = {
+    "package-name": "airflow-provider-affiliate-network",
+    "name": "Affiliate Network",
+    "description": "Hook, operators and a local sandbox for an affiliate tracking network API "
+    "(network, affiliate, advertiser and marketplace portals).",
+    "versions": [__version__],
+    "connection-types": [
+        {
+            "connection-type": CONN_TYPE,
+            "hook-class-name": "affiliate_network.hooks.affiliate_network.AffiliateNetworkHook",
+            "hook-name": "Affiliate Network",
+            "ui-field-behaviour": {
+                "hidden-fields": ["schema", "port", "login"],
+                "relabeling": {"host": "Base URL (ends in /v1)", "password": "API key"},
+                "placeholders": {
+                    "host": "https://api.example-network.com/v1",
+                    "password": "the portal's API key (X-Svc-Api-Key)",
+                    "extra": '{"portal": "network"}',
+                },
+            },
+            "conn-fields": {
+                "portal": {
+                    "label": "Portal",
+                    "description": "Which portal the key belongs to: network, affiliate, "
+                    "advertiser or marketplace. A key works only on its own portal.",
+                    "schema": {
+                        "type": "string",
+                        "enum": ["network", "affiliate", "advertiser", "marketplace"],
+                    },
+                },
+                "region": {
+                    "label": "Region",
+                    "description": "'eu' for accounts hosted on the EU servers; their requests "
+                    "go to the EU base URL.",
+                    "schema": {"type": ["string", "null"], "enum": ["default", "eu", None]},
+                },
+                "eu_base_url": {
+                    "label": "EU base URL",
+                    "description": "Base address of the EU servers (ends in /v1). Used when "
+                    "region is 'eu'.",
+                    "schema": {"type": ["string", "null"]},
+                },
+                "timeout": {
+                    "label": "Timeout (s)",
+                    "description": "Per-request timeout in seconds.",
+                    "schema": {"type": ["number", "null"], "minimum": 1},
+                },
+                "page_size": {
+                    "label": "Page size",
+                    "description": "Rows per page on paginated endpoints (maximum 2000).",
+                    "schema": {"type": ["integer", "null"], "minimum": 1, "maximum": 2000},
+                },
+                "concurrency": {
+                    "label": "Concurrent page requests",
+                    "description": "How many pages a paged pull fetches at once.",
+                    "schema": {"type": ["integer", "null"], "minimum": 1, "maximum": 16},
+                },
+            },
+        }
+    ],
+}

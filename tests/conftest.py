@@ -1,0 +1,94 @@
+"""Shared fixtures: an isolated Airflow home, a real sandbox on loopback, connections to it.
+
+Airflow reads its configuration when first imported, so the environment is set here, at
+conftest import time, before any test module imports airflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="afn-test-airflow-"))
+
+os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(PROJECT_ROOT / "dags")
+os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(PROJECT_ROOT / "plugins")
+os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME}/airflow.db"
+os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
+os.environ.setdefault("AFFILIATE_NETWORK_INCLUDE_DIR", str(PROJECT_ROOT / "include"))
+
+#: Seed and size of the session sandbox. Tests that need another world call ``sandbox.reset(...)``.
+SANDBOX_SEED = 42
+
+
+@pytest.fixture(scope="session")
+def sandbox_server() -> Iterator:
+    """One sandbox process for the session, on a free loopback port."""
+    from affiliate_network.sandbox.testing import start_sandbox
+
+    server = start_sandbox(seed=SANDBOX_SEED)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def sandbox(sandbox_server):
+    """The session sandbox with fresh state: default data, no faults, counters at zero."""
+    sandbox_server.reset()
+    return sandbox_server
+
+
+def conn_env_name(conn_id: str) -> str:
+    return f"AIRFLOW_CONN_{conn_id.upper()}"
+
+
+@pytest.fixture
+def make_connection(monkeypatch) -> Callable[..., str]:
+    """Register an Airflow connection through ``AIRFLOW_CONN_<ID>`` (JSON) for one test.
+
+    ``make_connection(conn_id, host=..., key=..., portal="network", **extra)`` returns conn_id.
+    """
+
+    def _make(conn_id: str, *, host: str, key: str, portal: str = "network", **extra) -> str:
+        value = {
+            "conn_type": "affiliate_network",
+            "host": host,
+            "password": key,
+            "extra": {"portal": portal, **extra},
+        }
+        monkeypatch.setenv(conn_env_name(conn_id), json.dumps(value))
+        return conn_id
+
+    return _make
+
+
+@pytest.fixture
+def network_conn(sandbox, make_connection) -> str:
+    """``affiliate_network_default``: the network portal of the sandbox."""
+    return make_connection(
+        "affiliate_network_default", host=sandbox.base_url, key=sandbox.keys["network"]
+    )
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated SQLite metadata DB in the session's AIRFLOW_HOME (for dag runs)."""
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        check=True,
+        capture_output=True,
+        env=os.environ.copy(),
+    )
+    return _AIRFLOW_HOME
