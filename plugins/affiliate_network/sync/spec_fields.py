@@ -1,0 +1,145 @@
+"""Field lists and enumerations of the writable objects, taken from the API spec in one place.
+
+Every PUT of the spec "replaces the whole object; omitted non-required fields revert to
+defaults", and the spec shows no GET for offer groups or offers. A definition that leaves out a
+field the PUT body carries would therefore silently reset that field on the network. The
+``*_WHOLE_FIELDS`` tuples below are the fields a definition MUST hold for each object type; the
+loader refuses a definition missing any of them (listing them all) before anything is sent.
+
+Sections of ``affiliate-network-api.md`` each list is copied from are named in the comments.
+"""
+
+from __future__ import annotations
+
+#: Offer group, "Cap fields on the offer group": period x metric, 16 numbers.
+CAP_PERIODS: tuple[str, ...] = ("daily", "weekly", "monthly", "global")
+CAP_METRICS: tuple[str, ...] = ("conversion", "payout", "revenue", "click")
+CAP_FIELDS: tuple[str, ...] = tuple(f"{p}_{m}_cap" for p in CAP_PERIODS for m in CAP_METRICS)
+
+#: "PUT /networks/offergroups/{offerGroupId}": the body fields (the id is the path parameter).
+OFFER_GROUP_WHOLE_FIELDS: tuple[str, ...] = (
+    "name",
+    "offer_group_status",
+    "network_advertiser_id",
+    "network_offer_ids",
+    "currency_id",
+    "labels",
+    "internal_notes",
+    "is_caps_enabled",
+    "is_soft_cap",
+    *CAP_FIELDS,
+)
+
+#: "PUT /networks/offers/{offerId}": "Fields used in the request". The complete list of accepted
+#: request fields is not shown by the spec, so these are the fields we send and require.
+OFFER_WHOLE_FIELDS: tuple[str, ...] = (
+    "offer_status",
+    "redirect_mode",
+    "conversion_method",
+    "session_definition",
+    "network_advertiser_id",
+    "name",
+    "network_category_id",
+    "destination_url",
+    "currency_id",
+    "network_tracking_domain_id",
+    "visibility",
+    "payout_revenue",
+)
+
+#: Offer "payout_revenue (array of entries with payout_type, payout_amount, revenue_type,
+#: revenue_amount, is_default)": required in every entry.
+PAYOUT_REVENUE_WHOLE_FIELDS: tuple[str, ...] = (
+    "payout_type",
+    "payout_amount",
+    "revenue_type",
+    "revenue_amount",
+    "is_default",
+)
+
+#: "POST /networks/custom/scrubrate": required body fields (variables and ruleset are optional).
+SCRUB_RATE_WHOLE_FIELDS: tuple[str, ...] = (
+    "network_offer_id",
+    "network_affiliate_id",
+    "name",
+    "custom_setting_status",
+    "scrub_rate_percentage",
+    "scrub_rate_status",
+)
+
+#: "PUT /networks/channels/{channelId}": "Body (all fields required)".
+CHANNEL_WHOLE_FIELDS: tuple[str, ...] = ("name", "status")
+
+#: "POST /networks/categories".
+CATEGORY_WHOLE_FIELDS: tuple[str, ...] = ("name", "status")
+
+#: "PATCH /networks/patch/offerurls/apply" with field_type ``url_status``, operator ``overwrite``.
+OFFER_URL_STATUS_WHOLE_FIELDS: tuple[str, ...] = (
+    "network_offer_id",
+    "network_offer_url_ids",
+    "url_status",
+)
+
+#: Object type (the top-level YAML section) -> fields a definition must hold.
+WHOLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "offer_groups": OFFER_GROUP_WHOLE_FIELDS,
+    "offers": OFFER_WHOLE_FIELDS,
+    "scrub_rates": SCRUB_RATE_WHOLE_FIELDS,
+    "channels": CHANNEL_WHOLE_FIELDS,
+    "categories": CATEGORY_WHOLE_FIELDS,
+    "offer_urls": OFFER_URL_STATUS_WHOLE_FIELDS,
+}
+#: Nested lists whose entries have their own required fields: (section, list field) -> fields.
+NESTED_WHOLE_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("offers", "payout_revenue"): PAYOUT_REVENUE_WHOLE_FIELDS,
+}
+
+# --- Closed enumerations ("States and transitions" table and the endpoint bodies). ---
+OFFER_GROUP_STATUSES: tuple[str, ...] = ("active", "paused", "deleted")
+OFFER_URL_STATUSES: tuple[str, ...] = ("active", "paused", "deleted")
+CUSTOM_SETTING_STATUSES: tuple[str, ...] = ("active", "inactive")
+SCRUB_RATE_STATUSES: tuple[str, ...] = ("rejected", "pending")
+CHANNEL_STATUSES: tuple[str, ...] = ("active", "inactive")
+CATEGORY_STATUSES: tuple[str, ...] = ("active", "inactive")
+#: "Custom payout/revenue setting" lists the full payout and revenue type enumerations; the offer
+#: payout entries use the same types ("cpa"/"rpa" seen). ``blank`` only means "custom payout not
+#: enabled" on custom settings, so it is not accepted on an offer entry.
+PAYOUT_TYPES: tuple[str, ...] = (
+    "cpc",
+    "cpa",
+    "cpm",
+    "cps",
+    "cpa_cps",
+    "prv",
+    "cpa_sku",
+    "cps_sku",
+    "cpa_cps_sku",
+    "prv_sku",
+)
+REVENUE_TYPES: tuple[str, ...] = (
+    "rpc",
+    "rpa",
+    "rpm",
+    "rps",
+    "rpa_rps",
+    "rpa_sku",
+    "rps_sku",
+    "rpa_rps_sku",
+)
+#: Scrub rate percentage bounds ("Limits").
+SCRUB_RATE_PERCENTAGE_MIN = 0
+SCRUB_RATE_PERCENTAGE_MAX = 100
+
+# --- Open enumerations: the spec lists only the values "seen"; others are "not shown". ---
+#: A value outside these passes validation (it must still look like an enum value) but the plan
+#: carries a warning, so a reviewer sees that the value is undocumented.
+OFFER_SEEN_VALUES: dict[str, tuple[str, ...]] = {
+    "offer_status": ("active",),
+    "visibility": ("public",),
+    "conversion_method": ("server_postback",),
+    "redirect_mode": ("standard",),
+    "session_definition": ("cookie",),
+}
+
+#: Offer-group caps: the fields the caps operator pushes, shown first in diffs.
+CAP_CONTROL_FIELDS: tuple[str, ...] = ("is_caps_enabled", "is_soft_cap", *CAP_FIELDS)
