@@ -12,6 +12,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -93,6 +94,25 @@ def _latest_run_id(dag_id: str) -> str | None:
         return run.run_id if run else None
 
 
+def _standalone(airflow: list[str], port: int, root: Path) -> int:
+    """Run ``airflow standalone`` in its own process session; SIGINT stops it and its children."""
+    os.environ["AIRFLOW__CORE__PARALLELISM"] = "4"  # 2-core machines: the default spawns 32
+    os.environ["AIRFLOW__API__PORT"] = str(port)
+    os.environ["AIRFLOW__CORE__TEST_CONNECTION"] = "Enabled"
+    print(f"[demo] airflow standalone on http://127.0.0.1:{port} (login printed below and kept in")
+    print(f"       {root / '.airflow'}/simple_auth_manager_passwords.json.generated); Ctrl-C stops")
+    proc = subprocess.Popen([*airflow, "standalone"], start_new_session=True)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
@@ -103,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         "default: today, so yesterday's data)",
     )
     parser.add_argument("--dags", nargs="*", help="only these DAG ids")
+    parser.add_argument(
+        "--ui",
+        action="store_true",
+        help="instead of running the DAGs, start `airflow standalone` (UI on --ui-port) on the "
+        "same setup, with the sandbox behind the connections; Ctrl-C stops everything",
+    )
+    parser.add_argument("--ui-port", type=int, default=8080)
     args = parser.parse_args(argv)
 
     root = _project_root()
@@ -122,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         airflow = [sys.executable, "-m", "airflow"]
         print("[demo] migrating the metadata DB (SQLite in .airflow/) ...")
         subprocess.run([*airflow, "db", "migrate"], check=True, capture_output=True)
+        if args.ui:
+            return _standalone(airflow, args.ui_port, root)
 
         failures = 0
         for dag_id, conf in DEMO_DAGS:

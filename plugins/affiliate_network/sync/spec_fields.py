@@ -139,7 +139,79 @@ OFFER_SEEN_VALUES: dict[str, tuple[str, ...]] = {
     "conversion_method": ("server_postback",),
     "redirect_mode": ("standard",),
     "session_definition": ("cookie",),
+    "redirect_routing_method": ("internal",),
+    "redirect_internal_routing_type": ("priority",),
+    "attribution_method": ("first_touch",),
+    "duplicate_filter_targeting_action": ("unknown",),
+    "already_converted_action": ("unknown",),
+    "scrub_rate_status": ("rejected",),
+    "email_attribution_method": ("unknown",),
+    "email_attribution_window_type": ("unknown",),
 }
 
 #: Offer-group caps: the fields the caps operator pushes, shown first in diffs.
 CAP_CONTROL_FIELDS: tuple[str, ...] = ("is_caps_enabled", "is_soft_cap", *CAP_FIELDS)
+
+# --- Offer record fields beyond the documented request fields ("Offer" section). ---
+#: "The body is the offer object": these record fields may be written in a definition and are
+#: then sent too. A PUT resets any of them left out to the network default, so a definition
+#: that must keep e.g. ``preview_url`` writes it out. Grouped by the spec's types.
+OFFER_OPTIONAL_STRINGS: tuple[str, ...] = (
+    "thumbnail_url",
+    "server_side_url",
+    "preview_url",
+    "html_description",
+    "internal_notes",
+    "project_id",
+    "date_live_until",
+    "app_identifier",
+    "terms_and_conditions",
+    "session_tracking_start_on",
+    "view_through_destination_url",
+)
+OFFER_OPTIONAL_ENUMS: tuple[str, ...] = (
+    "redirect_routing_method",
+    "redirect_internal_routing_type",
+    "attribution_method",
+    "duplicate_filter_targeting_action",
+    "already_converted_action",
+    "scrub_rate_status",
+    "email_attribution_method",
+    "email_attribution_window_type",
+)
+OFFER_OPTIONAL_INTEGERS: tuple[str, ...] = (
+    "session_duration",
+    "caps_timezone_id",
+    "suppression_list_id",
+    "session_tracking_lifespan_hour",
+    "session_tracking_minimum_lifespan_second",
+    "email_attribution_window_minute",
+    "view_through_session_tracking_lifespan_minute",
+    "view_through_session_tracking_minimal_lifespan_second",
+)
+OFFER_OPTIONAL_BOOLEANS: tuple[str, ...] = (
+    "is_caps_enabled",
+    "is_soft_cap",
+    "is_use_scrub_rate",
+    "is_duplicate_filter_enabled",
+    "is_block_already_converted",
+    "is_use_secure_link",
+    "is_allow_deep_link",
+    "is_session_tracking_enabled",
+    "is_whitelist_check_enabled",
+    "is_seo_friendly",
+    "is_use_direct_linking",
+    "is_view_through_enabled",
+    "is_fail_traffic_enabled",
+    "is_using_suppression_list",
+    "is_using_explicit_terms_and_conditions",
+    "is_force_terms_and_conditions",
+    "is_must_approve_conversion",
+    "is_allow_duplicate_conversion",
+    "is_description_plain_text",
+    "is_email_attribution_enabled",
+    "is_email_attribution_window_enabled",
+    "is_view_through_session_tracking_enabled",
+)
+#: Numbers: the offer-level caps and scrub rate percentage.
+OFFER_OPTIONAL_NUMBERS: tuple[str, ...] = (*CAP_FIELDS, "scrub_rate_percentage")

@@ -1,0 +1,226 @@
+"""Benchmark: one day of conversions landed as Parquet, beside the hook's raw pull.
+
+One command, figures side by side::
+
+    uv run python bench/bench_report.py              # 1,000,000 conversions in one day
+    uv run python bench/bench_report.py --rows 100000 --contenders pull parquet
+
+Contenders, each in its own subprocess (so its peak RSS is its own), against one sandbox
+process with ``latency_ms`` (default 200) injected on every request, as in ``bench_pull.py``:
+
+* ``pull``: ``AffiliateNetworkHook.iter_conversions`` for the day, records dropped as read
+  (the raw pull: the floor any landing can reach).
+* ``parquet``: ``ConversionReportOperator.execute`` for the same day: the same pull streamed
+  through the schema, dedupe, checksum and Parquet writer, then the atomic publish.
+* ``jsonl``: the same with ``format="jsonl"`` (gzip JSON Lines).
+
+Reported per contender: wall seconds, rows/s, peak RSS (MB), its CPU seconds, and the
+sandbox's CPU seconds during the run (the two share this machine's cores). Results also go to
+``bench/results/report-<time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+CONTENDERS = ("pull", "parquet", "jsonl")
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _cpu_self_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# --------------------------------------------------------------------------- workers
+def worker(args: argparse.Namespace) -> dict[str, Any]:
+    # Import everything first so start-up costs are not timed (they are the same for all).
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.operators.conversion_report import ConversionReportOperator
+    from affiliate_network.storage import as_storage_path
+
+    as_storage_path(args.out).fs  # noqa: B018 - registers Airflow's filesystems up front
+    baseline = _peak_rss_mb()
+    cpu0 = _cpu_self_s()
+    started = time.perf_counter()
+    if args.worker == "pull":
+        hook = AffiliateNetworkHook("bench_network", concurrency=args.concurrency)
+        pull = hook.iter_conversions(from_date=args.day, to_date=args.day, timezone_id=1)
+        rows = sum(1 for _ in pull)
+        pages, extra = pull.stats.pages, {}
+        hook.close()
+    else:
+        op = ConversionReportOperator(
+            task_id=f"bench_{args.worker}",
+            affiliate_network_conn_id="bench_network",
+            from_date=args.day,
+            to_date=args.day,
+            timezone_id=1,
+            network_timezone="UTC",
+            currency_id="USD",
+            format=args.worker,
+            base_path=args.out,
+            hook_kwargs={"concurrency": args.concurrency},
+            outlets=[],
+        )
+        summary = op.execute({})
+        rows, pages = summary["rows"], summary["pages"]
+        part = summary["partitions"][0]
+        manifest = json.loads(Path(part["path"], "_manifest.json").read_text())
+        extra = {
+            "file_mb": manifest["files"][0]["bytes"] / 1e6,
+            "duplicates_dropped": summary["duplicates_dropped"],
+        }
+    elapsed = time.perf_counter() - started
+    return {
+        "rows": rows,
+        "pages": pages,
+        "elapsed_s": elapsed,
+        "cpu_s": _cpu_self_s() - cpu0,
+        "baseline_rss_mb": baseline,
+        "peak_rss_mb": _peak_rss_mb(),
+        **extra,
+    }
+
+
+# --------------------------------------------------------------------------- driver
+def _cpu_s(pid: int) -> float:
+    import psutil
+
+    proc = psutil.Process(pid)
+    total = sum(proc.cpu_times()[:2])
+    for child in proc.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += sum(child.cpu_times()[:2])
+    return total
+
+
+def _run(name: str, sandbox: Any, day: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
+    out = tempfile.mkdtemp(prefix=f"bench-report-{name}-")
+    cpu_before = _cpu_s(sandbox.pid)
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        name,
+        "--day",
+        day,
+        "--out",
+        out,
+        "--concurrency",
+        str(args.concurrency),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{name} worker failed:\n{done.stderr[-4000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result.update(
+        contender=name,
+        rows_per_s=result["rows"] / result["elapsed_s"] if result["elapsed_s"] else 0.0,
+        sandbox_cpu_s=_cpu_s(sandbox.pid) - cpu_before,
+    )
+    subprocess.run(["rm", "-rf", out], check=False)
+    return result
+
+
+def drive(args: argparse.Namespace) -> None:
+    from affiliate_network.sandbox.testing import start_sandbox
+
+    print(f"starting sandbox: 1 day x {args.rows:,} conversions ...", flush=True)
+    sandbox = start_sandbox(seed=42, days=1, conversions_per_day=args.rows, event_share=0.0)
+    try:
+        sandbox.set_faults(latency_ms=args.latency_ms)
+        day = sandbox.catalog()["last_date"]
+        truth = sandbox.truth(day, day, timezone_id=1)
+        home = tempfile.mkdtemp(prefix="bench-airflow-")
+        env = {
+            **os.environ,
+            "AIRFLOW_HOME": home,
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            "AIRFLOW_CONN_BENCH_NETWORK": json.dumps(
+                {
+                    "conn_type": "affiliate_network",
+                    "host": sandbox.base_url,
+                    "password": sandbox.keys["network"],
+                    "extra": {"portal": "network"},
+                }
+            ),
+        }
+        print(
+            f"== {day}: {truth['conversions']:,} conversions, latency {args.latency_ms} ms, "
+            f"concurrency {args.concurrency} ==",
+            flush=True,
+        )
+        results = []
+        for name in args.contenders:
+            result = _run(name, sandbox, day, args, env)
+            result.update(day=day, truth_conversions=truth["conversions"])
+            results.append(result)
+            print(
+                f"  {name:8s} {result['rows']:>9,} rows in {result['elapsed_s']:7.1f}s = "
+                f"{result['rows_per_s']:>8,.0f} rows/s, peak RSS {result['peak_rss_mb']:6.0f} MB, "
+                f"CPU {result['cpu_s']:6.1f}s (sandbox {result['sandbox_cpu_s']:6.1f}s)",
+                flush=True,
+            )
+    finally:
+        sandbox.stop()
+    _report(results, args)
+
+
+def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    pull = next((r for r in results if r["contender"] == "pull"), None)
+    lines = [
+        "| contender | rows | pages | wall s | rows/s | vs raw pull | peak RSS MB | CPU s "
+        "| sandbox CPU s | file MB |",
+        "|" + "---|" * 10,
+    ]
+    for r in results:
+        ratio = f"{r['elapsed_s'] / pull['elapsed_s']:.2f}x" if pull else "-"
+        file_mb = f"{r['file_mb']:.0f}" if "file_mb" in r else "-"
+        lines.append(
+            f"| {r['contender']} | {r['rows']:,} | {r['pages']} | {r['elapsed_s']:.1f} | "
+            f"{r['rows_per_s']:,.0f} | {ratio} | {r['peak_rss_mb']:.0f} | {r['cpu_s']:.1f} | "
+            f"{r['sandbox_cpu_s']:.1f} | {file_mb} |"
+        )
+    table = "\n".join(lines)
+    print("\n" + table)
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"report-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+    print(f"\nresults: {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="conversions in the day")
+    parser.add_argument("--latency-ms", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS)
+    parser.add_argument("--worker", choices=CONTENDERS, help=argparse.SUPPRESS)
+    parser.add_argument("--day", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args)))
+    else:
+        drive(args)
+
+
+if __name__ == "__main__":
+    main()

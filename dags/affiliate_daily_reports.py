@@ -1,0 +1,124 @@
+"""Daily reporting: conversions, events and per-affiliate aggregates, landed as day partitions.
+
+Thin on purpose: no I/O and no data libraries at parse time. Network settings come from
+``include/network.yaml`` and the affiliate list from ``include/reports.yaml``, both read inside
+tasks; the output base from the Airflow Variable ``affiliate_network_data_base`` (then env
+``AFFILIATE_NETWORK_DATA_BASE``, then ``<project>/data``), also read inside tasks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pendulum
+from airflow.sdk import Param, dag, task
+from airflow.timetables.interval import CronDataIntervalTimetable
+
+from affiliate_network.operators.conversion_report import (
+    AffiliateReportOperator,
+    ConversionReportOperator,
+    dataset_asset,
+)
+
+#: The network's reporting timezone. It must equal ``timezone`` in include/network.yaml (the
+#: timetable is built at parse time, when no file is read); tests/dags check that they agree.
+NETWORK_TIMEZONE = "UTC"
+#: Days re-pulled before each run's day so late status changes converge (DAG param default).
+DEFAULT_TRAILING_DAYS = 7
+
+DOC_MD = """
+### affiliate_daily_reports
+
+Every day just after midnight in the network's timezone (`CronDataIntervalTimetable`, so the
+run's data interval is the whole previous day), this DAG lands:
+
+- `pull_conversions`: yesterday's conversions **and** events (`is_event` tells them apart)
+  into `<base>/conversions/date=YYYY-MM-DD/`.
+- `repull_trailing_window`: the `trailing_days` days before it (param, default 7), one pull
+  per day, so on-hold approvals/rejections and sale-amount corrections reach the partitions
+  they belong to.
+- `affiliate_report_targets`: reads `include/reports.yaml` (one entry per affiliate
+  connection, with its columns).
+- `affiliate_report` (mapped, one task per affiliate; a failing affiliate is retried alone):
+  the affiliate entity table into `<base>/affiliate_reports/affiliate=<id>/date=YYYY-MM-DD/`.
+
+`<base>`: Airflow Variable `affiliate_network_data_base` (local path or `s3://...`), else env
+`AFFILIATE_NETWORK_DATA_BASE`, else `<project>/data`.
+
+**Partitions.** A partition is complete iff it holds `_manifest.json` (row count, content
+checksum, request parameters, pull time, package version). Publishing is atomic: a crashed or
+killed task never leaves a partition that looks complete. A rerun replaces the partition
+exactly; the same API data gives the same `content_checksum`.
+
+**Backfill.** `airflow backfill create --dag-id affiliate_daily_reports --from-date 2026-01-01
+--to-date 2026-01-31` (dates inclusive): one run per day, each lands its own day (plus its
+trailing window). Set `trailing_days` to 0 in the run conf to pull only the days themselves.
+
+**On failure.** Retries with exponential backoff (2 min doubling to 30 min). Every task is
+safe to clear and rerun. A `ReportRowLimitError` on `affiliate_report` means a single day still
+hits the API's 10,000-row cap with the configured columns: drop a high-cardinality column
+(sub1..sub5, hour) or add filters in `include/reports.yaml`. Config errors
+(`ConfigValidationError`) name the file and the field.
+"""
+
+default_args = {
+    "owner": "affiliate-data",
+    "retries": 3,
+    "retry_delay": dt.timedelta(minutes=2),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": dt.timedelta(minutes=30),
+    "execution_timeout": dt.timedelta(hours=2),
+}
+
+
+@dag(
+    dag_id="affiliate_daily_reports",
+    schedule=CronDataIntervalTimetable("0 0 * * *", timezone=NETWORK_TIMEZONE),
+    start_date=pendulum.datetime(2026, 1, 1, tz=NETWORK_TIMEZONE),
+    # History is loaded with `airflow backfill create`, not by catching up on deploy.
+    catchup=False,
+    # Runs overlap in the days they write (trailing window): one at a time.
+    max_active_runs=1,
+    default_args=default_args,
+    tags=["affiliate-network", "reporting"],
+    doc_md=DOC_MD,
+    params={
+        "trailing_days": Param(
+            DEFAULT_TRAILING_DAYS,
+            type="integer",
+            minimum=0,
+            maximum=60,
+            description="Days before the run's day to pull again (late status changes).",
+        )
+    },
+)
+def affiliate_daily_reports() -> None:
+    conversions = dataset_asset("conversions")
+    pull = ConversionReportOperator(
+        task_id="pull_conversions",
+        show_conversions=True,
+        show_events=True,
+        outlets=[conversions],
+    )
+    repull = ConversionReportOperator(
+        task_id="repull_trailing_window",
+        lookback_days="{{ params.trailing_days }}",
+        show_conversions=True,
+        show_events=True,
+        outlets=[conversions],
+    )
+    pull >> repull
+
+    @task
+    def affiliate_report_targets() -> list[dict]:
+        """One mapped-task kwargs dict per affiliate connection in include/reports.yaml."""
+        from affiliate_network.operators.conversion_report import load_affiliate_report_targets
+
+        return load_affiliate_report_targets()
+
+    AffiliateReportOperator.partial(task_id="affiliate_report").expand_kwargs(
+        affiliate_report_targets()
+    )
+
+
+affiliate_daily_reports()

@@ -1,0 +1,122 @@
+"""Push the desired offer state in ``include/offer_state.yaml`` to the network, Terraform-style.
+
+validate -> plan -> apply offer groups (caps) -> apply offers (payouts) -> sync scrub rates ->
+sync channels / categories / offer URL status. Thin: the work lives in
+``affiliate_network.operators.scrub_rate_sync`` and ``affiliate_network.sync``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+from affiliate_network.operators.scrub_rate_sync import (
+    OfferCatalogSyncOperator,
+    OfferGroupCapsSyncOperator,
+    OfferPayoutSyncOperator,
+    OfferStateSyncOperator,
+    ScrubRateSyncOperator,
+)
+
+#: Optional cron schedule (e.g. "0 6 * * 1-5"); unset = manual trigger only. An environment
+#: setting, read without I/O at parse time.
+SCHEDULE = os.environ.get("AFFILIATE_OFFER_SYNC_SCHEDULE") or None
+CONN_ID = "affiliate_network_default"
+# A person triggering from the UI gets a dry run unless they untick it; scheduled runs apply.
+DRY_RUN = "{{ params.dry_run if dag_run.run_type == 'manual' else false }}"
+SYNC_ARGS = {
+    "state_file": "{{ params.state_file }}",
+    "affiliate_network_conn_id": CONN_ID,
+    "force": "{{ params.force }}",
+    "resolve_unknown": "{{ params.resolve_unknown }}",
+    "accept_drift": "{{ params.accept_drift }}",
+}
+
+DOC_MD = """
+### Offer sync
+
+Pushes `include/offer_state.yaml` (reviewed in git) to the network.
+
+1. **validate** every value against the API spec (file, object, field and line in errors).
+2. **plan**: create / update / unchanged per object with a field-level diff against the ledger
+   (`<data base>/sync/ledger-affiliate_network_default.json`). Read its log.
+3. **apply** offer groups (caps), offers (payouts), scrub rates, channels/categories/URL status.
+   Unchanged objects are not sent; each success is recorded in the ledger.
+
+Triggered from the UI, `dry_run` is **on**: read the plan, then trigger again with it off.
+
+On-call:
+- *UNKNOWN OUTCOME* for a scrub rate: check the network UI for the named setting, then trigger
+  with `resolve_unknown` = `{"<key>": <id found>}` or `{"<key>": "absent"}`.
+- *DRIFT*: a created scrub rate's definition changed; revert the YAML, or fix it by hand and
+  trigger with `accept_drift` = `["<key>"]`.
+- Someone edited an object in the UI: trigger with `force` = `["<key>"]` to send ours again.
+"""
+
+
+@dag(
+    dag_id="affiliate_offer_sync",
+    schedule=SCHEDULE,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    render_template_as_native_obj=True,
+    tags=["affiliate-network", "offers", "sync"],
+    doc_md=DOC_MD,
+    default_args={
+        "owner": "affiliate-ops",
+        "retries": 2,
+        "retry_delay": pendulum.duration(minutes=1),
+        "retry_exponential_backoff": True,
+    },
+    params={
+        "dry_run": Param(True, type="boolean", description="Only show the plan; send nothing."),
+        "state_file": Param(
+            "offer_state.yaml", type="string", description="Desired state (include folder)."
+        ),
+        "force": Param(
+            [], type="array", description="Keys of PUT objects to send even if unchanged."
+        ),
+        "resolve_unknown": Param(
+            {},
+            type="object",
+            description='Unknown-outcome creates: {"<key>": <id found>} or {"<key>": "absent"}.',
+        ),
+        "accept_drift": Param(
+            [], type="array", description="Keys of scrub rates fixed by hand to match the YAML."
+        ),
+    },
+)
+def affiliate_offer_sync() -> None:
+    @task(retries=1)
+    def validate(state_file: str) -> dict[str, int]:
+        """Fail fast on any invalid value; return the object counts."""
+        from affiliate_network.operators.scrub_rate_sync import resolve_state_file
+        from affiliate_network.sync.loader import load_desired_state
+
+        return load_desired_state(resolve_state_file(state_file), display_name=state_file).counts()
+
+    plan = OfferStateSyncOperator(
+        task_id="plan",
+        sections=[
+            "offer_groups",
+            "offers",
+            "scrub_rates",
+            "channels",
+            "categories",
+            "offer_urls",
+        ],
+        dry_run=True,
+        **SYNC_ARGS,
+    )
+    caps = OfferGroupCapsSyncOperator(task_id="apply_offer_groups", dry_run=DRY_RUN, **SYNC_ARGS)
+    payouts = OfferPayoutSyncOperator(task_id="apply_offers", dry_run=DRY_RUN, **SYNC_ARGS)
+    scrub = ScrubRateSyncOperator(task_id="sync_scrub_rates", dry_run=DRY_RUN, **SYNC_ARGS)
+    catalog = OfferCatalogSyncOperator(task_id="sync_catalog", dry_run=DRY_RUN, **SYNC_ARGS)
+
+    validate("{{ params.state_file }}") >> plan >> caps >> payouts >> scrub >> catalog
+
+
+affiliate_offer_sync()

@@ -1,0 +1,208 @@
+"""Paged pulls: page 1 first, then the remaining pages concurrently, yielded in page order.
+
+Spec, "Endpoints / Common conventions": ``page`` (1-based) and ``page_size`` are read from the
+query string for GET and POST alike (a body page is ignored); paginated responses carry
+``paging: {page, page_size, total_count}``; the maximum page size is typically 2,000 and some
+endpoints enforce less.
+
+Memory: a sliding window of at most ``concurrency`` outstanding page requests, each holding the
+raw bytes of one page, plus the one parsed page being yielded. Pages are parsed on the consuming
+thread (orjson holds the GIL anyway), so raw bytes, not parsed dicts, wait in the window. Memory is
+therefore bounded by ``concurrency x page size``, never by the report size.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import orjson
+
+from affiliate_network.exceptions import AffiliateNetworkError
+
+
+@dataclass
+class PullStats:
+    """Progress of one paged pull, updated as pages are consumed.
+
+    :param pages: pages consumed so far.
+    :param rows: records yielded so far.
+    :param total_count: ``paging.total_count`` of the first page (``None`` before it arrived).
+    :param retries: extra attempts spent on this pull's requests (all pages).
+    :param elapsed_s: seconds since the pull started.
+    """
+
+    pages: int = 0
+    rows: int = 0
+    total_count: int | None = None
+    retries: int = 0
+    elapsed_s: float = 0.0
+
+
+class RawPage(NamedTuple):
+    """One page as fetched by a worker: unparsed body and the retries it took."""
+
+    content: bytes
+    retries: int
+
+
+#: ``fetch(page, page_size) -> RawPage``; raises an ``AffiliateNetworkError`` on failure.
+PageFetcher = Callable[[int, int], RawPage]
+
+
+class PagedIterator(Iterator[dict[str, Any]]):
+    """Iterator of the records of every page of a paginated endpoint, in page order.
+
+    Nothing is requested before the first ``next()``. Closing it early (``close()``, leaving a
+    ``with`` block, or dropping it) cancels the pages not yet fetched.
+
+    :param fetch: fetches one page (runs on worker threads; must be thread-safe).
+    :param key: name of the record list in the response (``conversions``, ``commissions``, ...).
+    :param page_size: requested rows per page.
+    :param concurrency: worker threads, and pages outstanding at most, after page 1.
+    :param label: what is being pulled, for the log line.
+    :param log: logger of the owning hook.
+    :param cancel: set when the pull stops (done, failed or closed early), so a fetcher that is
+        waiting to retry gives up instead of working for nobody.
+    """
+
+    def __init__(
+        self,
+        fetch: PageFetcher,
+        *,
+        key: str,
+        page_size: int,
+        concurrency: int,
+        label: str,
+        log: logging.Logger,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError("page_size must be at least 1")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.stats = PullStats()
+        self._fetch = fetch
+        self._key = key
+        self._page_size = page_size
+        self._concurrency = concurrency
+        self._label = label
+        self._log = log
+        self._cancel = cancel or threading.Event()
+        self._gen = self._generate()
+
+    def __iter__(self) -> PagedIterator:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._gen)
+
+    def close(self) -> None:
+        """Stop the pull and cancel outstanding page requests."""
+        self._gen.close()
+
+    def __enter__(self) -> PagedIterator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _parse(self, raw: RawPage, page: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        try:
+            doc = orjson.loads(raw.content)
+        except orjson.JSONDecodeError as exc:
+            raise AffiliateNetworkError(f"{self._label}: page {page} is not valid JSON") from exc
+        records = doc.get(self._key) if isinstance(doc, dict) else None
+        paging = doc.get("paging") if isinstance(doc, dict) else None
+        if not isinstance(records, list) or not isinstance(paging, dict):
+            raise AffiliateNetworkError(
+                f"{self._label}: page {page} has no '{self._key}' list or no paging envelope"
+            )
+        return records, paging
+
+    def _generate(self) -> Iterator[dict[str, Any]]:
+        started = time.monotonic()
+        stats = self.stats
+        executor: ThreadPoolExecutor | None = None
+        window: deque[tuple[int, Future[RawPage]]] = deque()
+        finished = False
+        try:
+            raw = self._fetch(1, self._page_size)
+            stats.retries += raw.retries
+            records, paging = self._parse(raw, 1)
+            del raw
+            total = int(paging.get("total_count") or 0)
+            stats.total_count = total
+            # Some endpoints enforce a smaller maximum than asked for: page by what was served.
+            page_size = int(paging.get("page_size") or self._page_size)
+            if 0 < len(records) < page_size < total:
+                page_size = len(records)
+            last_page = max(1, math.ceil(total / page_size)) if page_size else 1
+            stats.pages = 1
+            stats.rows += len(records)
+            stats.elapsed_s = time.monotonic() - started
+            yield from records
+            del records
+
+            next_page = 2
+            if last_page >= next_page:
+                executor = ThreadPoolExecutor(
+                    max_workers=min(self._concurrency, last_page - 1),
+                    thread_name_prefix="affiliate-network-page",
+                )
+            while next_page <= last_page and len(window) < self._concurrency:
+                window.append((next_page, executor.submit(self._fetch, next_page, page_size)))
+                next_page += 1
+            while window:
+                page, future = window.popleft()
+                raw = future.result()
+                # Refill the window before parsing so the workers never idle on us.
+                if next_page <= last_page:
+                    window.append((next_page, executor.submit(self._fetch, next_page, page_size)))
+                    next_page += 1
+                stats.retries += raw.retries
+                records, paging = self._parse(raw, page)
+                del raw
+                if paging.get("total_count") != total:
+                    self._log.warning(
+                        "%s: total_count changed from %s to %s at page %d; the result set "
+                        "moved during the pull",
+                        self._label,
+                        total,
+                        paging.get("total_count"),
+                        page,
+                    )
+                stats.pages += 1
+                stats.rows += len(records)
+                stats.elapsed_s = time.monotonic() - started
+                yield from records
+                del records
+            finished = True
+        finally:
+            self._cancel.set()
+            for _, future in window:
+                future.cancel()
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
+            stats.elapsed_s = time.monotonic() - started
+            if stats.total_count is not None and finished and stats.rows != stats.total_count:
+                self._log.warning(
+                    "%s: got %d rows but total_count said %d", self._label, stats.rows, total
+                )
+            self._log.info(
+                "%s: %s %d pages, %d rows (total_count %s), %d retries in %.2fs",
+                self._label,
+                "pulled" if finished else "stopped after",
+                stats.pages,
+                stats.rows,
+                stats.total_count,
+                stats.retries,
+                stats.elapsed_s,
+            )

@@ -1,0 +1,676 @@
+"""Land conversion reports and per-affiliate aggregated reports as day partitions.
+
+* :class:`ConversionReportOperator` streams ``POST /networks/reporting/conversions`` (network
+  portal) into ``<base>/<dataset>/date=YYYY-MM-DD/``, one pull and one partition per day of the
+  window, so a partition holds exactly what the network reports for that day in its timezone,
+  whether the day was pulled alone or inside a longer window.
+* :class:`AffiliateReportOperator` calls the affiliate entity table (affiliate portal) and
+  lands it under ``<base>/<dataset>/affiliate=<id>/date=.../``; on the 10,000-row cap it splits
+  the date range in halves down to single days and never lands a truncated report.
+
+Both write through :mod:`affiliate_network.storage` (atomic publish, ``_manifest.json``) and
+return a small summary for XCom. Heavy modules (pyarrow, the hook) are imported in
+``execute``: DAG files import this module at parse time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from airflow.sdk import Asset, BaseOperator
+
+from affiliate_network.exceptions import ConfigValidationError, ReportRowLimitError
+from affiliate_network.paths import DATA_BASE_VARIABLE, default_data_base, include_dir
+from affiliate_network.schema import FORMATS, validate_report_columns
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+log = logging.getLogger(__name__)
+
+NETWORK_CONFIG_FILE = "network.yaml"
+REPORTS_CONFIG_FILE = "reports.yaml"
+#: Days in one window at most (a typo like from_date=2016 must not start a ten-year pull).
+MAX_WINDOW_DAYS = 366
+
+
+def dataset_asset(dataset: str) -> Asset:
+    """The Asset a dataset's partitions are published as (downstream DAGs schedule on it)."""
+    return Asset(name=f"affiliate_network_{dataset}", uri=f"affiliate-network://{dataset}")
+
+
+# -- configuration (read at run time, never at DAG parse time) -------------------------------
+
+
+def _read_yaml(name: str) -> dict[str, Any]:
+    path = include_dir() / name
+    try:
+        with path.open(encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh) or {}
+    except FileNotFoundError as err:
+        raise ConfigValidationError(f"{path}: file not found") from err
+    except yaml.YAMLError as err:
+        raise ConfigValidationError(f"{path}: invalid YAML: {err}") from err
+    if not isinstance(doc, dict):
+        raise ConfigValidationError(f"{path}: the top level must be a mapping")
+    return doc
+
+
+def load_network_config() -> dict[str, Any]:
+    """``include/network.yaml``: ``timezone`` (IANA), ``timezone_id`` (int), ``currency_id``."""
+    import pendulum
+
+    doc = _read_yaml(NETWORK_CONFIG_FILE)
+    where = include_dir() / NETWORK_CONFIG_FILE
+    tz, tz_id, currency = doc.get("timezone"), doc.get("timezone_id"), doc.get("currency_id")
+    if not isinstance(tz, str):
+        raise ConfigValidationError(f"{where}: 'timezone' must be an IANA name such as UTC")
+    try:
+        pendulum.timezone(tz)
+    except Exception as err:  # pendulum raises its own InvalidTimezone
+        raise ConfigValidationError(f"{where}: unknown timezone {tz!r}") from err
+    if not isinstance(tz_id, int) or isinstance(tz_id, bool):
+        raise ConfigValidationError(f"{where}: 'timezone_id' must be an integer")
+    if currency is not None and not isinstance(currency, str):
+        raise ConfigValidationError(f"{where}: 'currency_id' must be a currency code")
+    return {"timezone": tz, "timezone_id": tz_id, "currency_id": currency}
+
+
+def load_affiliate_report_targets() -> list[dict[str, Any]]:
+    """Mapped-task kwargs for :class:`AffiliateReportOperator`, from ``include/reports.yaml``.
+
+    One entry per affiliate connection: ``affiliate_network_conn_id``, ``affiliate_id``,
+    ``columns``, ``format``. Columns are validated here too, so a bad file fails the config task
+    before any report is requested.
+    """
+    doc = _read_yaml(REPORTS_CONFIG_FILE)
+    where = include_dir() / REPORTS_CONFIG_FILE
+    section = doc.get("affiliate_reports")
+    if not isinstance(section, dict):
+        raise ConfigValidationError(f"{where}: missing 'affiliate_reports' mapping")
+    default_cols = section.get("columns")
+    fmt = section.get("format", "parquet")
+    if fmt not in FORMATS:
+        raise ConfigValidationError(f"{where}: affiliate_reports.format must be one of {FORMATS}")
+    affiliates = section.get("affiliates")
+    if not isinstance(affiliates, list) or not affiliates:
+        raise ConfigValidationError(f"{where}: affiliate_reports.affiliates must be a list")
+    targets: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(affiliates):
+        ctx = f"{where}: affiliate_reports.affiliates[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigValidationError(f"{ctx} must be a mapping")
+        conn_id, aff_id = entry.get("conn_id"), entry.get("affiliate_id")
+        if not isinstance(conn_id, str) or not conn_id:
+            raise ConfigValidationError(f"{ctx}.conn_id must be a connection id")
+        if aff_id is None or str(aff_id) in seen:
+            raise ConfigValidationError(f"{ctx}.affiliate_id is missing or repeated")
+        seen.add(str(aff_id))
+        cols = entry.get("columns", default_cols)
+        try:
+            cols = validate_report_columns(cols or [])
+        except ConfigValidationError as err:
+            raise ConfigValidationError(f"{ctx}.columns: {err}") from err
+        targets.append(
+            {
+                "affiliate_network_conn_id": conn_id,
+                "affiliate_id": str(aff_id),
+                "columns": cols,
+                "format": entry.get("format", fmt),
+            }
+        )
+    return targets
+
+
+def resolve_data_base(explicit: str | None = None) -> str:
+    """Output base: argument, else Airflow Variable ``affiliate_network_data_base``, else env
+    ``AFFILIATE_NETWORK_DATA_BASE``, else ``<project>/data``."""
+    if explicit:
+        return explicit
+    from airflow.sdk import Variable
+
+    return Variable.get(DATA_BASE_VARIABLE, default=None) or default_data_base()
+
+
+# -- shared operator plumbing ----------------------------------------------------------------
+
+
+def _parse_date(value: str | dt.date, name: str) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value).strip()[:10])
+    except ValueError as err:
+        raise ConfigValidationError(f"{name} {value!r} is not a YYYY-MM-DD date") from err
+
+
+def _as_int(value: Any, name: str) -> int:
+    # Rendered templates are strings: "7" -> 7.
+    try:
+        return int(value)
+    except (TypeError, ValueError) as err:
+        raise ConfigValidationError(f"{name} must be an integer, got {value!r}") from err
+
+
+def _check_format(fmt: str) -> None:
+    if "{{" not in fmt and fmt not in FORMATS:
+        raise ConfigValidationError(f"format {fmt!r}: expected one of {list(FORMATS)}")
+
+
+class _ReportOperatorBase(BaseOperator):
+    """Window resolution, config defaults and asset events shared by the two operators."""
+
+    def _network_defaults(self) -> dict[str, Any]:
+        if not hasattr(self, "_network_cfg"):
+            needs = (self.timezone_id, self.network_timezone)
+            self._network_cfg = load_network_config() if None in needs else {}
+        return self._network_cfg
+
+    def _tz_id(self) -> int:
+        if self.timezone_id is not None:
+            return _as_int(self.timezone_id, "timezone_id")
+        return int(self._network_defaults()["timezone_id"])
+
+    def _currency(self) -> str | None:
+        if self.currency_id is not None:
+            return self.currency_id or None
+        if not hasattr(self, "_currency_cfg"):
+            self._currency_cfg = load_network_config().get("currency_id")
+        return self._currency_cfg
+
+    def _window(self, context: Context) -> tuple[dt.date, dt.date]:
+        """First and last day (inclusive) of the pull, in the network's timezone.
+
+        ``from_date``/``to_date`` win; otherwise the run's data interval, converted to the
+        network timezone (interval ``[D 00:00, D+1 00:00)`` gives the single day D).
+        """
+        tz = self.network_timezone or self._network_defaults()["timezone"]
+        if self.from_date:
+            start = _parse_date(self.from_date, "from_date")
+        else:
+            start = _interval_bound(context, "data_interval_start", tz).date()
+        if self.to_date:
+            end = _parse_date(self.to_date, "to_date")
+        elif self.from_date:
+            end = start
+        else:
+            end_dt = _interval_bound(context, "data_interval_end", tz)
+            end = (end_dt - dt.timedelta(microseconds=1)).date()
+            end = max(end, start)  # an empty interval (start == end) still means that day
+        if end < start:
+            raise ConfigValidationError(f"from_date {start} is after to_date {end}")
+        if (end - start).days + 1 > MAX_WINDOW_DAYS:
+            raise ConfigValidationError(
+                f"window {start}..{end} is longer than {MAX_WINDOW_DAYS} days; split it"
+            )
+        return start, end
+
+    def _hook(self, conn_id: str) -> AffiliateNetworkHook:
+        from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+        return AffiliateNetworkHook(conn_id, **(self.hook_kwargs or {}))
+
+    def _emit_asset_events(self, context: Context, extra: dict[str, Any], keys: list[str]) -> None:
+        """Annotate this task's asset event(s): partitions written and their checksums."""
+        outlet_events = context.get("outlet_events")
+        if outlet_events is None:
+            return
+        for outlet in self.outlets or ():
+            if isinstance(outlet, Asset):
+                event = outlet_events[outlet]
+                event.extra = extra
+                if keys:
+                    event.add_partitions(keys)
+
+
+def _interval_bound(context: Context, name: str, tz: str) -> dt.datetime:
+    import pendulum
+
+    value = context.get(name)
+    if value is None:
+        raise ConfigValidationError(
+            f"no {name} in the task context (a run without a data interval): pass from_date"
+        )
+    return pendulum.instance(value).in_timezone(tz)
+
+
+# -- conversions --------------------------------------------------------------------------------
+
+
+class ConversionReportOperator(_ReportOperatorBase):
+    """Pull the conversion report for a window and land one partition per day.
+
+    Each day of the window is pulled on its own (``from = to = day`` in the network's
+    timezone) and published atomically to ``<base>/<dataset>/date=YYYY-MM-DD/`` with a
+    ``_manifest.json``. Rerunning a day replaces its partition; the same API data gives the
+    same content checksum.
+
+    :param affiliate_network_conn_id: network-portal connection.
+    :param from_date: first day ``YYYY-MM-DD`` (templated); default: the data interval's start
+        in the network timezone.
+    :param to_date: last day, inclusive (templated); default: the data interval's last day.
+    :param lookback_days: when set (templated), pull the ``lookback_days`` days *before* the
+        window's first day instead (the trailing re-pull that picks up late status changes).
+        ``0`` pulls nothing.
+    :param timezone_id: network timezone id (default: ``include/network.yaml``).
+    :param network_timezone: IANA name of that timezone, to turn the data interval into days
+        (default: ``include/network.yaml``).
+    :param currency_id: currency code (default: ``include/network.yaml``; ``""`` = server
+        default).
+    :param show_conversions: include conversions.
+    :param show_events: include events (``is_event`` tells them apart).
+    :param filters: conversion report filter items (or the hook's mapping shorthand).
+    :param search_terms: search-term items.
+    :param format: ``parquet`` (default) or ``jsonl`` (gzip JSON Lines).
+    :param base_path: output base (templated); default: Variable ``affiliate_network_data_base``,
+        env ``AFFILIATE_NETWORK_DATA_BASE``, then ``<project>/data``.
+    :param dataset: dataset folder under the base.
+    :param page_size: rows per page (default: the connection's, else 2,000).
+    :param consistency_retries: extra pulls of a day whose unique row count differs from the
+        server's ``total_count`` (the result set moved while paging).
+    :param row_group_rows: Parquet rows per row group (memory bound of the writer).
+    :param hook_kwargs: extra :class:`AffiliateNetworkHook` arguments (``max_attempts``,
+        ``base_delay``, ``concurrency`` ...).
+    """
+
+    template_fields: Sequence[str] = (
+        "from_date",
+        "to_date",
+        "lookback_days",
+        "timezone_id",
+        "currency_id",
+        "filters",
+        "search_terms",
+        "base_path",
+        "format",
+    )
+    ui_color = "#e8f4ea"
+
+    def __init__(
+        self,
+        *,
+        affiliate_network_conn_id: str = "affiliate_network_default",
+        from_date: str | None = None,
+        to_date: str | None = None,
+        lookback_days: int | str | None = None,
+        timezone_id: int | str | None = None,
+        network_timezone: str | None = None,
+        currency_id: str | None = None,
+        show_conversions: bool = True,
+        show_events: bool = False,
+        filters: Any = None,
+        search_terms: Sequence[dict[str, Any]] | None = None,
+        format: str = "parquet",
+        base_path: str | None = None,
+        dataset: str = "conversions",
+        page_size: int | None = None,
+        consistency_retries: int = 1,
+        row_group_rows: int | None = None,
+        hook_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if "outlets" not in kwargs:
+            kwargs["outlets"] = [dataset_asset(dataset)]
+        super().__init__(**kwargs)
+        if not (show_conversions or show_events):
+            raise ConfigValidationError("show_conversions and show_events are both false")
+        _check_format(format)
+        if not dataset or "/" in dataset or dataset.startswith(("_", ".")):
+            raise ConfigValidationError(f"dataset {dataset!r} must be a plain folder name")
+        if isinstance(lookback_days, int) and lookback_days < 0:
+            raise ConfigValidationError("lookback_days must be >= 0")
+        if consistency_retries < 0:
+            raise ConfigValidationError("consistency_retries must be >= 0")
+        self.affiliate_network_conn_id = affiliate_network_conn_id
+        self.from_date = from_date
+        self.to_date = to_date
+        self.lookback_days = lookback_days
+        self.timezone_id = timezone_id
+        self.network_timezone = network_timezone
+        self.currency_id = currency_id
+        self.show_conversions = show_conversions
+        self.show_events = show_events
+        self.filters = filters
+        self.search_terms = search_terms
+        self.format = format
+        self.base_path = base_path
+        self.dataset = dataset
+        self.page_size = page_size
+        self.consistency_retries = consistency_retries
+        self.row_group_rows = row_group_rows
+        self.hook_kwargs = hook_kwargs
+
+    def days(self, context: Context) -> list[dt.date]:
+        """The days this run lands, oldest first."""
+        start, end = self._window(context)
+        if self.lookback_days is not None and str(self.lookback_days).strip() != "":
+            n = _as_int(self.lookback_days, "lookback_days")
+            if n < 0:
+                raise ConfigValidationError("lookback_days must be >= 0")
+            start, end = start - dt.timedelta(days=n), start - dt.timedelta(days=1)
+            if n == 0:
+                return []
+        return [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        _check_format(self.format)
+        days = self.days(context)
+        base = resolve_data_base(self.base_path)
+        started = time.monotonic()
+        partitions: list[dict[str, Any]] = []
+        if days:
+            hook = self._hook(self.affiliate_network_conn_id)
+            try:
+                for day in days:
+                    partitions.append(self._land_day(hook, base, day))
+            finally:
+                hook.close()
+        summary = {
+            "dataset": self.dataset,
+            "format": self.format,
+            "paths": [p["path"] for p in partitions],
+            "partitions": partitions,
+            "rows": sum(p["rows"] for p in partitions),
+            "pages": sum(p["pages"] for p in partitions),
+            "duplicates_dropped": sum(p["duplicates_dropped"] for p in partitions),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        self._emit_asset_events(
+            context,
+            {
+                "dataset": self.dataset,
+                "partitions": [
+                    {k: p[k] for k in ("date", "path", "rows", "checksum")} for p in partitions
+                ],
+            },
+            [f"date={p['date']}" for p in partitions],
+        )
+        self.log.info(
+            "Landed %d partition(s) of %s: %d rows, %d pages, %d duplicates dropped in %.1fs",
+            len(partitions),
+            self.dataset,
+            summary["rows"],
+            summary["pages"],
+            summary["duplicates_dropped"],
+            summary["seconds"],
+        )
+        return summary
+
+    def _request(self, day: dt.date) -> dict[str, Any]:
+        return {
+            "endpoint": "POST /networks/reporting/conversions",
+            "from": day.isoformat(),
+            "to": day.isoformat(),
+            "timezone_id": self._tz_id(),
+            "currency_id": self._currency(),
+            "show_conversions": bool(self.show_conversions),
+            "show_events": bool(self.show_events),
+            "filters": self.filters,
+            "search_terms": self.search_terms,
+            "conn_id": self.affiliate_network_conn_id,
+        }
+
+    def _land_day(self, hook: AffiliateNetworkHook, base: str, day: dt.date) -> dict[str, Any]:
+        from affiliate_network.schema import conversion_schema
+        from affiliate_network.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
+
+        request = self._request(day)
+        attempt = 0
+        while True:
+            pull = hook.iter_conversions(
+                from_date=request["from"],
+                to_date=request["to"],
+                timezone_id=request["timezone_id"],
+                currency_id=request["currency_id"],
+                show_conversions=request["show_conversions"],
+                show_events=request["show_events"],
+                filters=self.filters,
+                search_terms=self.search_terms,
+                page_size=self.page_size,
+            )
+            with (
+                pull,
+                PartitionWriter(
+                    base,
+                    self.dataset,
+                    {"date": day.isoformat()},
+                    conversion_schema(),
+                    format=self.format,
+                    row_group_rows=self.row_group_rows or DEFAULT_ROW_GROUP_ROWS,
+                ) as writer,
+            ):
+                writer.write(pull)
+                st = pull.stats
+                consistent = st.total_count is None or writer.rows == st.total_count
+                if not consistent and attempt < self.consistency_retries:
+                    # The result set moved while paging (duplicates imply missed rows): re-pull.
+                    attempt += 1
+                    self.log.warning(
+                        "%s: %d unique rows but total_count %s (%d duplicates); re-pulling "
+                        "(attempt %d)",
+                        day,
+                        writer.rows,
+                        st.total_count,
+                        writer.duplicates_dropped,
+                        attempt + 1,
+                    )
+                    continue  # leaving the with-block discards the staged data
+                if not consistent:
+                    self.log.warning(
+                        "%s: landing %d unique rows, total_count said %s; the trailing re-pull "
+                        "will converge it",
+                        day,
+                        writer.rows,
+                        st.total_count,
+                    )
+                stats = {
+                    "pages": st.pages,
+                    "rows_received": st.rows,
+                    "total_count": st.total_count,
+                    "retries": st.retries,
+                    "pull_seconds": round(st.elapsed_s, 3),
+                    "consistent_with_total_count": consistent,
+                    "pull_attempts": attempt + 1,
+                }
+                result = writer.commit(request=request, stats=stats)
+            m = result.manifest
+            return {
+                "date": day.isoformat(),
+                "path": result.path,
+                "rows": m.row_count,
+                "pages": st.pages,
+                "duplicates_dropped": m.duplicates_dropped,
+                "checksum": m.content_checksum,
+            }
+
+
+# -- per-affiliate aggregated reports -------------------------------------------------------------
+
+
+class AffiliateReportOperator(_ReportOperatorBase):
+    """Land one affiliate's entity table (aggregated report) for a window.
+
+    Requests the whole window; when the hook reports the 10,000-row cap the range is split in
+    halves and each half requested again, down to single days. Every row carries the
+    ``report_from``/``report_to`` range it aggregates. A single day that still hits the cap
+    fails with a message naming what to narrow; nothing is landed in that case.
+
+    Output: ``<base>/<dataset>/affiliate=<affiliate_id>/date=<from>/`` for a one-day window
+    (``date=<from>_<to>`` for a longer one).
+
+    :param affiliate_network_conn_id: the affiliate's connection (affiliate portal).
+    :param affiliate_id: the affiliate's id (partition key).
+    :param columns: 1 to 10 group columns, at most one time column (validated here).
+    :param from_date: first day (templated); default: the data interval.
+    :param to_date: last day, inclusive (templated).
+    :param timezone_id: network timezone id (default: ``include/network.yaml``).
+    :param network_timezone: IANA name of that timezone (default: ``include/network.yaml``).
+    :param currency_id: currency code (default: ``include/network.yaml``).
+    :param filters: filter items.
+    :param format: ``parquet`` (default) or ``jsonl``.
+    :param base_path: output base (templated); default as for :class:`ConversionReportOperator`.
+    :param dataset: dataset folder under the base.
+    :param hook_kwargs: extra :class:`AffiliateNetworkHook` arguments.
+    """
+
+    template_fields: Sequence[str] = (
+        "affiliate_id",
+        "from_date",
+        "to_date",
+        "timezone_id",
+        "currency_id",
+        "filters",
+        "base_path",
+        "format",
+    )
+    ui_color = "#eaf0f8"
+
+    def __init__(
+        self,
+        *,
+        affiliate_network_conn_id: str,
+        affiliate_id: str | int,
+        columns: Sequence[str | dict[str, Any]],
+        from_date: str | None = None,
+        to_date: str | None = None,
+        timezone_id: int | str | None = None,
+        network_timezone: str | None = None,
+        currency_id: str | None = None,
+        filters: Sequence[dict[str, Any]] | None = None,
+        format: str = "parquet",
+        base_path: str | None = None,
+        dataset: str = "affiliate_reports",
+        hook_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if "outlets" not in kwargs:
+            kwargs["outlets"] = [dataset_asset(dataset)]
+        super().__init__(**kwargs)
+        # Cheap and before any request: 1-10 known columns, at most one time column.
+        self.columns = validate_report_columns(columns)
+        _check_format(format)
+        if str(affiliate_id).strip() == "" or "/" in str(affiliate_id):
+            raise ConfigValidationError(f"affiliate_id {affiliate_id!r} is not an id")
+        self.affiliate_network_conn_id = affiliate_network_conn_id
+        self.affiliate_id = affiliate_id
+        self.from_date = from_date
+        self.to_date = to_date
+        self.timezone_id = timezone_id
+        self.network_timezone = network_timezone
+        self.currency_id = currency_id
+        self.filters = filters
+        self.format = format
+        self.base_path = base_path
+        self.dataset = dataset
+        self.hook_kwargs = hook_kwargs
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from affiliate_network.schema import AffiliateReportSchema
+        from affiliate_network.storage import write_partition
+
+        _check_format(self.format)
+        start, end = self._window(context)
+        started = time.monotonic()
+        hook = self._hook(self.affiliate_network_conn_id)
+        try:
+            pieces = self._fetch(hook, start, end)
+        finally:
+            hook.close()
+        rows = [
+            {**row, "report_from": a.isoformat(), "report_to": b.isoformat()}
+            for a, b, table in pieces
+            for row in table
+        ]
+        date_key = start.isoformat() if start == end else f"{start}_{end}"
+        keys = {"affiliate": str(self.affiliate_id), "date": date_key}
+        request = {
+            "endpoint": "POST /affiliates/reporting/entity/table",
+            "from": start.isoformat(),
+            "to": end.isoformat(),
+            "columns": self.columns,
+            "timezone_id": self._tz_id(),
+            "currency_id": self._currency(),
+            "filters": self.filters,
+            "conn_id": self.affiliate_network_conn_id,
+        }
+        stats = {
+            "requests_landed": [
+                {"from": a.isoformat(), "to": b.isoformat(), "rows": len(t)} for a, b, t in pieces
+            ],
+            "splits": len(pieces) - 1,
+        }
+        result = write_partition(
+            resolve_data_base(self.base_path),
+            self.dataset,
+            keys,
+            rows,
+            AffiliateReportSchema(self.columns),
+            request=request,
+            format=self.format,
+            stats=stats,
+        )
+        summary = {
+            "dataset": self.dataset,
+            "affiliate_id": str(self.affiliate_id),
+            "path": result.path,
+            "rows": result.rows,
+            "pieces": len(pieces),
+            "checksum": result.manifest.content_checksum,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        partition_key = f"affiliate={self.affiliate_id}/date={date_key}"
+        self._emit_asset_events(
+            context,
+            {"dataset": self.dataset, "partition": partition_key, "path": result.path,
+             "rows": result.rows, "checksum": result.manifest.content_checksum},
+            [partition_key],
+        )  # fmt: skip
+        return summary
+
+    def _fetch(
+        self, hook: AffiliateNetworkHook, start: dt.date, end: dt.date
+    ) -> list[tuple[dt.date, dt.date, list[dict[str, Any]]]]:
+        """The entity table for ``start..end``, split in halves while it hits the row cap."""
+        try:
+            table = hook.affiliate_entity_table(
+                from_date=start.isoformat(),
+                to_date=end.isoformat(),
+                columns=self.columns,
+                timezone_id=self._tz_id(),
+                currency_id=self._currency(),
+                filters=self.filters,
+            )
+            return [(start, end, table)]
+        except ReportRowLimitError as err:
+            if start == end:
+                raise ReportRowLimitError(
+                    f"affiliate {self.affiliate_id} (connection "
+                    f"{self.affiliate_network_conn_id}): the entity table for the single day "
+                    f"{start} still hits the 10,000-row cap with columns {self.columns}. "
+                    "Nothing was written. Narrow the report: drop a high-cardinality column "
+                    "(sub1..sub5, hour, country) or add filters (offer, country ...) in "
+                    "include/reports.yaml."
+                ) from err
+            mid = start + dt.timedelta(days=(end - start).days // 2)
+            self.log.info(
+                "%s..%s hit the row cap; splitting into %s..%s and %s..%s",
+                start,
+                end,
+                start,
+                mid,
+                mid + dt.timedelta(days=1),
+                end,
+            )
+            return self._fetch(hook, start, mid) + self._fetch(
+                hook, mid + dt.timedelta(days=1), end
+            )

@@ -1,0 +1,564 @@
+"""Compile validated rules into column-wise closures and decide a batch of conversions.
+
+Each condition compiles to ``fn(batch, idx) -> matching idx`` where ``idx`` is a list of record
+positions still undecided. Values are read column-wise from a per-batch cache (one pass per
+field path, derived field or aggregate, whichever rules use), so deciding 100,000 conversions
+against 30 rules costs a few list comprehensions per rule instead of 3 million closure calls.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+from affiliate_network.review.aggregates import compute_aggregate
+from affiliate_network.review.fields import (
+    DERIVED_FIELDS,
+    compile_getter,
+    describe_path,
+    parse_path,
+    path_is_multi,
+)
+from affiliate_network.review.loader import load_rules
+from affiliate_network.review.model import (
+    AllOf,
+    AnyOf,
+    NotOf,
+    Rule,
+    RulesFile,
+    Test,
+    iter_tests,
+)
+
+Idx = list[int]
+CompiledCondition = Callable[["Batch", Idx], Idx]
+
+
+def _to_number(value: Any) -> float | None:
+    kind = type(value)
+    if kind is int or kind is float:
+        return value
+    if kind is str:
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _present(value: Any) -> bool:
+    if value is None or value == "":
+        return False
+    if type(value) in (list, tuple, dict):
+        return len(value) > 0
+    return True
+
+
+_NUMERIC_TYPES = frozenset((int, float, type(None)))
+
+
+class Batch:
+    """The records being decided, with a cache of columns computed on first use.
+
+    Reading a field from 100,000 large record dicts is dominated by memory access, so the
+    top-level fields the rules need are fetched in ONE pass (``prefetch``); nested paths are
+    then walked from their parent column, and every column is cached for the batch.
+
+    :param records: conversion records (dicts in the spec's conversion record shape).
+    :param now: evaluation time (unix seconds) for age-based derived fields.
+    :param prefetch: top-level field names to fetch in the first pass.
+    """
+
+    def __init__(self, records: Sequence[dict], now: float, prefetch: Sequence[str] = ()) -> None:
+        self.records = records
+        self.now = now
+        self._columns: dict[str, Sequence[Any]] = {}
+        self._numeric: dict[str, Sequence[Any]] = {}
+        self._aggregates: dict[str, Sequence[Any]] = {}
+        if prefetch and records:
+            keys = list(prefetch)
+            try:
+                # itemgetter is the fastest single pass; it needs every key present...
+                rows = list(map(itemgetter(*keys), records)) if len(keys) > 1 else None
+            except KeyError:
+                rows = None
+            if rows is None:
+                # ...otherwise (or for one key) dict.get per key, still one pass per record.
+                rows = [tuple(map(r.get, keys)) for r in records]
+            self._columns.update(zip(keys, zip(*rows, strict=True), strict=True))
+
+    def column(self, path: str) -> Sequence[Any]:
+        """Raw values of a path (or derived field), one per record; tuples for multi paths."""
+        col = self._columns.get(path)
+        if col is None:
+            derived = DERIVED_FIELDS.get(path)
+            if derived is not None:
+                col = derived.compute(self)
+            else:
+                col = self._extract(path)
+            self._columns[path] = col
+        return col
+
+    def _extract(self, path: str) -> Sequence[Any]:
+        segments = parse_path(path)
+        if (
+            len(segments) == 3
+            and segments[2].index is None
+            and segments[1].index is None
+            and path_is_multi(path)
+        ):
+            # relationship.<list>.<key>: every element's key, from the cached list column.
+            lists = self.column(path.rpartition(".")[0])
+            key = segments[2].key
+            return [
+                tuple([e.get(key) for e in lst if type(e) is dict]) if type(lst) is list else ()
+                for lst in lists
+            ]
+        if any(s.index is not None for s in segments) or path_is_multi(path):
+            getter = compile_getter(path)
+            return [getter(r) for r in self.records]
+        if len(segments) == 1:
+            key = segments[0].key
+            return [r.get(key) for r in self.records]
+        # a.b.c: walk one step from the cached column of a.b (shared by sibling paths).
+        parent = self.column(path.rpartition(".")[0])
+        key = segments[-1].key
+        return [x.get(key) if type(x) is dict else None for x in parent]
+
+    def numeric(self, path: str) -> Sequence[Any]:
+        """Values of a path as numbers (``None`` where not numeric); tuples for multi paths."""
+        col = self._numeric.get(path)
+        if col is None:
+            raw = self.column(path)
+            if path_is_multi(path) and path not in DERIVED_FIELDS:
+                col = [tuple(_to_number(v) for v in values) for values in raw]
+            elif set(map(type, raw)) <= _NUMERIC_TYPES:
+                col = raw  # already numbers (the common case): no copy
+            else:
+                col = [v if (type(v) is int or type(v) is float) else _to_number(v) for v in raw]
+            self._numeric[path] = col
+        return col
+
+    def aggregate(self, test: Test) -> Sequence[Any]:
+        """Values of an aggregate, computed once per batch per distinct aggregate."""
+        agg = test.agg
+        assert agg is not None
+        key = agg.label()
+        col = self._aggregates.get(key)
+        if col is None:
+            col = compute_aggregate(agg, self.column, self.numeric, len(self.records))
+            self._aggregates[key] = col
+        return col
+
+
+# ---------------------------------------------------------------------------------------------
+# Compilation
+# ---------------------------------------------------------------------------------------------
+
+
+def _predicate(op: str, value: Any) -> Callable[[Any], bool]:
+    """Per-value test used for multi-valued paths and untyped fields (slow path)."""
+    if op == "eq":
+        return lambda x: x == value
+    if op in ("in", "not_in"):
+        items = list(value)
+        return lambda x: not isinstance(x, list | dict) and x in items
+    if op in ("gt", "ge", "lt", "le", "between"):
+        cmp = _numeric_cmp(op, value)
+
+        def numeric(x: Any) -> bool:
+            n = _to_number(x)
+            return n is not None and cmp(n)
+
+        return numeric
+    if op == "regex":
+        search = re.compile(value).search
+        return lambda x: isinstance(x, str) and search(x) is not None
+    if op == "exists":
+        return _present
+    raise ValueError(op)  # pragma: no cover - validation keeps other ops out
+
+
+def _numeric_cmp(op: str, value: Any) -> Callable[[float], bool]:
+    if op == "gt":
+        return lambda n: n > value
+    if op == "ge":
+        return lambda n: n >= value
+    if op == "lt":
+        return lambda n: n < value
+    if op == "le":
+        return lambda n: n <= value
+    lo, hi = value
+    return lambda n: lo <= n <= hi
+
+
+#: Negative operators are evaluated as "not (positive)"; for multi paths this means "no element".
+_NEGATIONS = {"ne": "eq", "not_in": "in", "missing": "exists"}
+
+
+def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
+    op, value = test.op, test.value
+    if op in ("in", "not_in") and isinstance(value, str) and value.startswith("$"):
+        value = lists[value[1:]]
+    is_agg = test.agg is not None
+    path = test.field
+    multi = (not is_agg) and path is not None and path_is_multi(path)
+    ftype = "number" if is_agg else describe_path(path).type  # type: ignore[arg-type]
+
+    if is_agg:
+
+        def numbers(batch: Batch) -> list[Any]:
+            return batch.aggregate(test)
+
+        def raw(batch: Batch) -> list[Any]:
+            return batch.aggregate(test)
+    else:
+
+        def numbers(batch: Batch) -> list[Any]:
+            return batch.numeric(path)  # type: ignore[arg-type]
+
+        def raw(batch: Batch) -> list[Any]:
+            return batch.column(path)  # type: ignore[arg-type]
+
+    positive = _NEGATIONS.get(op, op)
+    negate = op in _NEGATIONS
+
+    if multi or ftype == "any":
+        # Slow but general: any element (multi) / the value (untyped) must satisfy the test.
+        pred = _predicate(positive, value)
+        if multi:
+
+            def hit(v: Any) -> bool:
+                return any(pred(x) for x in v)
+        else:
+            hit = pred
+        if negate:
+
+            def run_any(batch: Batch, idx: Idx) -> Idx:
+                col = raw(batch)
+                return [i for i in idx if not hit(col[i])]
+        else:
+
+            def run_any(batch: Batch, idx: Idx) -> Idx:
+                col = raw(batch)
+                return [i for i in idx if hit(col[i])]
+
+        return run_any
+
+    # Fast paths: one list comprehension over a typed column.
+    if op == "eq":
+
+        def run_eq(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if col[i] == value]
+
+        return run_eq
+    if op == "ne":
+
+        def run_ne(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if col[i] != value]
+
+        return run_ne
+    if op in ("in", "not_in"):
+        items = frozenset(value)
+        if op == "in":
+
+            def run_in(batch: Batch, idx: Idx) -> Idx:
+                col = raw(batch)
+                return [i for i in idx if col[i] in items]
+
+            return run_in
+
+        def run_not_in(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if col[i] not in items]
+
+        return run_not_in
+    if op in ("gt", "ge", "lt", "le", "between"):
+        return _compile_numeric(op, value, numbers)
+    if op == "regex":
+        search = re.compile(value).search
+
+        def run_regex(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            # Run the pattern once per distinct value (user agents, domains repeat a lot).
+            values = {col[i] for i in idx}
+            matching = {v for v in values if type(v) is str and search(v) is not None}
+            return [i for i in idx if col[i] in matching] if matching else []
+
+        return run_regex
+    if op == "exists":
+
+        def run_exists(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if _present(col[i])]
+
+        return run_exists
+
+    def run_missing(batch: Batch, idx: Idx) -> Idx:
+        col = raw(batch)
+        return [i for i in idx if not _present(col[i])]
+
+    return run_missing
+
+
+def _compile_numeric(
+    op: str, value: Any, numbers: Callable[[Batch], list[Any]]
+) -> CompiledCondition:
+    # One closure per operator so the comparison is inlined in the comprehension.
+    if op == "gt":
+
+        def run(batch: Batch, idx: Idx) -> Idx:
+            col = numbers(batch)
+            return [i for i in idx if (x := col[i]) is not None and x > value]
+    elif op == "ge":
+
+        def run(batch: Batch, idx: Idx) -> Idx:
+            col = numbers(batch)
+            return [i for i in idx if (x := col[i]) is not None and x >= value]
+    elif op == "lt":
+
+        def run(batch: Batch, idx: Idx) -> Idx:
+            col = numbers(batch)
+            return [i for i in idx if (x := col[i]) is not None and x < value]
+    elif op == "le":
+
+        def run(batch: Batch, idx: Idx) -> Idx:
+            col = numbers(batch)
+            return [i for i in idx if (x := col[i]) is not None and x <= value]
+    else:
+        lo, hi = value
+
+        def run(batch: Batch, idx: Idx) -> Idx:
+            col = numbers(batch)
+            return [i for i in idx if (x := col[i]) is not None and lo <= x <= hi]
+
+    return run
+
+
+def compile_condition(condition: Any, lists: dict[str, list]) -> CompiledCondition:
+    """Turn a validated condition into ``fn(batch, idx) -> matching idx`` (order preserved)."""
+    if isinstance(condition, AllOf):
+        children = [compile_condition(c, lists) for c in condition.all]
+
+        def run_all(batch: Batch, idx: Idx) -> Idx:
+            for child in children:  # narrowing: each child only sees what passed so far
+                if not idx:
+                    break
+                idx = child(batch, idx)
+            return idx
+
+        return run_all
+    if isinstance(condition, AnyOf):
+        children = [compile_condition(c, lists) for c in condition.any]
+
+        def run_any(batch: Batch, idx: Idx) -> Idx:
+            matched: set[int] = set()
+            rest = idx
+            for child in children:  # each child only sees what no earlier child matched
+                hit = child(batch, rest)
+                if hit:
+                    matched.update(hit)
+                    rest = [i for i in rest if i not in matched]
+                    if not rest:
+                        break
+            return [i for i in idx if i in matched] if matched else []
+
+        return run_any
+    if isinstance(condition, NotOf):
+        child = compile_condition(condition.not_, lists)
+
+        def run_not(batch: Batch, idx: Idx) -> Idx:
+            hit = child(batch, idx)
+            if not hit:
+                return idx
+            hit_set = set(hit)
+            return [i for i in idx if i not in hit_set]
+
+        return run_not
+    return _compile_test(condition, lists)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decisions
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of the rules for one record.
+
+    :param index: position of the record in the evaluated batch.
+    :param rule_id: the first rule that matched.
+    :param action: that rule's action.
+    :param matched: the values the rule tested, by field path or aggregate label.
+    """
+
+    index: int
+    rule_id: str
+    action: str
+    matched: dict[str, Any]
+
+
+@dataclass
+class Evaluation:
+    """Decisions for a batch: one per matched record; unmatched records stay on hold.
+
+    :param decisions: decisions in rule order, then record order.
+    :param evaluated: how many records the rules were run on.
+    :param per_rule: number of records decided by each rule id (every rule listed, 0 included).
+    :param cpu_seconds: CPU time spent deciding (``time.process_time``).
+    """
+
+    decisions: list[Decision]
+    evaluated: int
+    per_rule: dict[str, int]
+    cpu_seconds: float = 0.0
+    _by_index: dict[int, Decision] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_index = {d.index: d for d in self.decisions}
+
+    def for_index(self, index: int) -> Decision | None:
+        """The decision of record ``index`` or ``None`` when no rule matched."""
+        return self._by_index.get(index)
+
+    @property
+    def per_action(self) -> dict[str, int]:
+        counts = Counter(d.action for d in self.decisions)
+        return {a: counts.get(a, 0) for a in ("approve", "reject", "review", "hold")}
+
+    @property
+    def unmatched(self) -> int:
+        return self.evaluated - len(self.decisions)
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    """A rule with its compiled condition and the leaves whose values the audit records."""
+
+    rule: Rule
+    run: CompiledCondition
+    tests: tuple[Test, ...]
+
+
+class RuleSet:
+    """Validated, compiled rules, ready to decide batches.
+
+    :param rules_file: a validated :class:`RulesFile` (see :func:`load_rules`).
+    :param source: where the rules came from, for logs.
+    """
+
+    def __init__(self, rules_file: RulesFile, source: str = "<rules>") -> None:
+        self.rules_file = rules_file
+        self.source = source
+        self.compiled: list[CompiledRule] = [
+            CompiledRule(
+                rule,
+                compile_condition(rule.when, rules_file.lists),
+                tuple(t for t, _ in iter_tests(rule.when, ())),
+            )
+            for rule in rules_file.rules
+            if rule.enabled
+        ]
+        self.prefetch: tuple[str, ...] = _top_level_fields(
+            t for c in self.compiled for t in c.tests
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RuleSet:
+        """Load, validate and compile a rules file (raises ``ConfigValidationError``)."""
+        return cls(load_rules(path), source=str(path))
+
+    @property
+    def rules(self) -> list[Rule]:
+        return [c.rule for c in self.compiled]
+
+    def rule(self, rule_id: str) -> Rule:
+        return next(c.rule for c in self.compiled if c.rule.id == rule_id)
+
+    def evaluate(
+        self,
+        records: Sequence[dict],
+        *,
+        now: float | None = None,
+        eligible: Sequence[int] | None = None,
+    ) -> Evaluation:
+        """Decide records: the first matching rule wins; unmatched records get no decision.
+
+        :param records: the whole batch; aggregates are computed over all of it.
+        :param now: evaluation time in unix seconds (default: the current time).
+        :param eligible: positions to decide (default: all); the others still count in
+            aggregates (e.g. conversions too young to decide but sharing an IP).
+        """
+        started = time.process_time()
+        # The batch allocates many small containers while every record is alive: generational
+        # GC would rescan all of them again and again (measured: 2-3x slower on 100k records).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._evaluate(records, now, eligible, started)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _evaluate(
+        self, records: Sequence[dict], now: float | None, eligible: Sequence[int] | None, started: float
+    ) -> Evaluation:
+        batch = Batch(records, time.time() if now is None else now, self.prefetch)
+        remaining: Idx = list(range(len(records))) if eligible is None else list(eligible)
+        evaluated = len(remaining)
+        decisions: list[Decision] = []
+        per_rule: dict[str, int] = {}
+        for compiled in self.compiled:
+            hit = compiled.run(batch, remaining) if remaining else []
+            per_rule[compiled.rule.id] = len(hit)
+            if not hit:
+                continue
+            columns = [
+                (t.label(), batch.aggregate(t) if t.agg is not None else batch.column(t.field))  # type: ignore[arg-type]
+                for t in compiled.tests
+            ]
+            rule_id, action = compiled.rule.id, compiled.rule.action
+            for i in hit:
+                decisions.append(
+                    Decision(
+                        i, rule_id, action, {label: _jsonable(col[i]) for label, col in columns}
+                    )
+                )
+            hit_set = set(hit)
+            remaining = [i for i in remaining if i not in hit_set]
+        return Evaluation(
+            decisions=decisions,
+            evaluated=evaluated,
+            per_rule=per_rule,
+            cpu_seconds=time.process_time() - started,
+        )
+
+
+def _top_level_fields(tests: Any) -> tuple[str, ...]:
+    """Record fields read by the rules (directly, via derived fields or via aggregates)."""
+    keys: dict[str, None] = {}
+    for test in tests:
+        paths = [test.field] if test.field is not None else [*test.agg.fields, *test.agg.per_fields]
+        if test.agg is not None and test.agg.within_hours is not None:
+            paths.append("conversion_unix_timestamp")
+        for path in paths:
+            derived = DERIVED_FIELDS.get(path)
+            for key in derived.needs if derived is not None else (parse_path(path)[0].key,):
+                keys[key] = None
+    return tuple(keys)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,590 @@
+"""Field paths into a conversion record, the record's known schema, and derived fields.
+
+A rule names a value with a dotted path (``sale_amount``, ``relationship.affiliate.name``).
+A path segment may carry an index: ``relationship.on_hold_snapshots[-1].status`` is the last
+snapshot's status, ``[0]`` the first. A path that walks *through* a list without an index
+(``relationship.on_hold_snapshots.status``, or ``[*]``) is multi-valued: a condition on it holds
+when ANY element satisfies it (and ``ne``/``not_in``/``missing`` when NONE does).
+
+The known schema below is the spec's "Conversion record" section; it lets validation reject
+typos (``conversion_ip``) and wrong value types (``sale_amount: {gt: "abc"}``) before anything
+is pulled. Members the spec leaves open (``usm_data``, ``query_parameters``) accept any subpath.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+FieldType = Literal["string", "integer", "number", "boolean", "object", "any"]
+
+_STRING_FIELDS = (
+    *(f"adv{n}" for n in range(1, 11)),
+    "android_id",
+    "android_id_md5",
+    "android_id_sha1",
+    "app_id",
+    "brand",
+    "browser",
+    "carrier",
+    "city",
+    "conversion_id",
+    "conversion_user_ip",
+    "country",
+    "coupon_code",
+    "currency_id",
+    "device_model",
+    "device_type",
+    "email",
+    "error_message",
+    "event",
+    "google_ad_id",
+    "google_ad_id_md5",
+    "google_ad_id_sha1",
+    "http_user_agent",
+    "idfa",
+    "idfa_md5",
+    "idfa_sha1",
+    "isp",
+    "language",
+    "notes",
+    "order_id",
+    "os_version",
+    "payout_type",
+    "platform",
+    "referer",
+    "region",
+    "revenue_type",
+    "session_user_ip",
+    "source_id",
+    "status",
+    *(f"sub{n}" for n in range(1, 11)),
+    "transaction_id",
+    "url",
+)
+_INTEGER_FIELDS = (
+    "click_unix_timestamp",
+    "conversion_unix_timestamp",
+    "dma",
+    "error_code",
+    "network_offer_payout_revenue_id",
+    "previous_network_offer_id",
+)
+_NUMBER_FIELDS = ("payout", "revenue", "sale_amount")
+_BOOLEAN_FIELDS = ("is_event", "is_scrub", "is_view_through")
+
+#: Top-level fields of the conversion record and their JSON types (spec: Conversion record).
+RECORD_FIELDS: dict[str, FieldType] = {
+    **dict.fromkeys(_STRING_FIELDS, "string"),
+    **dict.fromkeys(_INTEGER_FIELDS, "integer"),
+    **dict.fromkeys(_NUMBER_FIELDS, "number"),
+    **dict.fromkeys(_BOOLEAN_FIELDS, "boolean"),
+    "relationship": "object",
+}
+
+_EMPLOYEE = ("account_status", "first_name", "full_name", "last_name", "network_employee_id")
+_SETTING = ("name", "network_custom_payout_revenue_setting_id")
+
+#: ``relationship`` members: name -> (is a list, known sub-fields or None when open-ended).
+RELATIONSHIP_MEMBERS: dict[str, tuple[bool, frozenset[str] | None]] = {
+    "account_manager": (False, frozenset((*_EMPLOYEE, "network_id"))),
+    "affiliate_manager": (False, frozenset((*_EMPLOYEE, "network_id"))),
+    "adv_global_event": (
+        False,
+        frozenset(
+            ("advertiser_id", "entry_name", "network_advertiser_global_event_id", "network_id")
+        ),
+    ),
+    "advertiser": (
+        False,
+        frozenset(("account_status", "name", "network_advertiser_id", "network_id")),
+    ),
+    "affiliate": (
+        False,
+        frozenset(("account_status", "name", "network_affiliate_id", "network_id")),
+    ),
+    "affiliate_tier": (
+        False,
+        frozenset(("name", "network_affiliate_tier_id", "network_id", "status")),
+    ),
+    "campaign": (
+        False,
+        frozenset(("campaign_name", "campaign_status", "network_campaign_id", "network_id")),
+    ),
+    "candidate_clicks": (True, frozenset(("relationship", "transaction_id", "unix_timestamp"))),
+    "custom_payout_revenue": (False, frozenset((*_SETTING, "network_id"))),
+    "line_items_custom_payout_revenue_settings": (True, frozenset((*_SETTING, "network_id"))),
+    "offer": (False, frozenset(("name", "network_id", "network_offer_id", "offer_status"))),
+    "offer_group": (
+        False,
+        frozenset(
+            (
+                "name",
+                "network_advertiser_id",
+                "network_id",
+                "network_offer_group_id",
+                "offer_count",
+                "offer_group_status",
+            )
+        ),
+    ),
+    "offer_url": (
+        False,
+        frozenset(("name", "network_id", "network_offer_id", "network_offer_url_id")),
+    ),
+    "on_hold_snapshots": (
+        True,
+        frozenset(
+            (
+                "initiator",
+                "network_employee",
+                "network_id",
+                "on_hold_conversion_history_snapshot_id",
+                "on_hold_conversion_id",
+                "snapshot_type",
+                "status",
+                "unix_timestamp",
+            )
+        ),
+    ),
+    "order_line_items": (
+        True,
+        frozenset(
+            (
+                "discount",
+                "name",
+                "network_order_line_item_id",
+                "order_id",
+                "order_number",
+                "price",
+                "product_id",
+                "quantity",
+                "sku",
+            )
+        ),
+    ),
+    "postback_control": (False, frozenset(("name", "network_id", "network_postback_control_id"))),
+    "snapshots": (
+        True,
+        frozenset(
+            (
+                "conversion_history_snapshot_id",
+                "conversion_id",
+                "error_code",
+                "initiator",
+                "network_employee",
+                "network_id",
+                "payout",
+                "revenue",
+                "sale_amount",
+                "snapshot_type",
+                "status",
+                "unix_timestamp",
+            )
+        ),
+    ),
+    "tiered_commission": (False, frozenset(("name", "network_id", "network_tiered_commission_id"))),
+    # Scalar members.
+    "attribution_method": (False, frozenset()),
+    "click_attribution_method": (False, frozenset()),
+    "conversion_referer": (False, frozenset()),
+    "redirect_url": (False, frozenset()),
+    "referer": (False, frozenset()),
+    "events_count": (False, frozenset()),
+    "is_enforce_caps": (False, frozenset()),
+    "unix_timestamp_postback": (False, frozenset()),
+    # Objects whose contents the spec does not show: any sub-path is accepted.
+    "usm_data": (False, None),
+    "query_parameters": (False, None),
+}
+
+_RELATIONSHIP_SCALAR_TYPES: dict[str, FieldType] = {
+    "attribution_method": "string",
+    "click_attribution_method": "string",
+    "conversion_referer": "string",
+    "redirect_url": "string",
+    "referer": "string",
+    "events_count": "integer",
+    "is_enforce_caps": "boolean",
+    "unix_timestamp_postback": "integer",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+# ---------------------------------------------------------------------------------------------
+
+_SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(-?\d+|\*)\])?$")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One step of a path: a key, then optionally an index (int) or ``"*"`` (every element)."""
+
+    key: str
+    index: int | Literal["*"] | None = None
+
+
+class PathError(ValueError):
+    """A field path is malformed or names a field the conversion record does not have."""
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_path(path: str) -> tuple[Segment, ...]:
+    """Split ``a.b[-1].c`` into segments; raise :class:`PathError` when malformed."""
+    if not path or not isinstance(path, str):
+        raise PathError("a field path must be a non-empty string")
+    segments = []
+    for part in path.split("."):
+        match = _SEGMENT.match(part)
+        if match is None:
+            raise PathError(
+                f"malformed path segment {part!r} in {path!r} "
+                "(expected name, name[0], name[-1] or name[*])"
+            )
+        key, idx = match.groups()
+        index: int | Literal["*"] | None = None
+        if idx == "*":
+            index = "*"
+        elif idx is not None:
+            index = int(idx)
+        segments.append(Segment(key, index))
+    return tuple(segments)
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    """What validation learned about a path: its type and whether it yields several values."""
+
+    type: FieldType
+    multi: bool
+    derived: bool = False
+
+
+def _suggest(name: str, candidates: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+def describe_path(path: str) -> PathInfo:
+    """Check a path against the known record schema and derived fields.
+
+    :param path: dotted path as written in a rule.
+    :raises PathError: unknown field, indexing a non-list, or malformed syntax.
+    """
+    segments = parse_path(path)
+    head = segments[0]
+    if len(segments) == 1 and head.key in DERIVED_FIELDS and head.index is None:
+        return PathInfo(DERIVED_FIELDS[head.key].type, multi=False, derived=True)
+    if head.key not in RECORD_FIELDS:
+        raise PathError(
+            f"unknown field {head.key!r}"
+            + _suggest(head.key, [*RECORD_FIELDS, *DERIVED_FIELDS])
+            + "; use a conversion record field, a relationship.* path or a derived field"
+        )
+    if head.index is not None:
+        raise PathError(f"{head.key!r} is not a list and cannot be indexed")
+    if head.key != "relationship":
+        if len(segments) > 1:
+            raise PathError(f"{head.key!r} is a {RECORD_FIELDS[head.key]}, it has no sub-fields")
+        return PathInfo(RECORD_FIELDS[head.key], multi=False)
+    if len(segments) == 1:
+        return PathInfo("object", multi=False)
+    member = segments[1]
+    if member.key not in RELATIONSHIP_MEMBERS:
+        raise PathError(
+            f"unknown relationship member {member.key!r}"
+            + _suggest(member.key, list(RELATIONSHIP_MEMBERS))
+        )
+    is_list, subfields = RELATIONSHIP_MEMBERS[member.key]
+    if member.index is not None and not is_list:
+        raise PathError(f"relationship.{member.key} is not a list and cannot be indexed")
+    multi = is_list and member.index in (None, "*")
+    rest = segments[2:]
+    if subfields is not None and not subfields and rest:
+        raise PathError(f"relationship.{member.key} is a scalar, it has no sub-fields")
+    if rest and subfields:
+        sub = rest[0]
+        if sub.key not in subfields:
+            raise PathError(
+                f"unknown field {sub.key!r} of relationship.{member.key}"
+                + _suggest(sub.key, sorted(subfields))
+            )
+    # Anything below a known member may itself be a list; only explicit [*] makes it multi there.
+    multi = multi or any(seg.index == "*" for seg in rest)
+    if not rest:
+        if subfields is not None and not subfields:
+            return PathInfo(_RELATIONSHIP_SCALAR_TYPES.get(member.key, "any"), multi=False)
+        return PathInfo("any" if is_list and member.index is not None else "object", multi=multi)
+    leaf = rest[-1].key
+    ftype: FieldType = "any"
+    if leaf in ("unix_timestamp", "payout", "revenue", "sale_amount", "price", "quantity"):
+        ftype = "number"
+    elif leaf in ("status", "name", "initiator", "snapshot_type", "on_hold_conversion_id"):
+        ftype = "string"
+    return PathInfo(ftype, multi=multi)
+
+
+_MISSING = object()
+
+
+def compile_getter(path: str) -> Callable[[dict], Any]:
+    """Return a fast function ``record -> value`` for a path.
+
+    A multi-valued path returns a tuple of the values found (possibly empty); a single-valued
+    path returns the value or ``None`` when any step is absent or of the wrong shape.
+    """
+    segments = parse_path(path)
+    if len(segments) == 1 and segments[0].index is None:
+        key = segments[0].key
+        return lambda record: record.get(key)
+    if len(segments) == 2 and segments[0].index is None and segments[1].index is None:
+        k1, k2 = segments[0].key, segments[1].key
+
+        def get2(record: dict) -> Any:
+            inner = record.get(k1)
+            return inner.get(k2) if isinstance(inner, dict) else None
+
+        return get2
+    info_multi = _path_is_multi(segments)
+
+    def get(record: dict) -> Any:
+        values: list[Any] = [record]
+        for segment in segments:
+            key, index = segment.key, segment.index
+            found: list[Any] = []
+            for value in values:
+                # A list reached without an index is walked element by element (any-semantics).
+                for element in value if isinstance(value, list) else (value,):
+                    if not isinstance(element, dict):
+                        continue
+                    item = element.get(key, _MISSING)
+                    if item is _MISSING:
+                        continue
+                    if index is None:
+                        found.append(item)
+                    elif isinstance(item, list):
+                        if index == "*":
+                            found.extend(item)
+                        elif -len(item) <= index < len(item):
+                            found.append(item[index])
+            values = found
+            if not values:
+                break
+        if info_multi:
+            return tuple(values)
+        return values[0] if values else None
+
+    return get
+
+
+def _path_is_multi(segments: Sequence[Segment]) -> bool:
+    """A path is multi-valued when it goes through a known list member without an index or uses [*]."""
+    if any(seg.index == "*" for seg in segments):
+        return True
+    if len(segments) >= 2 and segments[0].key == "relationship":
+        member = RELATIONSHIP_MEMBERS.get(segments[1].key)
+        if member is not None and member[0] and segments[1].index is None:
+            # relationship.on_hold_snapshots itself is "the list"; below it, each element.
+            return len(segments) > 2
+    return False
+
+
+def path_is_multi(path: str) -> bool:
+    """Whether the getter for ``path`` returns a tuple of values (any-element semantics)."""
+    return _path_is_multi(parse_path(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# Derived fields: computed per batch, column-wise
+# ---------------------------------------------------------------------------------------------
+
+
+class ColumnSource(Protocol):
+    """What a derived field reads: cached columns of the batch and the evaluation time."""
+
+    now: float
+
+    def column(self, path: str) -> list[Any]: ...
+
+    def numeric(self, path: str) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class DerivedField:
+    """A value computed from a record (and the evaluation time) that rules can test like a field.
+
+    :param type: JSON type of the value, for validation of the rule's value.
+    :param description: one line for the docs and ``affiliate-network-rules fields``.
+    :param compute: ``batch -> list`` of one value per record (``None`` when unknown), built
+        from the batch's cached columns.
+    :param needs: top-level record fields it reads (fetched in the batch's single first pass).
+    """
+
+    type: FieldType
+    description: str
+    compute: Callable[[ColumnSource], list[Any]]
+    needs: tuple[str, ...] = ()
+
+
+def _num(value: Any) -> float | None:
+    if type(value) is int or type(value) is float:
+        return value
+    return None
+
+
+def _click_to_conversion(b: ColumnSource) -> list[Any]:
+    conv, click = b.numeric("conversion_unix_timestamp"), b.numeric("click_unix_timestamp")
+    return [
+        c - k if c is not None and k is not None and k > 0 else None
+        for c, k in zip(conv, click, strict=True)
+    ]
+
+
+def _ip_mismatch(b: ColumnSource) -> list[Any]:
+    conv, sess = b.column("conversion_user_ip"), b.column("session_user_ip")
+    return [bool(a) and bool(s) and a != s for a, s in zip(conv, sess, strict=True)]
+
+
+def _age_seconds(b: ColumnSource) -> list[Any]:
+    now = b.now
+    return [None if t is None else now - t for t in b.numeric("conversion_unix_timestamp")]
+
+
+def _age_hours(b: ColumnSource) -> list[Any]:
+    return [None if s is None else s / 3600.0 for s in b.column("age_seconds")]
+
+
+def _snapshots(record: dict) -> list:
+    rel = record.get("relationship")
+    snaps = rel.get("on_hold_snapshots") if isinstance(rel, dict) else None
+    return snaps if isinstance(snaps, list) else []
+
+
+def last_on_hold_snapshot(record: dict) -> dict | None:
+    """The CURRENT on-hold state: the last snapshot of ``relationship.on_hold_snapshots``."""
+    snaps = _snapshots(record)
+    last = snaps[-1] if snaps else None
+    return last if isinstance(last, dict) else None
+
+
+def on_hold_status(record: dict) -> str | None:
+    """``on_hold``, ``approved``, ``rejected``... or ``None`` for a conversion never held."""
+    last = last_on_hold_snapshot(record)
+    return last.get("status") if last else None
+
+
+def on_hold_conversion_id(record: dict) -> str | None:
+    """The ID the on-hold PATCH takes (from the latest snapshot carrying one)."""
+    for snap in reversed(_snapshots(record)):
+        if isinstance(snap, dict) and snap.get("on_hold_conversion_id"):
+            return str(snap["on_hold_conversion_id"])
+    return None
+
+
+def on_hold_since(record: dict) -> float | None:
+    """When the conversion went on hold: the first snapshot's ``unix_timestamp``."""
+    for snap in _snapshots(record):
+        if isinstance(snap, dict) and _num(snap.get("unix_timestamp")) is not None:
+            return snap["unix_timestamp"]
+    return None
+
+
+def _last_snapshot_values(b: ColumnSource, key: str) -> list[Any]:
+    out: list[Any] = []
+    for snaps in b.column("relationship.on_hold_snapshots"):
+        last = snaps[-1] if type(snaps) is list and snaps else None
+        out.append(last.get(key) if type(last) is dict else None)
+    return out
+
+
+def _on_hold_ids(b: ColumnSource) -> list[Any]:
+    out: list[Any] = []
+    for snaps in b.column("relationship.on_hold_snapshots"):
+        value = None
+        if type(snaps) is list and snaps:
+            last = snaps[-1]
+            value = last.get("on_hold_conversion_id") if type(last) is dict else None
+            if not value:  # rare: fall back to the latest snapshot that carries an id
+                value = on_hold_conversion_id({"relationship": {"on_hold_snapshots": snaps}})
+        out.append(str(value) if value else None)
+    return out
+
+
+def _hold_age_hours(b: ColumnSource) -> list[Any]:
+    now = b.now
+    out: list[Any] = []
+    for snaps in b.column("relationship.on_hold_snapshots"):
+        first = snaps[0] if type(snaps) is list and snaps else None
+        t = first.get("unix_timestamp") if type(first) is dict else None
+        if type(t) is not int and type(t) is not float:
+            t = on_hold_since({"relationship": {"on_hold_snapshots": snaps}})
+        out.append(None if t is None else (now - t) / 3600.0)
+    return out
+
+
+def _email_domain(b: ColumnSource) -> list[Any]:
+    return [
+        e.rpartition("@")[2].lower() if type(e) is str and "@" in e else None
+        for e in b.column("email")
+    ]
+
+
+def _payout_to_sale(b: ColumnSource) -> list[Any]:
+    payout, sale = b.numeric("payout"), b.numeric("sale_amount")
+    return [p / s if p is not None and s else None for p, s in zip(payout, sale, strict=True)]
+
+
+#: Derived fields, usable in ``field:`` like record fields.
+DERIVED_FIELDS: dict[str, DerivedField] = {
+    "click_to_conversion_seconds": DerivedField(
+        "number",
+        "conversion_unix_timestamp - click_unix_timestamp (seconds from click to conversion)",
+        _click_to_conversion,
+        ("conversion_unix_timestamp", "click_unix_timestamp"),
+    ),
+    "ip_mismatch": DerivedField(
+        "boolean",
+        "true when conversion_user_ip and session_user_ip are both set and differ",
+        _ip_mismatch,
+        ("conversion_user_ip", "session_user_ip"),
+    ),
+    "age_seconds": DerivedField(
+        "number",
+        "seconds since the conversion (evaluation time - conversion time)",
+        _age_seconds,
+        ("conversion_unix_timestamp",),
+    ),
+    "age_hours": DerivedField(
+        "number", "age_seconds / 3600", _age_hours, ("conversion_unix_timestamp",)
+    ),
+    "hold_age_hours": DerivedField(
+        "number",
+        "hours since the conversion went on hold (first on-hold snapshot)",
+        _hold_age_hours,
+        ("relationship",),
+    ),
+    "on_hold_status": DerivedField(
+        "string",
+        "current on-hold state: status of the LAST relationship.on_hold_snapshots entry",
+        lambda b: _last_snapshot_values(b, "status"),
+        ("relationship",),
+    ),
+    "on_hold_conversion_id": DerivedField(
+        "string", "the on-hold ID the approve/reject PATCH takes", _on_hold_ids, ("relationship",)
+    ),
+    "email_domain": DerivedField(
+        "string", "lower-cased part of email after '@'", _email_domain, ("email",)
+    ),
+    "payout_to_sale_ratio": DerivedField(
+        "number",
+        "payout / sale_amount (unset when sale_amount is 0 or missing)",
+        _payout_to_sale,
+        ("payout", "sale_amount"),
+    ),
+}

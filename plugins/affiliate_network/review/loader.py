@@ -1,0 +1,361 @@
+"""Load a rules file: YAML with line numbers, pydantic validation, one clear error.
+
+Every problem in the file is reported at once, each as
+``FILE:LINE: rule 'ID': FIELD: MESSAGE``, inside a single
+:class:`~affiliate_network.exceptions.ConfigValidationError` whose ``errors`` attribute holds
+the same information as :class:`RuleError` items (for tests and tools).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.review.model import (
+    ACTIONS,
+    OPERATORS,
+    Loc,
+    Rule,
+    RulesFile,
+    Test,
+    duplicate_id_errors,
+    rule_semantic_errors,
+    semantic_errors,
+    test_semantic_errors,
+)
+
+_TEST_KEYS = ("field", "agg", "op", "value")
+_RULE_KEYS = ("id", "description", "action", "when", "enabled")
+_AGG_KEYS = ("count_same", "share_same", "count_distinct", "ratio_to_median", "per", "within_hours")
+
+
+@dataclass(frozen=True)
+class RuleError:
+    """One problem found in a rules file.
+
+    :param source: file name (or ``<string>``).
+    :param line: 1-based line, or ``None`` when unknown.
+    :param rule_id: id of the rule concerned (``#N`` when the rule has no usable id), or ``None``.
+    :param field: dotted location inside the rule (or the file), e.g. ``when.all[1].op``.
+    :param message: what is wrong and what is expected.
+    """
+
+    source: str
+    line: int | None
+    rule_id: str | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        rule = f" rule {self.rule_id!r}:" if self.rule_id else ""
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{rule}{field} {self.message}"
+
+
+def _key(node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag == "tag:yaml.org,2002:str":
+            return node.value
+        # Keys like 1 or true: construct them the way safe_load does so locations match.
+        return yaml.constructor.SafeConstructor().construct_object(node)
+    return repr(node)
+
+
+def _index_lines(
+    node: yaml.Node, loc: Loc, lines: dict[Loc, int], duplicates: list[tuple[Loc, int, int]]
+) -> None:
+    """Record the line of every mapping key and sequence item, and duplicate keys."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = _key(key_node)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                duplicates.append(((*loc, key), line, seen[key]))
+            seen[key] = line
+            lines[(*loc, key)] = line
+            _index_lines(value_node, (*loc, key), lines, duplicates)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*loc, i)] = item.start_mark.line + 1
+            _index_lines(item, (*loc, i), lines, duplicates)
+
+
+def _format_loc(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _clean_loc(loc: tuple, data: Any) -> Loc:
+    """Drop pydantic's union/discriminator tags: keep only steps that exist in the data."""
+    out: list[str | int] = []
+    current = data
+    for part in loc:
+        if isinstance(current, dict) and part in current:
+            out.append(part)
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            out.append(part)
+            current = current[part]
+        elif (
+            isinstance(current, dict)
+            and not isinstance(part, int)
+            and part
+            in (
+                *_TEST_KEYS,
+                *_RULE_KEYS,
+                *_AGG_KEYS,
+                "rules",
+                "lists",
+                "version",
+                "all",
+                "any",
+                "not",
+            )
+        ):
+            # A required key that is absent: keep it in the message, the line is its parent's.
+            out.append(part)
+            current = None
+        else:
+            continue
+    return tuple(out)
+
+
+def _line_for(loc: Loc, lines: dict[Loc, int], data: Any) -> int | None:
+    probe = loc
+    # A shorthand test has no 'op'/'value' key: point at its operator key instead.
+    if probe and probe[-1] in ("op", "value") and probe not in lines:
+        parent = _get(data, probe[:-1])
+        if isinstance(parent, dict):
+            for key in parent:
+                if key not in _TEST_KEYS:
+                    return lines.get((*probe[:-1], key))
+    while probe:
+        if probe in lines:
+            return lines[probe]
+        probe = probe[:-1]
+    return 1
+
+
+def _get(data: Any, loc: Loc) -> Any:
+    current = data
+    for part in loc:
+        try:
+            current = current[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return current
+
+
+def _rule_id(data: Any, loc: Loc) -> str | None:
+    if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
+        rule = _get(data, loc[:2])
+        if (
+            isinstance(rule, dict)
+            and isinstance(rule.get("id"), str | int)
+            and rule.get("id") != ""
+        ):
+            return str(rule["id"])
+        return f"#{loc[1] + 1}"
+    return None
+
+
+def _message(error: dict, loc: Loc, data: Any) -> str:
+    kind, last = error["type"], (loc[-1] if loc else None)
+    if kind == "extra_forbidden":
+        parent = _get(data, loc[:-1])
+        if isinstance(parent, dict) and ("field" in parent or "agg" in parent):
+            return (
+                f"unknown key {last!r} in a condition: expected field or agg, then op + value or one "
+                f"operator key ({', '.join(OPERATORS)})"
+            )
+        if len(loc) == 3 and loc[0] == "rules":
+            return f"unknown key {last!r} in a rule (allowed: {', '.join(_RULE_KEYS)})"
+        if "agg" in loc[:-1]:
+            return f"unknown key {last!r} in an aggregate (allowed: {', '.join(_AGG_KEYS)})"
+        if len(loc) == 1:
+            return f"unknown top-level key {last!r} (allowed: version, lists, rules)"
+        return f"unknown key {last!r}"
+    if kind == "literal_error" and last == "op":
+        return f"unknown operator {error.get('input')!r}; expected one of {', '.join(OPERATORS)}"
+    if kind == "literal_error" and last == "action":
+        return f"unknown action {error.get('input')!r}; expected one of {', '.join(ACTIONS)}"
+    if kind == "missing":
+        if last == "op":
+            return (
+                "the condition has no operator: write op: NAME with value: X, or NAME: X "
+                f"({', '.join(OPERATORS)})"
+            )
+        return f"required key {last!r} is missing"
+    if kind == "string_pattern_mismatch" and last == "id":
+        return (
+            f"rule id {error.get('input')!r} must be 1-64 letters, digits, '_', '.', '-' "
+            "starting with a letter or digit"
+        )
+    message = error["msg"]
+    if "input" in error and kind not in ("condition_shape", "aggregate_kind"):
+        shown = repr(error["input"])
+        if len(shown) <= 80:
+            message += f" (got {shown})"
+    return message
+
+
+def _raise(source: str, errors: list[RuleError]) -> None:
+    count = len(errors)
+    text = (
+        f"Invalid rules file {source} ({count} problem{'s' if count != 1 else ''}):\n"
+        + "\n".join(f"  {e}" for e in errors)
+    )
+    exc = ConfigValidationError(text)
+    exc.errors = errors  # type: ignore[attr-defined]
+    raise exc
+
+
+def loads_rules(text: str, source: str = "<string>") -> RulesFile:
+    """Parse and validate rules from YAML text.
+
+    :param text: the YAML document.
+    :param source: name used in error messages (usually the file path).
+    :raises ConfigValidationError: listing every problem with file, line, rule id and field.
+    """
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        _raise(source, [RuleError(source, line, None, "", f"not valid YAML: {err}")])
+    if node is None:
+        _raise(
+            source, [RuleError(source, 1, None, "", "the file is empty; expected a 'rules:' list")]
+        )
+    data = yaml.safe_load(text)
+    lines: dict[Loc, int] = {}
+    duplicates: list[tuple[Loc, int, int]] = []
+    _index_lines(node, (), lines, duplicates)
+    errors: list[RuleError] = [
+        RuleError(
+            source,
+            line,
+            _rule_id(data, loc),
+            _format_loc(loc[2:] if loc[:1] == ("rules",) and len(loc) > 2 else loc),
+            f"key {loc[-1]!r} appears twice (first at line {first}); YAML would silently keep the last",
+        )
+        for loc, line, first in duplicates
+    ]
+    if not isinstance(data, dict):
+        errors.append(
+            RuleError(source, 1, None, "", "the top level must be a mapping with a 'rules:' list")
+        )
+        _raise(source, errors)
+
+    def add(loc: Loc, message: str) -> None:
+        line = _line_for(loc, lines, data)
+        if loc and loc[-1] in ("op", "value"):
+            # Shorthand {field: x, gt: 3}: name the key as written rather than 'op'/'value'.
+            parent = _get(data, loc[:-1])
+            if isinstance(parent, dict) and loc[-1] not in parent:
+                written = [k for k in parent if k not in ("field", "agg", "op", "value")]
+                if len(written) == 1:
+                    loc = (*loc[:-1], written[0])
+        field_loc = loc[2:] if loc[:1] == ("rules",) and len(loc) > 2 else loc
+        errors.append(
+            RuleError(
+                source,
+                line,
+                _rule_id(data, loc),
+                _format_loc(field_loc),
+                message,
+            )
+        )
+
+    try:
+        rules_file = RulesFile.model_validate(data)
+    except ValidationError as err:
+        seen: set[Loc] = set()
+        broken_rules: set[int] = set()
+        for item in err.errors():
+            loc = _clean_loc(item["loc"], data)
+            if loc in seen:
+                continue  # a union reports one failure per member: keep the first
+            seen.add(loc)
+            if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
+                broken_rules.add(loc[1])
+            add(loc, _message(item, loc, data))
+        # Still report the semantic problems of the rules that are structurally fine.
+        _semantic_for_valid_rules(data, broken_rules, add)
+        errors.sort(key=lambda e: e.line or 0)
+        _raise(source, errors)
+    for loc, message in semantic_errors(rules_file):
+        add(loc, message)
+    if errors:
+        errors.sort(key=lambda e: e.line or 0)
+        _raise(source, errors)
+    return rules_file
+
+
+def _semantic_for_valid_rules(data: dict, broken: set[int], add: Any) -> None:
+    rules = data.get("rules")
+    if not isinstance(rules, list):
+        return
+    lists = data.get("lists") if isinstance(data.get("lists"), dict) else {}
+    ids = [
+        r.get("id") if isinstance(r, dict) and isinstance(r.get("id"), str) else None for r in rules
+    ]
+    for loc, message in duplicate_id_errors(ids):
+        add(loc, message)
+    for index, raw in enumerate(rules):
+        if index in broken:
+            # The rule is broken somewhere: still check each leaf condition that parses.
+            if isinstance(raw, dict):
+                _semantic_for_valid_tests(raw.get("when"), ("rules", index, "when"), lists, add)
+            continue
+        try:
+            rule = Rule.model_validate(raw)
+        except ValidationError:
+            continue
+        for loc, message in rule_semantic_errors(rule, index, lists):
+            add(loc, message)
+
+
+def _semantic_for_valid_tests(raw: Any, loc: Loc, lists: dict, add: Any) -> None:
+    if not isinstance(raw, dict):
+        return
+    if "field" in raw or "agg" in raw:
+        try:
+            test = Test.model_validate(raw)
+        except ValidationError:
+            return
+        for err_loc, message in test_semantic_errors(test, loc, lists):
+            add(err_loc, message)
+        return
+    for key in ("all", "any"):
+        if isinstance(raw.get(key), list):
+            for i, child in enumerate(raw[key]):
+                _semantic_for_valid_tests(child, (*loc, key, i), lists, add)
+    if "not" in raw:
+        _semantic_for_valid_tests(raw["not"], (*loc, "not"), lists, add)
+
+
+def load_rules(path: str | Path) -> RulesFile:
+    """Read and validate a rules file.
+
+    :param path: local path of the YAML file.
+    :raises ConfigValidationError: the file is missing, unreadable or invalid.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        _raise(source, [RuleError(source, None, None, "", f"cannot read the file: {err.strerror}")])
+    return loads_rules(text, source)

@@ -1,0 +1,17 @@
+"""A local, stateful implementation of the affiliate network API for tests, demos and DAG work.
+
+Start it with ``affiliate-network-sandbox --port 8400`` (or ``python -m
+affiliate_network.sandbox``) or, from Python/pytest, with
+:func:`affiliate_network.sandbox.testing.start_sandbox`. See ``README.md`` in this folder.
+"""
+
+from __future__ import annotations
+
+__all__ = ["create_app"]
+
+
+def create_app(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - thin lazy re-export
+    """Build the ASGI app (imported lazily so importing the package stays cheap)."""
+    from affiliate_network.sandbox.app import create_app as _create
+
+    return _create(*args, **kwargs)

@@ -1,0 +1,119 @@
+"""CLI: ``affiliate-network-sandbox --host 127.0.0.1 --port PORT --seed N [...]``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import ipaddress
+import os
+import socket
+import sys
+from collections.abc import Sequence
+
+from affiliate_network.sandbox.config import ConfigError, DataConfig
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="affiliate-network-sandbox",
+        description="Run the affiliate network API sandbox (a local, stateful fake of the API).",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
+    p.add_argument("--port", type=int, default=8400, help="port (0 picks a free one)")
+    p.add_argument(
+        "--allow-non-loopback",
+        action="store_true",
+        help="allow binding an address other than loopback (the sandbox has no real security)",
+    )
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--end-date", type=dt.date.fromisoformat, default=None, help="YYYY-MM-DD")
+    p.add_argument("--days", type=int, default=None)
+    p.add_argument("--offers", type=int, default=None)
+    p.add_argument("--affiliates", type=int, default=None)
+    p.add_argument("--advertisers", type=int, default=None)
+    p.add_argument("--conversions-per-day", type=int, default=None)
+    p.add_argument("--on-hold-share", type=float, default=None)
+    p.add_argument("--event-share", type=float, default=None)
+    p.add_argument("--ready-file", default=None, help="write the base URL here once listening")
+    p.add_argument("--log-level", default="warning")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> DataConfig:
+    overrides = {
+        name: getattr(args, name)
+        for name in (
+            "end_date",
+            "days",
+            "offers",
+            "affiliates",
+            "advertisers",
+            "conversions_per_day",
+            "on_hold_share",
+            "event_share",
+        )
+        if getattr(args, name) is not None
+    }
+    overrides["seed"] = args.seed
+    return DataConfig().with_overrides(overrides)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not _is_loopback(args.host) and not args.allow_non_loopback:
+        print(
+            f"refusing to bind {args.host}: the sandbox is for loopback only; "
+            "pass --allow-non-loopback to override",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        cfg = config_from_args(args)
+    except ConfigError as err:
+        print(f"bad data config: {err}", file=sys.stderr)
+        return 2
+
+    import uvicorn
+
+    from affiliate_network.sandbox.app import create_app
+
+    app = create_app(cfg)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+    url = f"http://{host}:{port}"
+    config = uvicorn.Config(
+        app,
+        log_level=args.log_level,
+        access_log=False,
+        lifespan="on",
+        loop="auto",
+        http="auto",
+        timeout_keep_alive=30,
+    )
+    server = uvicorn.Server(config)
+    if args.ready_file:
+        tmp = f"{args.ready_file}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(url)
+        os.replace(tmp, args.ready_file)
+    print(f"affiliate-network-sandbox listening on {url} (API: {url}/v1, EU: {url}/eu/v1)", flush=True)
+    server.run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,507 @@
+"""The sandbox's ASGI application: routing, auth, rate limit, faults, admin endpoints.
+
+A small hand-written router (not Starlette's) so that every pre-endpoint error carries the
+spec's ``Error`` spelling and the hot path does no extra work. Responses are orjson-encoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import re
+import sys
+import traceback
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+
+from affiliate_network.sandbox import choices
+from affiliate_network.sandbox.auth import HEADER, PORTAL_PREFIXES, KeyRing, Principal, require_scope
+from affiliate_network.sandbox.config import ConfigError, DataConfig
+from affiliate_network.sandbox.errors import ApiError, before, invalid, not_found
+from affiliate_network.sandbox.faults import FaultConfig, FaultConfigError, Faults
+from affiliate_network.sandbox.paging import parse_paging
+from affiliate_network.sandbox.ratelimit import RateLimiter, retry_after
+from affiliate_network.sandbox.state import State
+from affiliate_network.sandbox.world import Raw, World
+
+Handler = Callable[["Sandbox", World, Principal, dict, dict, Any], Any]
+REQUEST_LOG_SIZE = 20_000
+
+
+class Route:
+    """One API path with its methods.
+
+    :param pattern: path after ``/v1`` with ``{name}`` placeholders.
+    :param methods: method -> (handler, needs the ``write`` scope).
+    """
+
+    def __init__(self, pattern: str, methods: dict[str, tuple[Handler, bool]]) -> None:
+        self.pattern = pattern
+        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", pattern)
+        self.regex = re.compile(f"^{regex}$")
+        self.methods = methods
+
+
+def _int_param(raw: str) -> int:
+    # A path id that is not an integer names no record: the endpoint's 404.
+    try:
+        return int(raw)
+    except ValueError:
+        raise not_found() from None
+
+
+# --- endpoint handlers (thin: parse, call the world) ---------------------------------------------
+
+
+def h_conversions(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    page, size = parse_paging(q)
+    return w.conversion_report(body, page, size)
+
+
+def h_onhold(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.patch_onhold(body, sb.faults.config.onhold_ignore_ids)
+
+
+def h_sale(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.put_sale_amount(params["id"], body)
+
+
+def h_flowchart(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.flowchart(params["id"])
+
+
+def h_entity(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.entity_table(p.entity_id, body)
+
+
+def h_offergroup(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.put_offer_group(_int_param(params["id"]), body)
+
+
+def h_offer(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.put_offer(_int_param(params["id"]), body)
+
+
+def h_scrub(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.post_scrub_rate(body)
+
+
+def h_trackingdomain(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.put_tracking_domain(_int_param(params["id"]), body)
+
+
+def h_tiered(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    page, size = parse_paging(q)
+    return w.tiered_commissions(body, page, size)
+
+
+def h_channel(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.put_channel(_int_param(params["id"]), body)
+
+
+def h_category(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.post_category(body)
+
+
+def h_encode(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.encode(body)
+
+
+def h_pixels(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    page, size = parse_paging(q)
+    return w.pixels(body, page, size)
+
+
+def h_payoutrevenue(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    expand = q.get(choices.EXPAND_PARAM) == choices.EXPAND_VALUE
+    return w.get_payout_revenue(_int_param(params["id"]), expand)
+
+
+def h_offerurl_get(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.get_offer_url(_int_param(params["id"]))
+
+
+def h_offerurl_patch(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.patch_offer_urls(body)
+
+
+def h_label(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.get_label(params["label"])
+
+
+def h_network(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return {"network_id": w.network_id, "name": f"Sandbox network ({w.region})"}
+
+
+def h_affiliate_self(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    return w.catalog.affiliate_small(p.entity_id)
+
+
+def h_advertiser_self(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    adv = w.catalog.advertisers[p.entity_id]
+    return {k: adv[k] for k in ("network_advertiser_id", "network_id", "name", "account_status")}
+
+
+def h_partner_connections(
+    sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any
+) -> Any:
+    return {"connections": [{"network_id": w.network_id, "name": f"Sandbox network ({w.region})"}]}
+
+
+ROUTES: list[Route] = [
+    Route("/networks/reporting/conversions", {"POST": (h_conversions, False)}),
+    Route("/networks/reporting/onhold", {"PATCH": (h_onhold, True)}),
+    Route("/networks/reporting/conversions/{id}/saleamount", {"PUT": (h_sale, True)}),
+    Route("/networks/reporting/transactions/{id}/flowchart", {"GET": (h_flowchart, False)}),
+    Route("/affiliates/reporting/entity/table", {"POST": (h_entity, False)}),
+    Route("/networks/offergroups/{id}", {"PUT": (h_offergroup, True)}),
+    Route("/networks/offers/{id}", {"PUT": (h_offer, True)}),
+    Route("/networks/custom/scrubrate", {"POST": (h_scrub, True)}),
+    Route("/networks/affiliates/{id}/trackingdomains", {"PUT": (h_trackingdomain, True)}),
+    Route("/networks/tieredcommissions/table", {"POST": (h_tiered, False)}),
+    Route("/networks/channels/{id}", {"PUT": (h_channel, True)}),
+    Route("/networks/categories", {"POST": (h_category, True)}),
+    Route("/affiliates/encode", {"POST": (h_encode, False)}),
+    Route("/networks/pixelstable", {"POST": (h_pixels, False)}),
+    Route("/networks/custom/payoutrevenue/{id}", {"GET": (h_payoutrevenue, False)}),
+    Route("/networks/offerurls/{id}", {"GET": (h_offerurl_get, False)}),
+    Route("/networks/patch/offerurls/apply", {"PATCH": (h_offerurl_patch, True)}),
+    Route("/networks/labels/{label}", {"GET": (h_label, False)}),
+    Route("/networks", {"GET": (h_network, False)}),
+    Route("/affiliates/affiliate", {"GET": (h_affiliate_self, False)}),
+    Route("/advertisers/advertiser", {"GET": (h_advertiser_self, False)}),
+    Route("/partners/connections", {"GET": (h_partner_connections, False)}),
+]
+
+
+# --- the application ------------------------------------------------------------------------------
+
+
+class Sandbox:
+    """The whole sandbox: two worlds, keys, faults, rate limits and the request log.
+
+    :param config: the startup data configuration (``POST /_sandbox/reset`` applies overrides
+        on top of it).
+    """
+
+    def __init__(self, config: DataConfig) -> None:
+        self.base_config = config
+        self.keys = KeyRing(config.seed)
+        self.faults = Faults()
+        self.limiter = RateLimiter()
+        self.log: deque[dict] = deque(maxlen=REQUEST_LOG_SIZE)
+        self.counts: Counter[str] = Counter()
+        self.worlds: dict[str, World] = {}
+        self.reset({})
+
+    # --- state ----------------------------------------------------------------------------------
+
+    def reset(self, overrides: dict) -> DataConfig:
+        cfg = self.base_config.with_overrides(overrides)
+        self.config = cfg
+        self.worlds = {"default": World(cfg, "default"), "eu": World(cfg, "eu")}
+        self.keys.build(
+            {
+                region: (list(w.catalog.affiliates), list(w.catalog.advertisers))
+                for region, w in self.worlds.items()
+            }
+        )
+        self.faults.clear()
+        self.limiter.configure(choices.RATE_LIMIT_CAPACITY, choices.RATE_LIMIT_REFILL_PER_SECOND)
+        self.log.clear()
+        self.counts.clear()
+        return cfg
+
+    # --- ASGI -------------------------------------------------------------------------------------
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        body = await _read_body(receive)
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if path.startswith("/_sandbox/") or path == "/_sandbox":
+            status, payload, headers = self.admin(method, path, query, body)
+            await _respond(send, status, payload, headers)
+            return
+        if path.startswith("/v1/") or path == "/v1":
+            region, api = "default", path[3:]
+        elif path.startswith("/eu/v1/") or path == "/eu/v1":
+            region, api = "eu", path[6:]
+        else:
+            await _respond(send, 404, {"Error": choices.MSG_ROUTE_NOT_FOUND}, {})
+            return
+        await self.api(scope, send, method, region, api, query, body)
+
+    async def api(
+        self,
+        scope: dict,
+        send: Callable,
+        method: str,
+        region: str,
+        api: str,
+        query: dict,
+        raw_body: bytes,
+    ) -> None:
+        key = None
+        for name, value in scope["headers"]:
+            if name == HEADER:
+                key = value.decode("latin-1")
+                break
+        segment = api.split("/", 2)[1] if api.count("/") >= 1 else ""
+        portal = PORTAL_PREFIXES.get(segment)
+        world = self.worlds[region]
+        allowed, remaining, wait = self.limiter.take(key or "")
+        headers = {"x-ratelimit-remaining": str(remaining)}
+        status = 200
+        payload: Any = None
+        body: Any = None
+        delay_after = 0.0
+        try:
+            if not allowed:
+                raise before(429, "Too Many Requests", {"retry-after": retry_after(wait)})
+            route, params = self._match(api)
+            if route is None:
+                raise before(404, choices.MSG_ROUTE_NOT_FOUND)
+            entry = route.methods.get(method)
+            if entry is None:
+                raise before(
+                    405, choices.MSG_METHOD_NOT_ALLOWED, {"allow": ", ".join(route.methods)}
+                )
+            handler, write = entry
+            principal = self.keys.authenticate(key, region, portal or "")
+            if write:
+                require_scope(principal, "write")
+            injected = self.faults.decide(api)
+            if injected is not None:
+                field, message = choices.FAULT_MESSAGES.get(injected, ("error", "Injected fault"))
+                extra = {}
+                ra = self.faults.config.retry_after_s
+                if ra is not None and injected in (429, 503):
+                    extra["retry-after"] = str(ra)
+                raise ApiError(injected, message, field, extra)
+            if method != "GET":
+                body = _parse_json(raw_body)
+            payload = handler(self, world, principal, params, query, body)
+            delay_after = self.faults.delay_after_apply(api)
+        except ApiError as err:
+            status = err.status
+            payload = err.body()
+            headers.update(err.headers)
+            if body is None and method != "GET" and raw_body:
+                body = _safe_json(raw_body)
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            status = 500
+            payload = {"error": "Internal Server Error"}
+        self.log.append(
+            {
+                "method": method,
+                "path": ("/v1" if region == "default" else "/eu/v1") + api,
+                "query": query,
+                "status": status,
+                "portal": portal,
+                "region": region,
+                "body": body,
+            }
+        )
+        self.counts[f"{method} {'/v1' if region == 'default' else '/eu/v1'}{api}"] += 1
+        self.counts[f"status:{status}"] += 1
+        latency = self.faults.config.latency_ms
+        if latency or delay_after:
+            # asyncio.sleep: concurrent requests overlap, like a slow upstream.
+            await asyncio.sleep(latency / 1000 + delay_after)
+        await _respond(send, status, payload, headers)
+
+    @staticmethod
+    def _match(api: str) -> tuple[Route | None, dict]:
+        for route in ROUTES:
+            m = route.regex.match(api)
+            if m:
+                return route, m.groupdict()
+        return None, {}
+
+    # --- admin ------------------------------------------------------------------------------------
+
+    def admin(self, method: str, path: str, query: dict, raw: bytes) -> tuple[int, Any, dict]:
+        try:
+            return 200, self._admin(method, path, query, raw), {}
+        except ApiError as err:
+            return err.status, err.body(), err.headers
+        except (ConfigError, FaultConfigError, ValueError) as err:
+            return 400, {"error": str(err)}, {}
+
+    def _world(self, query: dict) -> World:
+        region = query.get("region", "default")
+        if region not in self.worlds:
+            raise invalid("region must be default or eu")
+        return self.worlds[region]
+
+    def _admin(self, method: str, path: str, query: dict, raw: bytes) -> Any:
+        route = (method, path.rstrip("/"))
+        if route == ("GET", "/_sandbox/health"):
+            return {"status": "ok", "pid": os.getpid(), "config": self.config.to_json()}
+        if route == ("GET", "/_sandbox/config"):
+            return self.config.to_json()
+        if route == ("GET", "/_sandbox/keys"):
+            return self.keys.listing
+        if route == ("GET", "/_sandbox/catalog"):
+            return self._world(query).catalog_listing()
+        if route == ("POST", "/_sandbox/reset"):
+            body = _parse_json(raw) if raw.strip() else {}
+            if body is None:
+                body = {}
+            cfg = self.reset(body)
+            return {"config": cfg.to_json()}
+        if route == ("GET", "/_sandbox/faults"):
+            return self.faults.config.to_json()
+        if route == ("PUT", "/_sandbox/faults"):
+            body = _parse_json(raw) if raw.strip() else {}
+            self.faults.set(FaultConfig.from_json(body or {}))
+            return self.faults.config.to_json()
+        if route == ("DELETE", "/_sandbox/faults"):
+            self.faults.clear()
+            return self.faults.config.to_json()
+        if route == ("GET", "/_sandbox/rate_limit"):
+            return self.limiter.to_json()
+        if route == ("PUT", "/_sandbox/rate_limit"):
+            body = _parse_json(raw)
+            if not isinstance(body, dict):
+                raise invalid("body must be an object")
+            cap, refill = body.get("capacity"), body.get("refill_per_second")
+            if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+                raise invalid("capacity must be an integer >= 1")
+            if not isinstance(refill, int | float) or isinstance(refill, bool) or refill < 0:
+                raise invalid("refill_per_second must be a number >= 0")
+            self.limiter.configure(cap, float(refill))
+            return self.limiter.to_json()
+        if route == ("GET", "/_sandbox/requests"):
+            return {"requests": list(self.log)}
+        if route == ("GET", "/_sandbox/requests/counts"):
+            by_status = {
+                k.split(":", 1)[1]: n for k, n in self.counts.items() if k.startswith("status:")
+            }
+            by_route = {k: n for k, n in self.counts.items() if not k.startswith("status:")}
+            return {"total": sum(by_status.values()), "by_status": by_status, "by_route": by_route}
+        if route == ("DELETE", "/_sandbox/requests"):
+            self.log.clear()
+            self.counts.clear()
+            return {"result": True}
+        if route == ("GET", "/_sandbox/stats"):
+            return {
+                region: {
+                    "records_built": w.gen.records_built,
+                    "cores_computed": w.gen.cores_computed,
+                }
+                for region, w in self.worlds.items()
+            }
+        if route in (("GET", "/_sandbox/truth/conversions"), ("GET", "/_sandbox/truth/planted")):
+            world = self._world(query)
+            body = {"from": query.get("from"), "to": query.get("to")}
+            tz = query.get("timezone_id")
+            if tz is not None:
+                try:
+                    body["timezone_id"] = int(tz)
+                except ValueError:
+                    raise invalid("timezone_id must be an integer") from None
+            t0, t1 = world.window(body)
+            truth = world.truth(t0, t1)
+            if route[1].endswith("conversions"):
+                return {k: val for k, val in truth.items() if not k.startswith("_")}
+            planted_ids, planted_oh, clean = truth["_ids"]
+            return {
+                "conversion_ids": planted_ids,
+                "on_hold_conversion_ids": planted_oh,
+                "clean_on_hold_conversion_ids": clean,
+                "rules": planted_rules(),
+            }
+        if method == "GET" and path.startswith("/_sandbox/objects/"):
+            kind = path.rsplit("/", 1)[1]
+            if kind not in State.KINDS:
+                raise not_found()
+            objects = self._world(query).state.objects[kind]
+            return {str(k): val for k, val in objects.items()}
+        raise not_found()
+
+
+def planted_rules() -> dict[str, str]:
+    """The planted patterns and the rules that catch exactly them (README "Planted patterns")."""
+    return {
+        "duplicate_ip": f">= {choices.DUPLICATE_IP_MIN_CONVERSIONS} conversions (is_event false) "
+        "with the same conversion_user_ip in one UTC day",
+        "fast_click": "conversion_unix_timestamp - click_unix_timestamp < "
+        f"{choices.FAST_CLICK_MAX_SECONDS}",
+        "blocklisted_sub": f"sub1 in {list(choices.BLOCKLISTED_SUB1)}",
+        "outlier_sale_amount": f"sale_amount >= {choices.OUTLIER_SALE_AMOUNT_MIN}",
+        "ip_mismatch": "session_user_ip != conversion_user_ip",
+    }
+
+
+# --- low-level I/O --------------------------------------------------------------------------------
+
+
+async def _read_body(receive: Callable[[], Awaitable[dict]]) -> bytes:
+    chunks = []
+    while True:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            break
+        chunks.append(msg.get("body", b""))
+        if not msg.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _parse_json(raw: bytes) -> Any:
+    if not raw.strip():
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise invalid("the body is not valid JSON") from None
+
+
+def _safe_json(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw[:2000].decode("utf-8", "replace")
+
+
+async def _respond(send: Callable, status: int, payload: Any, headers: dict[str, str]) -> None:
+    if isinstance(payload, Raw):
+        chunks = payload.chunks
+    else:
+        chunks = [orjson.dumps(payload)]
+    length = sum(len(c) for c in chunks)
+    raw_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(length).encode()),
+    ]
+    raw_headers.extend((k.encode(), v.encode()) for k, v in headers.items())
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    last = len(chunks) - 1
+    for n, chunk in enumerate(chunks):
+        await send({"type": "http.response.body", "body": chunk, "more_body": n < last})
+
+
+def create_app(config: DataConfig | None = None) -> Sandbox:
+    """Build the ASGI application (``config`` defaults to :class:`DataConfig`'s defaults)."""
+    return Sandbox(config or DataConfig())
+
+
+_ = dt

@@ -1,0 +1,324 @@
+"""Every behaviour the spec marks "not shown", decided once, in one place.
+
+Each constant names the spec section it fills in. The sandbox README lists the same choices;
+clients may rely on these and nothing else. When a choice changes, change it here only.
+"""
+
+from __future__ import annotations
+
+# --- Resources and their fields (conventions) --------------------------------------------------
+#: Network id of the default-region network and of the EU network (not shown: any integer).
+NETWORK_ID = 1
+EU_NETWORK_ID = 2
+
+# --- Endpoints: common conventions ---------------------------------------------------------------
+#: Paging (shown): default page 1, size 50; maximum 2000 ("typically 2,000").
+DEFAULT_PAGE = 1
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 2000
+
+#: Sorting (not shown). Conversion report order: conversions first, then events; within each,
+#: by UTC day ascending, then by time ascending (ties by generation index).
+#: Other paged lists are sorted by id ascending.
+
+#: Required request fields (not shown for most endpoints). Path ids that do not exist -> 404;
+#: body fields that reference ids that do not exist -> 400 ``Invalid parameters.``.
+OFFER_GROUP_REQUIRED = ("name", "network_advertiser_id")
+OFFER_REQUIRED = ("name", "network_advertiser_id", "offer_status")
+#: Unknown request fields on PUT bodies -> 400; read-only fields are accepted and ignored.
+READ_ONLY_FIELDS = ("network_id", "time_created", "time_saved", "relationship")
+
+# --- Timezones and currencies (not shown) --------------------------------------------------------
+#: timezone_id -> IANA zone. Unknown id -> 400. Omitted -> 1 (UTC).
+TIMEZONES: dict[int, str] = {
+    1: "UTC",
+    2: "America/New_York",
+    3: "America/Los_Angeles",
+    4: "Europe/London",
+    5: "Europe/Berlin",
+    6: "Asia/Tokyo",
+}
+DEFAULT_TIMEZONE_ID = 1
+#: currency_id -> rate from USD (amounts are generated in USD). Unknown code -> 400.
+CURRENCY_RATES: dict[str, float] = {"USD": 1.0, "EUR": 0.92, "GBP": 0.79}
+DEFAULT_CURRENCY = "USD"
+
+# --- POST /networks/reporting/conversions: filter and search-term items (not shown) --------------
+#: ``query.filters`` items: ``{"resource_type": T, "filter_id_value": "<string>"}``. AND across
+#: types, OR within a type. T -> the record field it compares (dotted path inside the record).
+CONVERSION_FILTER_FIELDS: dict[str, str] = {
+    "offer": "relationship.offer.network_offer_id",
+    "affiliate": "relationship.affiliate.network_affiliate_id",
+    "advertiser": "relationship.advertiser.network_advertiser_id",
+    "offer_group": "relationship.offer_group.network_offer_group_id",
+    "status": "status",
+    "country": "country",
+    "platform": "platform",
+    "device_type": "device_type",
+}
+#: ``query.search_terms`` items: ``{"search_type": F, "value": "<string>"}``; exact match of the
+#: record field F, terms OR'ed. These three are decoded from the id in O(1); other string fields
+#: of the record (sub1..sub10, order_id, conversion_user_ip, ...) are matched by a scan.
+ID_SEARCH_TYPES = ("conversion_id", "transaction_id", "on_hold_conversion_id")
+
+# --- Conversion statuses (States: only ``approved`` and ``on_hold`` shown) -----------------------
+#: A conversion held for review has ``status: "pending"``; its on-hold state is the LAST entry of
+#: ``relationship.on_hold_snapshots`` (``on_hold`` at first).
+STATUS_APPROVED = "approved"
+STATUS_PENDING = "pending"
+STATUS_REJECTED = "rejected"
+#: PATCH /networks/reporting/onhold: accepted status values (the rejecting value is not shown).
+ONHOLD_PATCH_STATUSES = ("approved", "rejected")
+#: Unknown / foreign on-hold ids in a PATCH -> 404, nothing applied (all-or-nothing).
+#: Re-sending the current status is a no-op (no snapshot appended): the PATCH is idempotent.
+#: Snapshot ``initiator`` is ``manual`` (the only value shown); ``network_employee`` is "api"
+#: for PATCH-made snapshots and "" for the initial hold.
+SNAPSHOT_INITIATOR = "manual"
+#: Holding period shown in the flowchart's ``on_hold.holding_period_end``: conversion time + 7 days.
+HOLDING_PERIOD_S = 7 * 86400
+
+# --- PUT /networks/reporting/conversions/{id}/saleamount ------------------------------------------
+#: ``is_event`` selects events vs base conversions; an id of the other kind -> 404.
+#: sale_amount must be a number >= 0. The change appends a ``sale_amount`` entry to
+#: ``relationship.snapshots`` and shows in every later report.
+
+# --- PUT /networks/offergroups/{id}: defaults of omitted non-required fields -------------------
+OFFER_GROUP_DEFAULTS: dict = {
+    "offer_group_status": "active",
+    "internal_notes": "",
+    "currency_id": "USD",
+    "network_offer_ids": [],
+    "labels": [],
+    "is_caps_enabled": False,
+    "is_soft_cap": False,
+}
+CAP_PERIODS = ("daily", "weekly", "monthly", "global")
+CAP_METRICS = ("conversion", "payout", "revenue", "click")
+#: The sixteen cap fields, default 0 (0 = no cap).
+CAP_FIELDS = tuple(f"{p}_{m}_cap" for p in CAP_PERIODS for m in CAP_METRICS)
+OFFER_GROUP_STATUSES = ("active", "paused", "deleted")
+
+# --- PUT /networks/offers/{id} (accepted fields and enumerations not shown) ----------------------
+OFFER_STATUSES = ("active", "paused", "pending", "deleted")
+OFFER_VISIBILITIES = ("public", "require_approval", "private")
+OFFER_CONVERSION_METHODS = ("server_postback", "https_image_pixel", "javascript", "html_pixel")
+OFFER_REDIRECT_MODES = ("standard", "single_meta_refresh", "double_meta_refresh")
+OFFER_SESSION_DEFINITIONS = ("cookie", "ip", "ip_user_agent", "google_ad_id", "idfa")
+#: payout_revenue entries: payout_type / revenue_type values (as listed for custom payout/revenue);
+#: when payout_revenue is given it must hold exactly one entry with ``is_default: true``.
+PAYOUT_TYPES = ("cpc", "cpa", "cpm", "cps", "cpa_cps", "prv")
+REVENUE_TYPES = ("rpc", "rpa", "rpm", "rps", "rpa_rps")
+#: Omitted non-required offer fields reset to these (the offer record shows them).
+OFFER_DEFAULTS: dict = {
+    "thumbnail_url": "",
+    "destination_url": "",
+    "server_side_url": "",
+    "preview_url": "",
+    "html_description": "",
+    "internal_notes": "",
+    "project_id": "",
+    "date_live_until": "",
+    "app_identifier": "",
+    "terms_and_conditions": "",
+    "session_tracking_start_on": "click",
+    "network_category_id": 0,
+    "labels": [],
+    "visibility": "public",
+    "currency_id": "USD",
+    "conversion_method": "server_postback",
+    "redirect_mode": "standard",
+    "redirect_routing_method": "internal",
+    "redirect_internal_routing_type": "priority",
+    "session_definition": "cookie",
+    "attribution_method": "first_touch",
+    "duplicate_filter_targeting_action": "unknown",
+    "already_converted_action": "unknown",
+    "scrub_rate_status": "rejected",
+    "email_attribution_method": "unknown",
+    "email_attribution_window_type": "unknown",
+    "session_duration": 720,
+    "network_tracking_domain_id": 0,
+    "caps_timezone_id": 1,
+    "suppression_list_id": 0,
+    "session_tracking_lifespan_hour": 0,
+    "session_tracking_minimum_lifespan_second": 0,
+    "email_attribution_window_minute": 0,
+    "view_through_session_tracking_lifespan_minute": 0,
+    "view_through_session_tracking_minimal_lifespan_second": 0,
+    "scrub_rate_percentage": 0,
+    "is_caps_enabled": False,
+    "is_soft_cap": False,
+    "is_use_scrub_rate": False,
+    "is_duplicate_filter_enabled": False,
+    "is_block_already_converted": False,
+    "is_use_secure_link": False,
+    "is_allow_deep_link": False,
+    "is_session_tracking_enabled": False,
+    "is_whitelist_check_enabled": False,
+    "is_seo_friendly": False,
+    "is_use_direct_linking": False,
+    "is_view_through_enabled": False,
+    "is_fail_traffic_enabled": False,
+    "is_using_suppression_list": False,
+    "is_using_explicit_terms_and_conditions": False,
+    "is_force_terms_and_conditions": False,
+    "is_must_approve_conversion": False,
+    "is_allow_duplicate_conversion": False,
+    "is_description_plain_text": False,
+    "is_email_attribution_enabled": False,
+    "is_email_attribution_window_enabled": False,
+    "is_view_through_session_tracking_enabled": False,
+    "view_through_destination_url": "",
+    **{cap: 0 for cap in CAP_FIELDS},
+}
+#: Default payout_revenue when omitted: one default CPA entry paying 0 / earning 0.
+DEFAULT_PAYOUT_REVENUE: dict = {
+    "entry_name": "Base",
+    "payout_type": "cpa",
+    "payout_amount": 0,
+    "payout_percentage": 0,
+    "revenue_type": "rpa",
+    "revenue_amount": 0,
+    "revenue_percentage": 0,
+    "is_default": True,
+    "is_private": False,
+    "is_postback_disabled": False,
+    "is_enforce_caps": False,
+    "is_must_approve_conversion": False,
+    "is_allow_duplicate_conversion": False,
+    "is_email_attribution_default_event": False,
+}
+
+# --- PUT /networks/affiliates/{id}/trackingdomains -----------------------------------------------
+#: network_tracking_domain_id is required. network_affiliate_tracking_domain_id given -> that
+#: assignment is updated (must exist and belong to the affiliate, else 404); omitted or 0 -> the
+#: affiliate's assignment for the same network_offer_id (0 = all offers) is updated, or created.
+#: A body network_affiliate_id different from the path id -> 400.
+
+# --- PATCH /networks/patch/offerurls/apply ----------------------------------------------------------
+OFFER_URL_FIELD_TYPES = (
+    "url_status",
+    "is_apply_specific_affiliates",
+    "network_affiliate_ids",
+    "destination_url_replace",
+    "name",
+    "is_hidden_affiliate",
+)
+OFFER_URL_OPERATORS = ("overwrite", "append", "delete", "clear")
+#: Multi-value fields (the only ones accepting append/delete/clear).
+OFFER_URL_MULTI_VALUE = ("network_affiliate_ids",)
+#: destination_url_replace field_value (key names not shown): ``{"find": str, "replace": str}``;
+#: every occurrence of ``find`` in destination_url is replaced. Validation is all-or-nothing:
+#: one bad field or one URL of another offer -> 400, nothing applied.
+URL_STATUSES = ("active", "paused", "deleted")
+
+# --- POST /networks/custom/scrubrate ----------------------------------------------------------------
+#: Required: network_offer_id, network_affiliate_id, name, custom_setting_status,
+#: scrub_rate_percentage (0..100), scrub_rate_status. Every POST creates a new id.
+CUSTOM_SETTING_STATUSES = ("active", "inactive")
+SCRUB_RATE_STATUSES = ("rejected", "pending")
+
+# --- PUT /networks/channels/{id}, POST /networks/categories ---------------------------------------
+CHANNEL_STATUSES = ("active", "inactive")
+CATEGORY_STATUSES = ("active", "inactive")
+#: relationship objects of channel, tiered commission, pixel and label records (not shown): {}
+#: for channels and pixels; tiered commissions carry their offer/affiliate/advertiser id lists.
+
+# --- POST /affiliates/encode --------------------------------------------------------------------------
+#: Only ``tracking_link_affiliate`` is accepted (others -> 400). ids: positive integers < 2**40.
+ENCODE_TYPES = ("tracking_link_affiliate",)
+
+# --- POST /networks/tieredcommissions/table, POST /networks/pixelstable ---------------------------
+#: search_terms on these "find" endpoints: case-insensitive substring match of the field named by
+#: search_type (tiered commissions: ``name``; pixels: any string field of the pixel). Unknown
+#: search_type -> 400. pixel_type filter: equality (values other than ``conversion`` match none).
+
+# --- GET /networks/custom/payoutrevenue/{id} ------------------------------------------------------
+#: The expand parameter is ``relationship=all``; without it ``relationship`` is ``{}``.
+EXPAND_PARAM = "relationship"
+EXPAND_VALUE = "all"
+
+# --- POST /affiliates/reporting/entity/table ------------------------------------------------------
+ENTITY_COLUMNS = (
+    "offer",
+    "advertiser",
+    "country",
+    "platform",
+    "device_type",
+    "sub1",
+    "sub2",
+    "sub3",
+    "sub4",
+    "sub5",
+)
+TIME_COLUMNS = ("hour", "date", "week", "month", "year")
+MAX_COLUMNS = 10
+MAX_TABLE_ROWS = 10_000
+#: Filter items as in the conversion report (resource types: offer, advertiser, country,
+#: platform, device_type, status). Rows are sorted by their column ids.
+#: Reporting numbers (affiliate point of view): ``cv`` = approved conversions, ``event`` =
+#: events, ``revenue`` = sum of ``payout`` of approved conversions and events (the affiliate's
+#: earnings), ``on_hold_conversion_count`` = conversions currently pending, and
+#: ``on_hold_potential_revenue`` = their payout. Clicks are synthetic: each conversion carries
+#: CLICKS_PER_CONVERSION_RANGE clicks, 92% unique, 2% invalid; imp = 20 x total_click.
+CLICKS_PER_CONVERSION_RANGE = (8, 32)
+
+# --- Authentication ------------------------------------------------------------------------------
+#: Permission scope names (not shown). The sandbox's restricted network key has only ``read``;
+#: every write endpoint needs ``write`` and answers 403 ``Insufficient permissions`` otherwise.
+MSG_NO_HEADER = "Unable to authenticate request"
+MSG_BAD_KEY = "No authentication method found"
+MSG_OUT_OF_REALM = "Out of realm"
+MSG_NO_SCOPE = "Insufficient permissions"
+#: Order of checks before an endpoint: router 404 -> 405 -> rate limit 429 -> 401 -> 403 ->
+#: injected faults -> endpoint.
+MSG_ROUTE_NOT_FOUND = "Not Found"
+MSG_METHOD_NOT_ALLOWED = "Method Not Allowed"
+
+# --- Errors ---------------------------------------------------------------------------------------
+MSG_INVALID = "Invalid parameters."
+MSG_NOT_FOUND = "Can't find entry in the database"
+#: Injected / limit errors: 429, 503, 504 come from the gateway (``Error``); 500 from the endpoint
+#: (``error``).
+FAULT_MESSAGES: dict[int, tuple[str, str]] = {
+    429: ("Error", "Too Many Requests"),
+    500: ("error", "Internal Server Error"),
+    502: ("Error", "Bad Gateway"),
+    503: ("Error", "Service Unavailable"),
+    504: ("Error", "Gateway Timeout"),
+}
+
+# --- Limits: rate limiting (quota and window not shown) -------------------------------------------
+#: Token bucket per API key (the raw header value; requests without a key share one bucket).
+RATE_LIMIT_CAPACITY = 2000
+RATE_LIMIT_REFILL_PER_SECOND = 1000.0
+
+# --- Other endpoints named but not shown (GET /networks, /affiliates/affiliate, ...) --------------
+#: Minimal read-only shapes so every portal has a cheap endpoint to test a key against:
+#: GET /networks -> {network_id, name}; GET /affiliates/affiliate -> the affiliate summary;
+#: GET /advertisers/advertiser -> the advertiser summary; GET /partners/connections ->
+#: {connections: [{network_id, name}]}.
+
+# --- Planted review patterns (data realism; documented rules) -------------------------------------
+#: sub1 values treated as blocklisted (planted sub1 values come only from this list; normal sub1
+#: values never start with ``blk-``).
+BLOCKLISTED_SUB1 = (
+    "blk-botnet-01",
+    "blk-botnet-02",
+    "blk-incent-07",
+    "blk-cookie-stuff",
+    "blk-adware-33",
+    "blk-proxy-farm",
+)
+#: Pattern names used by the truth endpoints.
+PATTERNS = (
+    "duplicate_ip",
+    "fast_click",
+    "blocklisted_sub",
+    "outlier_sale_amount",
+    "ip_mismatch",
+)
+#: Rule thresholds the planted data is built around (see README "Planted patterns").
+DUPLICATE_IP_MIN_CONVERSIONS = 3
+FAST_CLICK_MAX_SECONDS = 10  # planted gaps are 1..9 s; normal gaps are >= 60 s
+OUTLIER_SALE_AMOUNT_MIN = 5000.0  # planted outliers >= 5000; normal sale amounts <= 300

@@ -1,0 +1,422 @@
+"""Explicit storage schemas of the landed reports, and their on-disk formats.
+
+Two record kinds are landed:
+
+* the **conversion record** of ``POST /networks/reporting/conversions`` (spec section
+  "Conversion record"): every documented top-level field gets a typed Parquet column (strings,
+  ``int64`` for the integer fields and Unix timestamps, ``float64`` for money, ``bool`` for the
+  flags). ``relationship`` is kept as a **JSON string column** (keys sorted), not a struct: the
+  spec leaves ``usm_data``, ``query_parameters`` and several nested members "not shown", and
+  the members that are shown are lists of variable length (``snapshots``,
+  ``on_hold_snapshots``, ``order_line_items``). A struct would need a fixed shape and would
+  drop or reject whatever the network adds; a JSON column keeps every byte and is queried
+  with ``json_extract`` (DuckDB), ``get_json_object`` (Spark) or ``JSON_VALUE`` (BigQuery).
+  The few relationship members analysts filter on all the time are also flattened into
+  ``rel_*`` columns. Top-level fields the spec does not list land in ``extra_fields`` (JSON),
+  so nothing is ever dropped silently.
+* the **aggregated reporting row** of the affiliate entity table (spec section "Aggregated
+  reporting row"): one ``<column>`` / ``<column>_label`` pair per requested group column, then
+  the reporting numbers.
+
+The second format, gzip JSON Lines, stores each API record exactly as received (keys sorted),
+one per line: lossless, no schema needed to read it back.
+
+Content checksum: both formats share one definition, based on the canonical JSON of each API
+record (``orjson`` with sorted keys), so the same API data gives the same checksum whatever the
+format, the page order or the time of the pull (see :mod:`affiliate_network.storage`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from affiliate_network.exceptions import AffiliateNetworkError, ConfigValidationError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# pyarrow is imported inside functions: DAG files import the operators (and so the column
+# validation below) at parse time, and the scheduler must not load a data library to parse.
+
+#: Formats a partition can be written in.
+Format = Literal["parquet", "jsonl"]
+FORMATS: tuple[str, ...] = ("parquet", "jsonl")
+#: File name suffix per format.
+FORMAT_SUFFIX: dict[str, str] = {"parquet": ".parquet", "jsonl": ".jsonl.gz"}
+
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+class SchemaMismatchError(AffiliateNetworkError):
+    """An API record cannot be stored under the explicit schema (names the field and record).
+
+    Raised instead of landing a partition with silently nulled or truncated values.
+    """
+
+
+def canonical_json(record: dict[str, Any]) -> bytes:
+    """Deterministic JSON bytes of one API record: keys sorted at every level, no whitespace."""
+    return orjson.dumps(record, option=_SORTED)
+
+
+# --------------------------------------------------------------------------------------------
+# Conversion record
+# --------------------------------------------------------------------------------------------
+
+_CONVERSION_STRINGS: tuple[str, ...] = (
+    *(f"adv{i}" for i in range(1, 11)),
+    "android_id",
+    "android_id_md5",
+    "android_id_sha1",
+    "app_id",
+    "brand",
+    "browser",
+    "carrier",
+    "city",
+    "conversion_id",
+    "conversion_user_ip",
+    "country",
+    "coupon_code",
+    "currency_id",
+    "device_model",
+    "device_type",
+    "email",
+    "error_message",
+    "event",
+    "google_ad_id",
+    "google_ad_id_md5",
+    "google_ad_id_sha1",
+    "http_user_agent",
+    "idfa",
+    "idfa_md5",
+    "idfa_sha1",
+    "isp",
+    "language",
+    "notes",
+    "order_id",
+    "os_version",
+    "payout_type",
+    "platform",
+    "referer",
+    "region",
+    "revenue_type",
+    "session_user_ip",
+    "source_id",
+    "status",
+    *(f"sub{i}" for i in range(1, 11)),
+    "transaction_id",
+    "url",
+)
+_CONVERSION_INTS: tuple[str, ...] = (
+    "click_unix_timestamp",
+    "conversion_unix_timestamp",
+    "dma",
+    "error_code",
+    "network_offer_payout_revenue_id",
+    "previous_network_offer_id",
+)
+_CONVERSION_FLOATS: tuple[str, ...] = ("payout", "revenue", "sale_amount")
+_CONVERSION_BOOLS: tuple[str, ...] = ("is_event", "is_scrub", "is_view_through")
+
+#: Columns flattened from ``relationship`` for convenience (the JSON column stays complete).
+_REL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("rel_network_offer_id", "int64"),
+    ("rel_network_affiliate_id", "int64"),
+    ("rel_network_advertiser_id", "int64"),
+    ("rel_on_hold_conversion_id", "string"),
+    ("rel_on_hold_status", "string"),
+)
+
+_KNOWN_CONVERSION_FIELDS = frozenset(
+    (*_CONVERSION_STRINGS, *_CONVERSION_INTS, *_CONVERSION_FLOATS, *_CONVERSION_BOOLS)
+) | {"relationship"}
+
+
+def _conversion_arrow_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    fields: list[pa.Field] = [pa.field("conversion_id", pa.string(), nullable=False)]
+    fields += [pa.field(n, pa.string()) for n in _CONVERSION_STRINGS if n != "conversion_id"]
+    fields += [pa.field(n, pa.int64()) for n in _CONVERSION_INTS]
+    fields += [pa.field(n, pa.float64()) for n in _CONVERSION_FLOATS]
+    fields += [pa.field(n, pa.bool_()) for n in _CONVERSION_BOOLS]
+    fields.append(
+        pa.field("relationship", pa.string(), metadata={"encoding": "json", "keys": "sorted"})
+    )
+    fields += [pa.field(n, pa.type_for_alias(t)) for n, t in _REL_COLUMNS]
+    fields.append(pa.field("extra_fields", pa.string(), metadata={"encoding": "json"}))
+    return pa.schema(fields, metadata={"record": "conversion", "schema_version": "1"})
+
+
+class RecordSchema:
+    """How one record kind becomes Arrow rows; subclasses define :meth:`flatten`.
+
+    :param name: record kind (``conversion``, ``affiliate_report``), written to the manifest.
+    :param version: bumped whenever the column mapping changes.
+    :param arrow_schema: the explicit Parquet schema.
+    :param key_field: record field that identifies a record inside one pull (duplicates by this
+        key are dropped), or ``None`` when records have no identity (aggregates).
+    """
+
+    def __init__(
+        self, name: str, version: int, arrow_schema: pa.Schema, key_field: str | None
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.arrow_schema = arrow_schema
+        self.key_field = key_field
+        self._types: dict[str, pa.DataType] = {f.name: f.type for f in arrow_schema}
+
+    @property
+    def fingerprint(self) -> str:
+        """Short hash of the Arrow schema, so a manifest says which layout its files use."""
+        text = self.arrow_schema.to_string(show_field_metadata=False, show_schema_metadata=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def describe(self) -> dict[str, Any]:
+        """Manifest entry describing this schema."""
+        return {"name": self.name, "version": self.version, "fingerprint": self.fingerprint}
+
+    def flatten(self, record: dict[str, Any]) -> dict[str, Any]:
+        """One API record as a dict of column values (before type coercion)."""
+        raise NotImplementedError
+
+    def to_record_batch(self, records: Sequence[dict[str, Any]]) -> pa.RecordBatch:
+        """Arrow batch of ``records`` under the explicit schema.
+
+        The fast path hands flattened dicts to Arrow's C++ converter. When a value has the
+        wrong JSON type (``"12"`` for an integer), each value is coerced in Python where that is
+        lossless, and otherwise :class:`SchemaMismatchError` names the field and the record.
+        """
+        import pyarrow as pa
+
+        rows = [self.flatten(r) for r in records]
+        try:
+            return pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            coerced = [
+                self._coerce_row(row, record) for row, record in zip(rows, records, strict=True)
+            ]
+            return pa.RecordBatch.from_pylist(coerced, schema=self.arrow_schema)
+
+    def _coerce_row(self, row: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in row.items():
+            typ = self._types.get(name)
+            if typ is None or value is None:
+                out[name] = value
+                continue
+            try:
+                out[name] = _coerce(value, typ)
+            except (TypeError, ValueError) as err:
+                ident = record.get(self.key_field) if self.key_field else None
+                where = f" of record {self.key_field}={ident!r}" if ident is not None else ""
+                raise SchemaMismatchError(
+                    f"{self.name} field {name!r}{where}: value {value!r} "
+                    f"({type(value).__name__}) does not fit column type {typ}"
+                ) from err
+        return out
+
+
+def _coerce(value: Any, typ: pa.DataType) -> Any:
+    """Lossless conversion of one JSON value to the Python type Arrow expects for ``typ``."""
+    import pyarrow as pa
+
+    if pa.types.is_string(typ):
+        if isinstance(value, bytes):  # JSON columns are handed over as UTF-8 bytes
+            return value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, int | float | str):
+            return str(value)
+        raise TypeError("not a scalar")
+    if pa.types.is_integer(typ):
+        if isinstance(value, bool):
+            raise TypeError("boolean for an integer column")
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError("fractional value for an integer column")
+            return int(value)
+        return int(value)  # int, or a numeric string such as "12"
+    if pa.types.is_floating(typ):
+        if isinstance(value, bool):
+            raise TypeError("boolean for a number column")
+        return float(value)
+    if pa.types.is_boolean(typ):
+        if isinstance(value, bool):
+            return value
+        if value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.lower() in ("true", "false", "0", "1"):
+            return value.lower() in ("true", "1")
+        raise ValueError("not a boolean")
+    return value
+
+
+class ConversionSchema(RecordSchema):
+    """Conversion report rows (conversions and events share the record shape)."""
+
+    def __init__(self) -> None:
+        super().__init__("conversion", 1, _conversion_arrow_schema(), key_field="conversion_id")
+
+    def flatten(self, record: dict[str, Any]) -> dict[str, Any]:
+        # Hot path (a million rows a day): no helper calls, bytes handed to Arrow as-is.
+        row = record.copy()
+        rel = row.pop("relationship", None)
+        extra_keys = row.keys() - _KNOWN_CONVERSION_FIELDS
+        if extra_keys:
+            extra = {k: row.pop(k) for k in extra_keys}
+            row["extra_fields"] = orjson.dumps(extra, option=_SORTED)
+        if rel is None:
+            return row
+        row["relationship"] = orjson.dumps(rel, option=_SORTED)
+        if isinstance(rel, dict):
+            offer, aff, adv = rel.get("offer"), rel.get("affiliate"), rel.get("advertiser")
+            if isinstance(offer, dict):
+                row["rel_network_offer_id"] = offer.get("network_offer_id")
+            if isinstance(aff, dict):
+                row["rel_network_affiliate_id"] = aff.get("network_affiliate_id")
+            if isinstance(adv, dict):
+                row["rel_network_advertiser_id"] = adv.get("network_advertiser_id")
+            # The current on-hold state is the LAST snapshot's.
+            snaps = rel.get("on_hold_snapshots")
+            if isinstance(snaps, list) and snaps and isinstance(snaps[-1], dict):
+                row["rel_on_hold_conversion_id"] = snaps[-1].get("on_hold_conversion_id")
+                row["rel_on_hold_status"] = snaps[-1].get("status")
+        return row
+
+
+@functools.cache
+def conversion_schema() -> ConversionSchema:
+    """The conversion schema (built once, on first use)."""
+    return ConversionSchema()
+
+
+# --------------------------------------------------------------------------------------------
+# Aggregated reporting row (affiliate entity table)
+# --------------------------------------------------------------------------------------------
+
+#: Group columns the entity table accepts ("not shown" in the spec; the sandbox documents them).
+REPORT_COLUMNS: tuple[str, ...] = (
+    "offer",
+    "advertiser",
+    "country",
+    "platform",
+    "device_type",
+    *(f"sub{i}" for i in range(1, 6)),
+)
+#: Time columns; a request may hold at most one.
+TIME_COLUMNS: tuple[str, ...] = ("hour", "date", "week", "month", "year")
+MAX_REPORT_COLUMNS = 10
+
+_REPORT_COUNTS: tuple[str, ...] = (
+    "imp",
+    "total_click",
+    "unique_click",
+    "invalid_click",
+    "duplicate_click",
+    "cv",
+    "view_through_cv",
+    "event",
+    "on_hold_conversion_count",
+)
+_REPORT_RATES: tuple[str, ...] = (
+    "ctr",
+    "cvr",
+    "evr",
+    "rpc",
+    "rpm",
+    "revenue",
+    "redirect_traffic_revenue",
+    "on_hold_potential_revenue",
+)
+
+
+def validate_report_columns(columns: Iterable[str | dict[str, Any]]) -> list[str]:
+    """Check an entity-table column list: 1 to 10 known names, at most one time column.
+
+    :param columns: names, or ``{"column": name}`` dicts as the API takes them.
+    :return: the plain column names, in order.
+    :raises ConfigValidationError: naming the offending column(s).
+    """
+    names: list[str] = []
+    for col in columns:
+        name = col.get("column") if isinstance(col, dict) else col
+        if not isinstance(name, str) or not name:
+            raise ConfigValidationError(f"report column {col!r} is not a column name")
+        names.append(name)
+    if not 1 <= len(names) <= MAX_REPORT_COLUMNS:
+        raise ConfigValidationError(
+            f"report columns: {len(names)} given, the entity table takes 1 to {MAX_REPORT_COLUMNS}"
+        )
+    unknown = [n for n in names if n not in REPORT_COLUMNS and n not in TIME_COLUMNS]
+    if unknown:
+        raise ConfigValidationError(
+            f"report columns: unknown {unknown}; allowed {[*REPORT_COLUMNS, *TIME_COLUMNS]}"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigValidationError(f"report columns: duplicates in {names}")
+    times = [n for n in names if n in TIME_COLUMNS]
+    if len(times) > 1:
+        raise ConfigValidationError(
+            f"report columns: at most one time column ({'/'.join(TIME_COLUMNS)}), got {times}"
+        )
+    return names
+
+
+class AffiliateReportSchema(RecordSchema):
+    """Entity-table rows for a fixed list of group columns.
+
+    ``report_from``/``report_to`` give the date range a row aggregates (set by the operator).
+    Each group column ``c`` gives ``c`` (the API's ``id``) and ``c_label``; the reporting
+    numbers follow (counts ``int64``, rates and money ``float64``). Reporting keys the spec
+    does not list land in ``extra_reporting`` (JSON).
+
+    :param columns: validated group column names, in request order.
+    """
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        import pyarrow as pa
+
+        self.columns = validate_report_columns(columns)
+        # The range a row aggregates (a capped window is split into sub-ranges).
+        fields: list[pa.Field] = [
+            pa.field("report_from", pa.string()),
+            pa.field("report_to", pa.string()),
+        ]
+        for c in self.columns:
+            fields += [pa.field(c, pa.string()), pa.field(f"{c}_label", pa.string())]
+        fields += [pa.field(n, pa.int64()) for n in _REPORT_COUNTS]
+        fields += [pa.field(n, pa.float64()) for n in _REPORT_RATES]
+        fields.append(pa.field("extra_reporting", pa.string(), metadata={"encoding": "json"}))
+        schema = pa.schema(fields, metadata={"record": "affiliate_report", "schema_version": "1"})
+        super().__init__("affiliate_report", 1, schema, key_field=None)
+        self._known_reporting = frozenset((*_REPORT_COUNTS, *_REPORT_RATES))
+
+    def flatten(self, record: dict[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "report_from": record.get("report_from"),
+            "report_to": record.get("report_to"),
+        }
+        cols = record.get("columns") or []
+        if len(cols) != len(self.columns):
+            raise SchemaMismatchError(
+                f"affiliate report row has {len(cols)} columns, {len(self.columns)} were "
+                f"requested ({self.columns}): {record!r:.200}"
+            )
+        # Columns come back in request order; column_type names the group column.
+        for name, col in zip(self.columns, cols, strict=True):
+            row[name] = None if col.get("id") is None else str(col.get("id"))
+            row[f"{name}_label"] = col.get("label")
+        reporting = record.get("reporting") or {}
+        for key, value in reporting.items():
+            if key in self._known_reporting:
+                row[key] = value
+        extra = {k: v for k, v in reporting.items() if k not in self._known_reporting}
+        row["extra_reporting"] = orjson.dumps(extra, option=_SORTED).decode() if extra else None
+        return row

@@ -1,0 +1,645 @@
+"""Atomic, streaming partition writer with a ``_manifest.json`` commit marker.
+
+Layout (Hive style, readable by DuckDB/Spark/pyarrow.dataset)::
+
+    <base>/<dataset>/date=YYYY-MM-DD/part-00000.parquet   (or part-00000.jsonl.gz)
+    <base>/<dataset>/date=YYYY-MM-DD/_manifest.json
+    <base>/<dataset>/_staging/...                          (in-flight writes; ignored by readers)
+    <base>/<dataset>/_trash/...                            (replaced partitions being removed)
+
+Rules a reader relies on:
+
+* **A partition is complete if and only if it holds ``_manifest.json``** and the files it lists
+  exist with the listed sizes (:func:`is_complete`). Query engines skip ``_``-prefixed paths, so
+  in-flight data under ``_staging`` is never picked up by a glob.
+* Data is first written under ``_staging/<partition>.<token>/`` (a temporary name). Publishing
+  then happens in one step: on a local filesystem the staged directory, manifest included, is
+  renamed onto the partition path (``rename(2)`` is atomic); the previous partition is first
+  renamed to ``_trash`` and removed afterwards. On object stores, which have no directory
+  rename, the order is: remove the old manifest (the partition stops looking complete), remove
+  the old files, move the new files in, and write the manifest **last** (a single PUT, atomic).
+  Either way a crash at any point leaves either the previous complete partition, or a partition
+  without a manifest, never a half partition that looks complete.
+* A rerun replaces the partition exactly: the previous files are removed, never appended to.
+
+The content checksum identifies the data, not the bytes or the moment: it is a multiset hash
+(sum modulo 2**256 of the SHA-256 of each record's canonical JSON, plus the row count), so it
+is independent of page order and of the pull time. The pull time is in the manifest
+(``pulled_at``) but not in the checksum. Duplicates by key inside one pull are dropped (first
+occurrence kept) and counted; the set of seen keys is the only memory that grows with the day
+(about 100 bytes per id: ~100 MB at 1,000,000 conversions), everything else is bounded by the
+row group size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+from airflow.sdk import ObjectStoragePath
+
+from affiliate_network import __version__
+from affiliate_network.exceptions import AffiliateNetworkError, ConfigValidationError
+from affiliate_network.schema import FORMAT_SUFFIX, FORMATS, RecordSchema, canonical_json
+
+log = logging.getLogger(__name__)
+
+MANIFEST_NAME = "_manifest.json"
+MANIFEST_VERSION = 1
+STAGING_DIR = "_staging"
+TRASH_DIR = "_trash"
+#: Default Parquet row group size: bounds the Arrow memory held before a row group is flushed.
+DEFAULT_ROW_GROUP_ROWS = 50_000
+#: Records converted to Arrow at a time (one API page is typically 2,000).
+BATCH_ROWS = 2_000
+_LOCAL_PROTOCOLS = frozenset({"", "file", "local"})
+_MOD = 1 << 256
+
+
+class StorageError(AffiliateNetworkError):
+    """A partition could not be written, published or read back consistently."""
+
+
+def as_storage_path(base: str | os.PathLike[str] | ObjectStoragePath) -> ObjectStoragePath:
+    """An :class:`ObjectStoragePath` for a local path or URL (``s3://bucket/x``, ``file:///x``)."""
+    if isinstance(base, ObjectStoragePath):
+        return base
+    return ObjectStoragePath(os.fspath(base))
+
+
+def partition_path(
+    base: str | os.PathLike[str] | ObjectStoragePath, dataset: str, **keys: Any
+) -> ObjectStoragePath:
+    """``<base>/<dataset>/k1=v1/k2=v2`` (keys in the order given)."""
+    path = as_storage_path(base) / dataset
+    for key, value in keys.items():
+        path = path / f"{key}={value}"
+    return path
+
+
+class ContentChecksum:
+    """Order-independent checksum of a multiset of records (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._sum = 0
+        self.rows = 0
+
+    def add(self, canonical: bytes) -> None:
+        """Add one record given as its canonical JSON bytes."""
+        self._sum = (self._sum + int.from_bytes(hashlib.sha256(canonical).digest(), "big")) % _MOD
+        self.rows += 1
+
+    def hexdigest(self) -> str:
+        """``sha256:<hex>`` over the row count and the sum of record hashes."""
+        final = hashlib.sha256(f"rows={self.rows};sum={self._sum:064x}".encode()).hexdigest()
+        return f"sha256:{final}"
+
+
+@dataclass
+class FileEntry:
+    """One data file of a partition."""
+
+    name: str
+    rows: int
+    bytes: int
+    sha256: str
+
+
+@dataclass
+class Manifest:
+    """Contents of ``_manifest.json``: what a partition holds and how it was produced.
+
+    :param dataset: dataset name (``conversions``, ``affiliate_reports``).
+    :param partition: partition keys, e.g. ``{"date": "2026-01-31"}``.
+    :param format: ``parquet`` or ``jsonl``.
+    :param files: data files with row counts, sizes and byte SHA-256.
+    :param row_count: rows landed (after dropping duplicates).
+    :param content_checksum: order-independent checksum of the records (not of the bytes).
+    :param duplicates_dropped: records dropped because their key was already seen in this pull.
+    :param request: request parameters of the pull (never credentials).
+    :param pulled_at: UTC time the pull finished, ISO 8601.
+    :param package_version: version of this package that wrote the partition.
+    :param schema: record schema name, version and fingerprint.
+    :param stats: free-form pull statistics (pages, retries, seconds).
+    """
+
+    dataset: str
+    partition: dict[str, str]
+    format: str
+    files: list[FileEntry]
+    row_count: int
+    content_checksum: str
+    duplicates_dropped: int
+    request: dict[str, Any]
+    pulled_at: str
+    package_version: str
+    schema: dict[str, Any]
+    stats: dict[str, Any] = field(default_factory=dict)
+    manifest_version: int = MANIFEST_VERSION
+
+    def to_json(self) -> bytes:
+        """Manifest bytes (indented, keys sorted: easy to diff)."""
+        return orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> Manifest:
+        """Parse manifest bytes; raises :class:`StorageError` when malformed."""
+        try:
+            raw = orjson.loads(data)
+            raw["files"] = [FileEntry(**f) for f in raw["files"]]
+            return cls(**raw)
+        except (orjson.JSONDecodeError, KeyError, TypeError) as err:
+            raise StorageError(f"malformed {MANIFEST_NAME}: {err}") from err
+
+
+@dataclass
+class PublishResult:
+    """What :meth:`PartitionWriter.commit` returns."""
+
+    path: str
+    manifest: Manifest
+
+    @property
+    def rows(self) -> int:
+        return self.manifest.row_count
+
+
+class _HashingWriter:
+    """Write-only file wrapper counting bytes and hashing them on the way to storage."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._sha = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._sha.update(data)
+        self.size += len(data)
+        self._raw.write(bytes(data) if isinstance(data, memoryview) else data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._raw.close()
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+def _is_local(path: ObjectStoragePath) -> bool:
+    return (path.protocol or "") in _LOCAL_PROTOCOLS
+
+
+class PartitionWriter:
+    """Stream records into one partition, then publish it atomically with its manifest.
+
+    Use as a context manager: an exception inside the block discards the staged data and
+    leaves the published partition (if any) untouched::
+
+        with PartitionWriter(base, "conversions", {"date": "2026-01-31"},
+                             conversion_schema()) as writer:
+            writer.write(records)                       # any iterable, consumed lazily
+            result = writer.commit(request={...})
+
+    :param base: output base (local path, URL or :class:`ObjectStoragePath`).
+    :param dataset: dataset folder under ``base`` (``conversions``, ``affiliate_reports``).
+    :param keys: partition keys in path order, e.g. ``{"date": "2026-01-31"}``.
+    :param schema: record schema (Arrow layout, dedupe key).
+    :param format: ``parquet`` (default) or ``jsonl`` (gzip JSON Lines).
+    :param row_group_rows: Parquet rows per row group (bounds memory).
+    :param compression: Parquet codec (``zstd`` by default).
+    :param dedupe: drop records whose ``schema.key_field`` was already written by this writer.
+    """
+
+    def __init__(
+        self,
+        base: ObjectStoragePath | str | os.PathLike[str],
+        dataset: str,
+        keys: dict[str, str],
+        schema: RecordSchema,
+        *,
+        format: str = "parquet",
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        compression: str = "zstd",
+        dedupe: bool = True,
+    ) -> None:
+        if format not in FORMATS:
+            raise ConfigValidationError(f"format {format!r}: expected one of {list(FORMATS)}")
+        if row_group_rows < 1:
+            raise ConfigValidationError("row_group_rows must be positive")
+        if not keys:
+            raise ConfigValidationError("a partition needs at least one key (e.g. date)")
+        self.dataset = dataset
+        self.keys = {k: str(v) for k, v in keys.items()}
+        self.partition = partition_path(base, dataset, **self.keys)
+        self.dataset_root = as_storage_path(base) / dataset
+        flat = "__".join(f"{k}={v}" for k, v in self.keys.items())
+        self.schema = schema
+        self.format = format
+        self.row_group_rows = row_group_rows
+        self.compression = compression
+        self.dedupe = dedupe and schema.key_field is not None
+        self.token = f"{int(time.time())}-{uuid.uuid4().hex[:12]}"
+        self.staging = self.dataset_root / STAGING_DIR / f"{flat}.{self.token}"
+        self._trash = self.dataset_root / TRASH_DIR / f"{flat}.{self.token}"
+        self.file_name = f"part-00000{FORMAT_SUFFIX[format]}"
+        self.checksum = ContentChecksum()
+        self.duplicates_dropped = 0
+        self._seen: set[Any] = set()
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._out: _HashingWriter | None = None
+        self._pq_writer: pq.ParquetWriter | None = None
+        self._gz: gzip.GzipFile | None = None
+        self._closed = False
+        self._committed = False
+
+    # -- context management ------------------------------------------------------------------
+
+    def __enter__(self) -> PartitionWriter:
+        self._open()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if not self._committed:
+            self.abort()
+
+    def _open(self) -> None:
+        if self._out is not None:
+            return
+        _remove_stale(self.dataset_root)
+        self.staging.mkdir(parents=True, exist_ok=True)
+        self._out = _HashingWriter((self.staging / self.file_name).open("wb"))
+        if self.format == "parquet":
+            self._pq_writer = pq.ParquetWriter(
+                self._out,
+                self.schema.arrow_schema,
+                compression=self.compression,
+                use_dictionary=True,
+                write_statistics=True,
+            )
+        else:
+            # mtime=0 and no file name: the same records give the same gzip bytes.
+            self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._out, mtime=0)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    @property
+    def rows(self) -> int:
+        """Records written so far (after dropping duplicates)."""
+        return self.checksum.rows
+
+    def write(self, records: Iterable[dict[str, Any]]) -> int:
+        """Consume ``records`` lazily, in batches; return how many were written (not dropped)."""
+        self._open()
+        before = self.rows
+        batch: list[dict[str, Any]] = []
+        for record in records:
+            batch.append(record)
+            if len(batch) >= BATCH_ROWS:
+                self.write_batch(batch)
+                batch = []
+        if batch:
+            self.write_batch(batch)
+        return self.rows - before
+
+    def write_batch(self, records: list[dict[str, Any]]) -> None:
+        """Write one batch (typically one API page)."""
+        self._open()
+        if self._closed:
+            raise StorageError("writer already closed")
+        kept: list[dict[str, Any]] = []
+        lines: list[bytes] = []
+        key = self.schema.key_field
+        for record in records:
+            if self.dedupe:
+                ident = record.get(key)
+                if ident in self._seen:
+                    self.duplicates_dropped += 1
+                    continue
+                self._seen.add(ident)
+            canonical = canonical_json(record)
+            self.checksum.add(canonical)
+            kept.append(record)
+            lines.append(canonical)
+        if not kept:
+            return
+        if self._pq_writer is not None:
+            rb = self.schema.to_record_batch(kept)
+            self._pending.append(rb)
+            self._pending_rows += rb.num_rows
+            if self._pending_rows >= self.row_group_rows:
+                self._flush_row_group()
+        else:
+            assert self._gz is not None
+            lines.append(b"")
+            self._gz.write(b"\n".join(lines))
+
+    def _flush_row_group(self) -> None:
+        if self._pending and self._pq_writer is not None:
+            table = pa.Table.from_batches(self._pending, schema=self.schema.arrow_schema)
+            self._pq_writer.write_table(table, row_group_size=max(self._pending_rows, 1))
+            self._pending = []
+            self._pending_rows = 0
+
+    def _close_files(self) -> FileEntry:
+        self._open()
+        if self._pq_writer is not None:
+            self._flush_row_group()
+            self._pq_writer.close()
+        if self._gz is not None:
+            self._gz.close()
+        assert self._out is not None
+        self._out.close()
+        self._closed = True
+        return FileEntry(
+            name=self.file_name, rows=self.rows, bytes=self._out.size, sha256=self._out.hexdigest()
+        )
+
+    # -- publishing ----------------------------------------------------------------------------
+
+    def commit(
+        self,
+        *,
+        request: dict[str, Any],
+        stats: dict[str, Any] | None = None,
+    ) -> PublishResult:
+        """Close the data file, write the manifest, and publish the partition in one step.
+
+        :param request: request parameters to record (must not contain credentials).
+        :param stats: extra pull statistics (pages, retries, seconds) for the manifest.
+        """
+        if self._committed:
+            raise StorageError("partition already committed")
+        entry = self._close_files()
+        manifest = Manifest(
+            dataset=self.dataset,
+            partition=dict(self.keys),
+            format=self.format,
+            files=[entry],
+            row_count=self.rows,
+            content_checksum=self.checksum.hexdigest(),
+            duplicates_dropped=self.duplicates_dropped,
+            request=request,
+            pulled_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            package_version=__version__,
+            schema=self.schema.describe(),
+            stats=stats or {},
+        )
+        if _is_local(self.partition):
+            self._publish_local(manifest)
+        else:
+            self._publish_object_store(manifest)
+        self._committed = True
+        self._seen.clear()
+        log.info(
+            "Published %s: %d rows, %d duplicates dropped, checksum %s",
+            self.partition,
+            manifest.row_count,
+            manifest.duplicates_dropped,
+            manifest.content_checksum,
+        )
+        return PublishResult(path=str(self.partition), manifest=manifest)
+
+    def _publish_local(self, manifest: Manifest) -> None:
+        # The manifest goes into the staged directory, so the rename publishes data and
+        # manifest together.
+        (self.staging / MANIFEST_NAME).write_bytes(manifest.to_json())
+        target = self.partition.path
+        staged = self.staging.path
+        trash = self._trash.path
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        moved_old = False
+        if os.path.exists(target):
+            os.makedirs(os.path.dirname(trash), exist_ok=True)
+            os.rename(target, trash)
+            moved_old = True
+        try:
+            # os.rename (not shutil.move): it never nests the source inside an existing target.
+            os.rename(staged, target)
+        except OSError as err:
+            if moved_old and not os.path.exists(target):
+                os.rename(trash, target)  # put the previous complete partition back
+                moved_old = False
+            raise StorageError(f"could not publish {self.partition}: {err}") from err
+        finally:
+            if moved_old:
+                _rmtree_quiet(ObjectStoragePath(trash))
+
+    def _publish_object_store(self, manifest: Manifest) -> None:
+        target = self.partition
+        old_manifest = target / MANIFEST_NAME
+        # 1. The old partition stops looking complete before anything of it is touched.
+        if old_manifest.exists():
+            old_manifest.unlink()
+        # 2. Remove every previous data file (exact replacement, no leftovers).
+        if target.exists():
+            for child in list(target.iterdir()):
+                if child.is_dir():
+                    _rmtree_quiet(child)
+                else:
+                    child.unlink()
+        # 3. Move the staged data in, 4. write the manifest last (one PUT).
+        target.mkdir(parents=True, exist_ok=True)
+        src = self.staging / self.file_name
+        src.fs.mv(src.path, (target / self.file_name).path)
+        (target / MANIFEST_NAME).write_bytes(manifest.to_json())
+        _rmtree_quiet(self.staging)
+
+    def abort(self) -> None:
+        """Discard staged data; the published partition (if any) is not touched."""
+        with contextlib.suppress(Exception):
+            if self._pq_writer is not None and not self._closed:
+                self._pq_writer.close()
+        with contextlib.suppress(Exception):
+            if self._gz is not None and not self._closed:
+                self._gz.close()
+        with contextlib.suppress(Exception):
+            if self._out is not None:
+                self._out.close()
+        self._closed = True
+        _rmtree_quiet(self.staging)
+
+
+def _rmtree_quiet(path: ObjectStoragePath) -> None:
+    """Best-effort recursive delete (leftovers live under ``_``-prefixed, ignored folders)."""
+    try:
+        if path.exists():
+            path.fs.rm(path.path, recursive=True)
+    except (OSError, FileNotFoundError) as err:
+        log.warning("Could not remove %s: %s", path, err)
+
+
+#: Staging/trash entries older than this are leftovers of crashed runs and are removed.
+STALE_AFTER_S = 6 * 3600
+
+
+def _remove_stale(dataset_root: ObjectStoragePath, now: float | None = None) -> None:
+    """Remove ``_staging``/``_trash`` entries of crashed runs (their token starts with epoch).
+
+    Entries younger than :data:`STALE_AFTER_S` may belong to a concurrent writer; kept.
+    """
+    now = time.time() if now is None else now
+    for folder in (STAGING_DIR, TRASH_DIR):
+        root = dataset_root / folder
+        try:
+            children = list(root.iterdir()) if root.exists() else []
+        except (OSError, FileNotFoundError):
+            continue
+        for child in children:
+            token = child.name.rpartition(".")[2]
+            try:
+                started = int(token.split("-", 1)[0])
+            except ValueError:
+                continue
+            if now - started > STALE_AFTER_S:
+                _rmtree_quiet(child)
+
+
+def write_partition(
+    base: ObjectStoragePath | str | os.PathLike[str],
+    dataset: str,
+    keys: dict[str, str],
+    records: Iterable[dict[str, Any]],
+    schema: RecordSchema,
+    *,
+    request: dict[str, Any],
+    format: str = "parquet",
+    stats: dict[str, Any] | None = None,
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+) -> PublishResult:
+    """Stream ``records`` into a partition and publish it atomically (see :class:`PartitionWriter`).
+
+    If iterating ``records`` raises, nothing is published and the exception propagates.
+    """
+    with PartitionWriter(
+        base, dataset, keys, schema, format=format, row_group_rows=row_group_rows
+    ) as writer:
+        writer.write(records)
+        return writer.commit(request=request, stats=stats)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def read_manifest(
+    partition: ObjectStoragePath | str | os.PathLike[str],
+) -> Manifest | None:
+    """The partition's manifest, or ``None`` if it has none (absent or incomplete partition)."""
+    path = as_storage_path(partition) / MANIFEST_NAME
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return Manifest.from_json(data)
+
+
+def is_complete(partition: ObjectStoragePath | str | os.PathLike[str]) -> bool:
+    """Whether the partition has a manifest and every listed file with the listed size."""
+    part = as_storage_path(partition)
+    try:
+        manifest = read_manifest(part)
+    except StorageError:
+        return False
+    if manifest is None:
+        return False
+    for entry in manifest.files:
+        f = part / entry.name
+        try:
+            if f.size() != entry.bytes:
+                return False
+        except FileNotFoundError:
+            return False
+    return True
+
+
+def read_partition(partition: ObjectStoragePath | str | os.PathLike[str]) -> pa.Table:
+    """Read a complete Parquet partition's files listed by its manifest (raises otherwise)."""
+    part = as_storage_path(partition)
+    manifest = _complete_manifest(part)
+    if manifest.format != "parquet":
+        raise StorageError(f"{part} is {manifest.format}; use iter_partition_records")
+    tables = []
+    for entry in manifest.files:
+        with (part / entry.name).open("rb") as fh:
+            tables.append(pq.read_table(fh))
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def iter_partition_records(
+    partition: ObjectStoragePath | str | os.PathLike[str],
+) -> Iterator[dict[str, Any]]:
+    """Yield the API records of a complete JSON Lines partition, as they were received."""
+    part = as_storage_path(partition)
+    manifest = _complete_manifest(part)
+    if manifest.format != "jsonl":
+        raise StorageError(f"{part} is {manifest.format}; use read_partition")
+    for entry in manifest.files:
+        with (part / entry.name).open("rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+            for line in gz:
+                if line.strip():
+                    yield orjson.loads(line)
+
+
+def _complete_manifest(part: ObjectStoragePath) -> Manifest:
+    if not is_complete(part):
+        raise StorageError(f"{part} is not a complete partition (no valid {MANIFEST_NAME})")
+    manifest = read_manifest(part)
+    assert manifest is not None
+    return manifest
+
+
+def list_partitions(
+    base: str | os.PathLike[str] | ObjectStoragePath, dataset: str
+) -> dict[str, Manifest]:
+    """Complete partitions of a dataset (relative path → manifest); incomplete ones left out.
+
+    Nested keys are walked (``affiliate=7/date=2026-01-31``); ``_``/``.`` folders are skipped.
+    """
+    root = as_storage_path(base) / dataset
+    out: dict[str, Manifest] = {}
+
+    def walk(folder: ObjectStoragePath, rel: str) -> None:
+        for child in sorted(folder.iterdir(), key=lambda p: p.name):
+            if child.name.startswith(("_", ".")) or "=" not in child.name or not child.is_dir():
+                continue
+            name = f"{rel}/{child.name}" if rel else child.name
+            if is_complete(child):
+                manifest = read_manifest(child)
+                assert manifest is not None
+                out[name] = manifest
+            else:
+                walk(child, name)
+
+    if root.exists():
+        walk(root, "")
+    return out

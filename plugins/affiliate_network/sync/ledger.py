@@ -1,0 +1,186 @@
+"""The ledger: what the sync last applied to the network, kept durably beside the reports.
+
+Storage choice: a JSON document in object storage (``ObjectStoragePath``), by default
+``<data base>/sync/ledger-<connection id>.json``, not an Airflow Variable. Why:
+
+- The plan must be readable outside a running task: ``affiliate-network-sync plan FILE
+  --ledger PATH`` (a reviewer's laptop, CI on a pull request) diffs against the very file the DAG
+  writes, with no metadata-DB access and no Airflow context.
+- It lives beside the reports, so one backup / retention policy covers both, and the document is
+  inspectable and fixable with ordinary tools (``jq``) during an incident; a Variable is edited in
+  a UI text box and is easy to overwrite by accident.
+- The document grows with every object (it keeps each applied definition for field-level
+  diffs); Variables are meant for small settings and are cached/masked by the UI.
+- Writes are atomic: on a local or mounted filesystem the document is written to a temporary
+  sibling and renamed over the old one (``rename`` is atomic within a filesystem); on object
+  stores (s3://, gs://...) a single-object PUT is atomic by itself (readers see the old or the new
+  document, never half of one). A crash therefore loses at most the write in progress.
+
+There is one writer at a time: the DAG runs with ``max_active_runs=1`` and its sync tasks run one
+after another. The ledger is written after every successful network write, and for create-only
+objects (custom scrub rates, categories) an *intent* is written BEFORE the POST, so a worker that
+dies between the POST and the ledger update leaves evidence: the next run stops instead of
+creating a duplicate.
+
+Document shape::
+
+    {"version": 1, "target": "<base URL of the network>", "objects": {
+        "<section>/<key>": {"state": "applied" | "intent", "network_id": 12 | null,
+                            "hash": "sha256:...", "definition": {...request body...},
+                            "applied_at": "2026-11-22T08:00:00+00:00", "intent_at": "...",
+                            "note": "..."}}}
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import ObjectStoragePath
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.paths import DATA_BASE_VARIABLE, default_data_base
+
+LEDGER_VERSION = 1
+STATE_APPLIED = "applied"
+STATE_INTENT = "intent"
+#: Protocols whose files can be renamed atomically (local and mounted filesystems).
+_RENAMEABLE_PROTOCOLS = {"", "file", "local"}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def resolve_data_base() -> str:
+    """Output base: the Airflow Variable ``affiliate_network_data_base``, else env, else default.
+
+    Outside a task (the CLI) the Variable may be unreachable; the fallback is then used.
+    """
+    try:
+        from airflow.sdk import Variable
+
+        value = Variable.get(DATA_BASE_VARIABLE, default=None)
+    except Exception:  # no Airflow context / metadata DB: the fallback is the documented order
+        value = None
+    return value or default_data_base()
+
+
+def default_ledger_path(conn_id: str, data_base: str | None = None) -> str:
+    """``<data base>/sync/ledger-<conn_id>.json``: one ledger per network connection."""
+    base = (data_base or resolve_data_base()).rstrip("/")
+    return f"{base}/sync/ledger-{conn_id}.json"
+
+
+class Ledger:
+    """The applied state of every synced object, saved after each change.
+
+    :param path: where the JSON document lives (local path or object-storage URL).
+    :param target: the network the ledger describes (base URL, never a key). A ledger written
+        for one network is refused for another, so a copied ledger cannot hide changes.
+    """
+
+    def __init__(self, path: str | ObjectStoragePath, *, target: str | None = None) -> None:
+        self.path = path if isinstance(path, ObjectStoragePath) else ObjectStoragePath(str(path))
+        self.target = target
+        self._objects: dict[str, dict[str, Any]] = {}
+
+    # ----- reading -------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | ObjectStoragePath, *, target: str | None = None) -> Ledger:
+        """Read the ledger (an absent file is an empty ledger).
+
+        :raises ConfigValidationError: unreadable document, or a ledger of another network.
+        """
+        ledger = cls(path, target=target)
+        if not ledger.path.exists():
+            return ledger
+        try:
+            document = json.loads(ledger.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigValidationError(f"{ledger.path}: unreadable sync ledger: {exc}") from exc
+        if not isinstance(document, dict) or document.get("version") != LEDGER_VERSION:
+            raise ConfigValidationError(
+                f"{ledger.path}: not a version-{LEDGER_VERSION} sync ledger document"
+            )
+        stored_target = document.get("target")
+        if target and stored_target and stored_target != target:
+            raise ConfigValidationError(
+                f"{ledger.path}: this ledger records what was applied to {stored_target}, not to "
+                f"{target}. Point the sync at the ledger of that network (one ledger per "
+                "connection) instead of reusing this one."
+            )
+        ledger.target = target or stored_target
+        ledger._objects = dict(document.get("objects") or {})
+        return ledger
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The entry of a ledger key (``<section>/<key>``), or ``None``."""
+        return self._objects.get(key)
+
+    def entry_keys(self) -> Iterator[str]:
+        """Every ledger key."""
+        return iter(sorted(self._objects))
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole document."""
+        return {"version": LEDGER_VERSION, "target": self.target, "objects": self._objects}
+
+    # ----- writing (each call is saved at once) -------------------------------------------
+    def record_intent(self, key: str, *, definition: dict[str, Any], hash_: str) -> None:
+        """Record, before a non-idempotent POST, that ``key`` is about to be created."""
+        self._objects[key] = {
+            "state": STATE_INTENT,
+            "network_id": None,
+            "hash": hash_,
+            "definition": definition,
+            "intent_at": _now(),
+        }
+        self.save()
+
+    def record_applied(
+        self,
+        key: str,
+        *,
+        network_id: int | None,
+        definition: dict[str, Any],
+        hash_: str,
+        note: str | None = None,
+    ) -> None:
+        """Record that ``definition`` is now what the network holds for ``key``."""
+        entry: dict[str, Any] = {
+            "state": STATE_APPLIED,
+            "network_id": network_id,
+            "hash": hash_,
+            "definition": definition,
+            "applied_at": _now(),
+        }
+        previous = self._objects.get(key) or {}
+        if previous.get("intent_at"):
+            entry["intent_at"] = previous["intent_at"]
+        if note:
+            entry["note"] = note
+        self._objects[key] = entry
+        self.save()
+
+    def forget(self, key: str) -> None:
+        """Drop an entry (an intent whose request was definitely refused, or confirmed absent)."""
+        if self._objects.pop(key, None) is not None:
+            self.save()
+
+    def save(self) -> None:
+        """Write the document atomically (temporary sibling + rename, or one object PUT)."""
+        payload = json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.protocol in _RENAMEABLE_PROTOCOLS:
+            tmp = self.path.parent / f".{self.path.name}.{uuid.uuid4().hex}.tmp"
+            tmp.write_text(payload, encoding="utf-8")
+            tmp.rename(self.path)
+        else:
+            self.path.write_text(payload, encoding="utf-8")

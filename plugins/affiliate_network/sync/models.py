@@ -1,0 +1,450 @@
+"""Desired-state models: what the network should hold, one pydantic model per object type.
+
+Field names are the API's own (``offer_group_status``, ``network_offer_ids``...), so a definition
+reads like the request it becomes and nothing is lost in a mapping. Models are strict: a number
+written as a string, an unknown field or a value outside a closed enumeration is an error, never
+coerced. Completeness (a PUT replaces the whole object) is checked by the loader against
+:mod:`affiliate_network.sync.spec_fields` before these models run, so the error lists every
+missing field at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    create_model,
+    field_validator,
+)
+
+from affiliate_network.sync import spec_fields as sf
+
+#: A network id: positive integer (``*_id`` fields are integers).
+NetworkId = Annotated[StrictInt, Field(gt=0)]
+#: A reference to an optional related object: an id, or 0 for "none" (the API's default).
+OptionalId = Annotated[StrictInt, Field(ge=0)]
+
+
+def number(*, ge: float | None = None, le: float | None = None) -> Any:
+    """A JSON number (int or float, not bool, not a string) within ``[ge, le]``; ints stay ints."""
+
+    def check(value: Any) -> int | float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("Input should be a number")
+        if ge is not None and value < ge:
+            raise ValueError(f"Input should be greater than or equal to {ge}")
+        if le is not None and value > le:
+            raise ValueError(f"Input should be less than or equal to {le}")
+        return value
+
+    return Annotated[int | float, PlainValidator(check)]
+
+
+#: A money / count / rate value: a JSON number, never negative.
+NonNegativeNumber = number(ge=0)
+#: A percentage: 0 to 100.
+Percentage = number(ge=0, le=100)
+#: Currency code string (USD, EUR, GBP...).
+CurrencyCode = Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")]
+#: Value of an open enumeration (only some values are shown by the spec): lower_snake_case.
+OpenEnum = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+#: Stable name of a definition inside the desired state (the ledger key).
+ObjectKey = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON text (sorted keys, no spaces) used for hashes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def definition_hash(body: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a request body."""
+    return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class DesiredObject(_Strict):
+    """Base of every definition.
+
+    :param key: stable name of the definition (the ledger key); defaults to the network id for
+        objects addressed by id.
+    """
+
+    #: Top-level YAML section of this object type.
+    section: ClassVar[str]
+    #: Human name of the object type in messages.
+    label: ClassVar[str]
+    #: Name of the id field addressing the object in the URL path (PUT kinds), else ``None``.
+    id_field: ClassVar[str | None] = None
+    #: True when the API only creates this object (no update, no read): exactly-once semantics.
+    create_only: ClassVar[bool] = False
+
+    key: ObjectKey | None = None
+
+    @property
+    def network_id(self) -> int | None:
+        """Id of the object on the network when the definition addresses it by id."""
+        return getattr(self, self.id_field) if self.id_field else None
+
+    @property
+    def object_key(self) -> str:
+        """The definition's key (explicit, else derived from the id)."""
+        if self.key:
+            return self.key
+        return str(self.network_id)
+
+    @property
+    def ledger_key(self) -> str:
+        """``<section>/<key>``: the key of this object in the ledger."""
+        return f"{self.section}/{self.object_key}"
+
+    def body(self) -> dict[str, Any]:
+        """The request body: every field except the key and the path id, JSON-ready."""
+        exclude = {"key"} | ({self.id_field} if self.id_field else set())
+        return self.model_dump(mode="json", exclude=exclude, exclude_none=True)
+
+    def definition_hash(self) -> str:
+        """Hash of :meth:`body` (what the ledger compares)."""
+        return definition_hash(self.body())
+
+    def describe(self) -> str:
+        """Short human label, e.g. ``offer group 'spring' (id 3)``."""
+        name = getattr(self, "name", None)
+        parts = [f"{self.label} '{self.object_key}'"]
+        if self.network_id is not None:
+            parts.append(f"(id {self.network_id})")
+        if name and name != self.object_key:
+            parts.append(f"name {name!r}")
+        return " ".join(parts)
+
+
+class OfferGroup(DesiredObject):
+    """An offer group, sent whole with ``PUT /networks/offergroups/{id}``.
+
+    :param network_offer_group_id: the group to update (there is no create endpoint).
+    :param network_offer_ids: offers of the group; they must belong to the advertiser.
+    :param labels: labels to assign.
+    :param is_caps_enabled: when false every cap value is ignored by the network.
+    """
+
+    section: ClassVar[str] = "offer_groups"
+    label: ClassVar[str] = "offer group"
+    id_field: ClassVar[str | None] = "network_offer_group_id"
+
+    network_offer_group_id: NetworkId
+    name: Annotated[StrictStr, Field(min_length=1)]
+    offer_group_status: Literal[sf.OFFER_GROUP_STATUSES]  # type: ignore[valid-type]
+    network_advertiser_id: NetworkId
+    network_offer_ids: list[NetworkId]
+    currency_id: CurrencyCode
+    labels: list[Annotated[StrictStr, Field(min_length=1)]]
+    internal_notes: StrictStr
+    is_caps_enabled: StrictBool
+    is_soft_cap: StrictBool
+    daily_conversion_cap: NonNegativeNumber
+    daily_payout_cap: NonNegativeNumber
+    daily_revenue_cap: NonNegativeNumber
+    daily_click_cap: NonNegativeNumber
+    weekly_conversion_cap: NonNegativeNumber
+    weekly_payout_cap: NonNegativeNumber
+    weekly_revenue_cap: NonNegativeNumber
+    weekly_click_cap: NonNegativeNumber
+    monthly_conversion_cap: NonNegativeNumber
+    monthly_payout_cap: NonNegativeNumber
+    monthly_revenue_cap: NonNegativeNumber
+    monthly_click_cap: NonNegativeNumber
+    global_conversion_cap: NonNegativeNumber
+    global_payout_cap: NonNegativeNumber
+    global_revenue_cap: NonNegativeNumber
+    global_click_cap: NonNegativeNumber
+
+    @field_validator("network_offer_ids", "labels")
+    @classmethod
+    def _no_duplicates(cls, value: list) -> list:
+        duplicates = sorted({str(v) for v in value if value.count(v) > 1})
+        if duplicates:
+            raise ValueError(f"lists {', '.join(duplicates)} more than once")
+        return value
+
+
+class PayoutRevenueEntry(_Strict):
+    """One payout/revenue entry of an offer (the request uses the first five fields).
+
+    :param is_default: the base entry; an offer has exactly one.
+    """
+
+    payout_type: Literal[sf.PAYOUT_TYPES]  # type: ignore[valid-type]
+    payout_amount: NonNegativeNumber
+    revenue_type: Literal[sf.REVENUE_TYPES]  # type: ignore[valid-type]
+    revenue_amount: NonNegativeNumber
+    is_default: StrictBool
+    # Optional record fields: sent only when written in the definition.
+    network_offer_payout_revenue_id: NetworkId | None = None
+    entry_name: StrictStr | None = None
+    payout_percentage: Percentage | None = None
+    revenue_percentage: Percentage | None = None
+    is_private: StrictBool | None = None
+    is_postback_disabled: StrictBool | None = None
+    is_enforce_caps: StrictBool | None = None
+    is_must_approve_conversion: StrictBool | None = None
+    is_allow_duplicate_conversion: StrictBool | None = None
+    is_email_attribution_default_event: StrictBool | None = None
+
+
+def _optional_offer_fields() -> dict[str, Any]:
+    """Pydantic field definitions of the optional offer record fields (all default ``None``)."""
+    fields: dict[str, Any] = {}
+    for name in sf.OFFER_OPTIONAL_STRINGS:
+        fields[name] = (StrictStr | None, None)
+    for name in sf.OFFER_OPTIONAL_ENUMS:
+        fields[name] = (OpenEnum | None, None)
+    for name in sf.OFFER_OPTIONAL_INTEGERS:
+        fields[name] = (Annotated[StrictInt, Field(ge=0)] | None, None)
+    for name in sf.OFFER_OPTIONAL_BOOLEANS:
+        fields[name] = (StrictBool | None, None)
+    for name in sf.OFFER_OPTIONAL_NUMBERS:
+        fields[name] = (NonNegativeNumber | None, None)
+    fields["labels"] = (list[Annotated[StrictStr, Field(min_length=1)]] | None, None)
+    return fields
+
+
+_OfferOptionalFields = create_model(  # type: ignore[call-overload]
+    "_OfferOptionalFields", __base__=DesiredObject, **_optional_offer_fields()
+)
+
+
+class Offer(_OfferOptionalFields):  # type: ignore[misc, valid-type]
+    """An offer, sent whole with ``PUT /networks/offers/{id}``.
+
+    :param network_offer_id: the offer to update (there is no create endpoint).
+    :param network_category_id: the offer's category, 0 for none.
+    :param destination_url: may contain the macro ``{transaction_id}``.
+    :param payout_revenue: payout/revenue entries, exactly one with ``is_default: true``.
+
+    The other fields of the offer record (``preview_url``, ``internal_notes``, caps, booleans...)
+    are optional: written ones are sent, others are reset to the network default by the PUT.
+    """
+
+    section: ClassVar[str] = "offers"
+    label: ClassVar[str] = "offer"
+    id_field: ClassVar[str | None] = "network_offer_id"
+
+    network_offer_id: NetworkId
+    name: Annotated[StrictStr, Field(min_length=1)]
+    offer_status: OpenEnum
+    redirect_mode: OpenEnum
+    conversion_method: OpenEnum
+    session_definition: OpenEnum
+    network_advertiser_id: NetworkId
+    network_category_id: OptionalId
+    destination_url: Annotated[StrictStr, Field(pattern=r"^https?://\S+$")]
+    currency_id: CurrencyCode
+    network_tracking_domain_id: NetworkId
+    visibility: OpenEnum
+    payout_revenue: Annotated[list[PayoutRevenueEntry], Field(min_length=1)]
+
+    @field_validator("payout_revenue")
+    @classmethod
+    def _one_default_entry(cls, value: list[PayoutRevenueEntry]) -> list[PayoutRevenueEntry]:
+        defaults = sum(1 for entry in value if entry.is_default)
+        if defaults != 1:
+            raise ValueError(f"needs exactly one entry with is_default: true, found {defaults}")
+        return value
+
+    def undocumented_values(self) -> list[str]:
+        """Open-enumeration values the spec does not show (they become plan warnings)."""
+        notes = []
+        for field, seen in sf.OFFER_SEEN_VALUES.items():
+            value = getattr(self, field)
+            if value is not None and value not in seen:
+                notes.append(
+                    f"{field}={value!r} is not documented by the spec (seen: {', '.join(seen)})"
+                )
+        return notes
+
+
+class ScrubRateVariable(_Strict):
+    """A condition that must match for a scrub rate to take effect."""
+
+    variable: Annotated[StrictStr, Field(min_length=1)]
+    comparison_method: Annotated[StrictStr, Field(min_length=1)]
+    variable_value: StrictStr
+    variable_secondary_value: StrictStr | None = None
+
+
+#: Element shapes of the ruleset lists are "not shown": scalars or objects are accepted.
+RulesetItem = StrictStr | StrictInt | dict[str, Any]
+
+
+class ScrubRateRuleset(_Strict):
+    """Targeting restricting which traffic a scrub rate applies to (the spec's ruleset fields)."""
+
+    platforms: list[RulesetItem] | None = None
+    device_types: list[RulesetItem] | None = None
+    os_versions: list[RulesetItem] | None = None
+    browsers: list[RulesetItem] | None = None
+    languages: list[RulesetItem] | None = None
+    countries: list[RulesetItem] | None = None
+    regions: list[RulesetItem] | None = None
+    cities: list[RulesetItem] | None = None
+    dmas: list[RulesetItem] | None = None
+    mobile_carriers: list[RulesetItem] | None = None
+    connection_types: list[RulesetItem] | None = None
+    ips: list[RulesetItem] | None = None
+    isps: list[RulesetItem] | None = None
+    brands: list[RulesetItem] | None = None
+    postal_codes: list[RulesetItem] | None = None
+    days_parting: list[RulesetItem] | None = None
+    is_block_proxy: StrictBool | None = None
+    is_use_day_parting: StrictBool | None = None
+    day_parting_apply_to: StrictStr | None = None
+    day_parting_timezone_id: StrictInt | None = None
+
+
+class ScrubRate(DesiredObject):
+    """A custom scrub rate setting, created once with ``POST /networks/custom/scrubrate``.
+
+    The spec shows no update and no read for these settings: a definition is created exactly
+    once and then only compared (a changed definition is drift, reported, never re-created).
+
+    :param key: required: the setting's identity before it has a network id.
+    :param scrub_rate_percentage: 0 to 100.
+    :param scrub_rate_status: ``rejected`` (rejected at once) or ``pending`` (held for review).
+    """
+
+    section: ClassVar[str] = "scrub_rates"
+    label: ClassVar[str] = "custom scrub rate"
+    create_only: ClassVar[bool] = True
+
+    key: ObjectKey
+    network_offer_id: NetworkId
+    network_affiliate_id: NetworkId
+    name: Annotated[StrictStr, Field(min_length=1)]
+    custom_setting_status: Literal[sf.CUSTOM_SETTING_STATUSES]  # type: ignore[valid-type]
+    scrub_rate_percentage: number(  # type: ignore[valid-type]
+        ge=sf.SCRUB_RATE_PERCENTAGE_MIN, le=sf.SCRUB_RATE_PERCENTAGE_MAX
+    )
+    scrub_rate_status: Literal[sf.SCRUB_RATE_STATUSES]  # type: ignore[valid-type]
+    variables: list[ScrubRateVariable] | None = None
+    ruleset: ScrubRateRuleset | None = None
+
+
+class Channel(DesiredObject):
+    """A channel, sent whole with ``PUT /networks/channels/{id}`` (all fields required)."""
+
+    section: ClassVar[str] = "channels"
+    label: ClassVar[str] = "channel"
+    id_field: ClassVar[str | None] = "network_channel_id"
+
+    network_channel_id: NetworkId
+    name: Annotated[StrictStr, Field(min_length=1)]
+    status: Literal[sf.CHANNEL_STATUSES]  # type: ignore[valid-type]
+
+
+class Category(DesiredObject):
+    """An offer category, created once with ``POST /networks/categories``.
+
+    :param key: required: the category's identity before it has a network id.
+    """
+
+    section: ClassVar[str] = "categories"
+    label: ClassVar[str] = "category"
+    create_only: ClassVar[bool] = True
+
+    key: ObjectKey
+    name: Annotated[StrictStr, Field(min_length=1)]
+    status: Literal[sf.CATEGORY_STATUSES]  # type: ignore[valid-type]
+
+
+class OfferUrlStatus(DesiredObject):
+    """Status of some offer URLs, set with the bulk edit (``url_status``, ``overwrite``)."""
+
+    section: ClassVar[str] = "offer_urls"
+    label: ClassVar[str] = "offer URL status"
+
+    network_offer_id: NetworkId
+    network_offer_url_ids: Annotated[list[NetworkId], Field(min_length=1)]
+    url_status: Literal[sf.OFFER_URL_STATUSES]  # type: ignore[valid-type]
+
+    @property
+    def object_key(self) -> str:
+        if self.key:
+            return self.key
+        ids = "-".join(str(i) for i in sorted(self.network_offer_url_ids))
+        return f"{self.network_offer_id}:{ids}"
+
+    def body(self) -> dict[str, Any]:
+        """The bulk-edit request body (one ``overwrite`` of ``url_status``)."""
+        return {
+            "network_offer_id": self.network_offer_id,
+            "network_offer_url_ids": sorted(self.network_offer_url_ids),
+            "fields": [
+                {
+                    "field_type": "url_status",
+                    "field_value": self.url_status,
+                    "operator": "overwrite",
+                }
+            ],
+        }
+
+
+#: YAML section -> model, in apply order.
+SECTIONS: dict[str, type[DesiredObject]] = {
+    "offer_groups": OfferGroup,
+    "offers": Offer,
+    "scrub_rates": ScrubRate,
+    "channels": Channel,
+    "categories": Category,
+    "offer_urls": OfferUrlStatus,
+}
+
+
+class DesiredState(BaseModel):
+    """A validated desired-state file.
+
+    :param source: the file it was read from (for messages).
+    :param objects: section -> definitions, in file order.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    source: str
+    objects: dict[str, tuple[DesiredObject, ...]]
+
+    def section(self, name: str) -> tuple[DesiredObject, ...]:
+        """Definitions of one section (empty when the file has none)."""
+        return self.objects.get(name, ())
+
+    def all_objects(self) -> list[DesiredObject]:
+        """Every definition, in apply order."""
+        return [obj for name in SECTIONS for obj in self.section(name)]
+
+    def counts(self) -> dict[str, int]:
+        """Number of definitions per section."""
+        return {name: len(self.section(name)) for name in SECTIONS}
+
+
+def _check_models_match_spec() -> None:
+    """The models and the spec field lists must agree (a guard against editing one only)."""
+    for section, model in SECTIONS.items():
+        missing = set(sf.WHOLE_FIELDS[section]) - set(model.model_fields)
+        if missing:
+            raise RuntimeError(f"{model.__name__} lacks spec fields {sorted(missing)}")
+    missing = set(sf.PAYOUT_REVENUE_WHOLE_FIELDS) - set(PayoutRevenueEntry.model_fields)
+    if missing:
+        raise RuntimeError(f"PayoutRevenueEntry lacks spec fields {sorted(missing)}")
+
+
+_check_models_match_spec()

@@ -1,0 +1,93 @@
+"""The ``affiliate_offer_sync`` DAG: its shape, and real runs against the sandbox."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+DAG_ID = "affiliate_offer_sync"
+TASK_ORDER = [
+    "validate",
+    "plan",
+    "apply_offer_groups",
+    "apply_offers",
+    "sync_scrub_rates",
+    "sync_catalog",
+]
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS_DIR / "affiliate_offer_sync.py"))
+    assert bag.import_errors == {}
+    return bag.dags[DAG_ID]
+
+
+def test_dag_is_manual_single_run_dry_run_by_default(dag):
+    assert dag.max_active_runs == 1
+    assert dag.timetable.summary in {"None", None} or not dag.timetable.can_be_scheduled
+    assert dag.params["dry_run"] is True
+    assert dag.params["resolve_unknown"] == {}
+    assert {"affiliate-network", "sync"} <= set(dag.tags)
+
+
+def test_tasks_run_validate_plan_then_apply_in_order(dag):
+    for upstream, downstream in itertools.pairwise(TASK_ORDER):
+        assert dag.get_task(downstream).upstream_task_ids == {upstream}
+    for task in dag.tasks:
+        assert task.owner == "affiliate-ops"
+        assert task.retries >= 1
+
+
+def _dags_test(sandbox, tmp_path: Path, conf: dict | None = None) -> str:
+    env = os.environ.copy()
+    env["AFFILIATE_NETWORK_DATA_BASE"] = str(tmp_path / "data")
+    command = [sys.executable, "-m", "airflow", "dags", "test", DAG_ID]
+    if conf is not None:
+        command += ["--conf", json.dumps(conf)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=280)
+    output = done.stdout + done.stderr
+    assert sandbox.keys["network"] not in output, "the API key reached the log"
+    return output
+
+
+def _network_requests(sandbox) -> list[dict]:
+    return [e for e in sandbox.requests_log() if "/_sandbox" not in e["path"]]
+
+
+def test_default_trigger_plans_and_sends_nothing(airflow_db, sandbox, network_conn, tmp_path):
+    sandbox.clear_requests()
+    output = _dags_test(sandbox, tmp_path)
+
+    assert "DRY RUN: nothing is sent" in output
+    assert "to create" in output
+    assert _network_requests(sandbox) == []
+    assert not (tmp_path / "data" / "sync").exists()
+
+
+def test_apply_run_pushes_the_state_and_a_rerun_sends_nothing(
+    airflow_db, sandbox, network_conn, tmp_path
+):
+    _dags_test(sandbox, tmp_path, {"dry_run": False})
+
+    ledger = tmp_path / "data" / "sync" / "ledger-affiliate_network_default.json"
+    assert ledger.exists()
+    objects = json.loads(ledger.read_text())["objects"]
+    assert {entry["state"] for entry in objects.values()} == {"applied"}
+    assert sandbox.objects("offer_groups")["301"]["daily_conversion_cap"] == 200
+    assert len(sandbox.objects("custom_scrub_rates")) == 1
+    sandbox.clear_requests()
+
+    _dags_test(sandbox, tmp_path, {"dry_run": False})
+
+    assert _network_requests(sandbox) == []
+    assert len(sandbox.objects("custom_scrub_rates")) == 1

@@ -1,0 +1,200 @@
+"""What a correct run of each DAG leaves behind, checked from the outside.
+
+Outputs are read from the object-storage base (manifests, data files), effects from the
+sandbox's admin endpoints (``/_sandbox/objects/...``, ``/_sandbox/truth/...``), run states and
+task summaries from the REST API. Shared by the LocalExecutor and CeleryExecutor stages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .harness import PROJECT_ROOT, AirflowCluster, E2EError, wait_for
+
+DAILY = "affiliate_daily_reports"
+ONHOLD = "affiliate_onhold_review"
+SYNC = "affiliate_offer_sync"
+
+
+def day_truth(sandbox: Any, day: str) -> int:
+    """Rows a ``conversions`` partition of ``day`` must hold (conversions and events, UTC)."""
+    truth = sandbox.truth(day, day, timezone_id=1)
+    return int(truth["conversions"]) + int(truth["events"])
+
+
+def wait_scheduled_run(cluster: AirflowCluster, dag_id: str, timeout: float = 90) -> str:
+    """After unpausing a scheduled DAG the scheduler creates its latest run; return its id."""
+
+    def _scheduled() -> str | None:
+        for run in cluster.api.dag_runs(dag_id):
+            if run["run_type"] == "scheduled":
+                return str(run["dag_run_id"])
+        return None
+
+    return wait_for(
+        _scheduled, timeout=timeout, interval=2, what=f"scheduled run of {dag_id}",
+        on_timeout=lambda: cluster.diagnostics(),
+    )
+
+
+def wait_all_runs(cluster: AirflowCluster, dag_id: str, timeout: float = 400) -> list[dict]:
+    """Wait until every run of ``dag_id`` is final; fail with diagnostics if one failed."""
+
+    def _all_final() -> list[dict] | None:
+        cluster.check_alive()
+        runs = cluster.api.dag_runs(dag_id)
+        return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
+
+    runs = wait_for(
+        _all_final, timeout=timeout, interval=2, what=f"all runs of {dag_id}",
+        on_timeout=lambda: "\n".join(
+            cluster.diagnostics(dag_id, r["dag_run_id"])
+            for r in cluster.api.dag_runs(dag_id)
+            if r["state"] not in ("success", "failed")
+        ),
+    )
+    failed = [r for r in runs if r["state"] != "success"]
+    if failed:
+        raise E2EError(
+            "\n".join(
+                f"{dag_id} run {r['dag_run_id']} ended {r['state']}\n"
+                + cluster.diagnostics(dag_id, r["dag_run_id"])
+                for r in failed
+            )
+        )
+    return runs
+
+
+# -- affiliate_daily_reports ---------------------------------------------------------------
+
+
+def report_days(cluster: AirflowCluster, run_id: str) -> list[str]:
+    """Days a daily-report run landed, from the two conversion tasks' XCom summaries."""
+    days: list[str] = []
+    for task_id in ("pull_conversions", "repull_trailing_window"):
+        summary = cluster.api.xcom(DAILY, run_id, task_id) or {}
+        days.extend(p["date"] for p in summary.get("partitions", []))
+    return days
+
+
+def check_conversion_partitions(
+    data_base: str | Path, sandbox: Any, days: Iterable[str]
+) -> dict[str, Any]:
+    """Each day is a complete partition whose rows equal the sandbox's truth, no duplicates.
+
+    Returns the manifests by day.
+    """
+    from affiliate_network.storage import STAGING_DIR, list_partitions, read_partition
+
+    partitions = list_partitions(str(data_base), "conversions")
+    manifests = {}
+    problems = []
+    for day in sorted(set(days)):
+        manifest = partitions.get(f"date={day}")
+        if manifest is None:
+            problems.append(f"date={day}: no complete partition (found {sorted(partitions)})")
+            continue
+        expected = day_truth(sandbox, day)
+        table = read_partition(f"{data_base}/conversions/date={day}")
+        ids = table.column("conversion_id").to_pylist()
+        if manifest.row_count != expected or table.num_rows != expected:
+            problems.append(
+                f"date={day}: manifest rows {manifest.row_count}, file rows {table.num_rows}, "
+                f"sandbox truth {expected}"
+            )
+        if len(set(ids)) != len(ids):
+            problems.append(f"date={day}: {len(ids) - len(set(ids))} duplicate conversion ids")
+        manifests[day] = manifest
+    staging = Path(data_base) / "conversions" / STAGING_DIR
+    leftovers = sorted(p.name for p in staging.iterdir()) if staging.exists() else []
+    if leftovers:
+        problems.append(f"staging leftovers: {leftovers}")
+    if problems:
+        raise E2EError("conversion partitions:\n" + "\n".join(problems))
+    return manifests
+
+
+def check_affiliate_partitions(data_base: str | Path, days: Iterable[str]) -> None:
+    """One complete aggregate partition per affiliate of include/reports.yaml and day."""
+    from affiliate_network.storage import list_partitions
+
+    reports = yaml.safe_load((PROJECT_ROOT / "include" / "reports.yaml").read_text())
+    affiliates = [a["affiliate_id"] for a in reports["affiliate_reports"]["affiliates"]]
+    found = set(list_partitions(str(data_base), "affiliate_reports"))
+    missing = [
+        f"affiliate={a}/date={d}" for a in affiliates for d in sorted(set(days))
+        if f"affiliate={a}/date={d}" not in found
+    ]
+    if missing:
+        raise E2EError(f"affiliate report partitions missing: {missing}; found {sorted(found)}")
+
+
+def run_day(run: dict) -> str:
+    """The report day of a daily run: the start of its data interval (network timezone UTC)."""
+    return dt.datetime.fromisoformat(run["data_interval_start"]).date().isoformat()
+
+
+# -- affiliate_offer_sync -------------------------------------------------------------------
+
+
+def check_offer_sync_applied(sandbox: Any) -> None:
+    """The sandbox holds the desired state of include/offer_state.yaml."""
+    desired = yaml.safe_load((PROJECT_ROOT / "include" / "offer_state.yaml").read_text())
+    problems: list[str] = []
+
+    groups = sandbox.objects("offer_groups")
+    for group in desired.get("offer_groups", []):
+        stored = _by_id(groups, group["network_offer_group_id"])
+        if stored is None:
+            problems.append(f"offer group {group['network_offer_group_id']} not written")
+            continue
+        for name, value in group.items():
+            if name.endswith("_cap") or name in ("is_caps_enabled", "is_soft_cap", "name"):
+                if stored.get(name) != value:
+                    problems.append(f"offer group {group['key']}.{name}: {stored.get(name)!r} != {value!r}")
+
+    offers = sandbox.objects("offers")
+    for offer in desired.get("offers", []):
+        stored = _by_id(offers, offer["network_offer_id"])
+        if stored is None:
+            problems.append(f"offer {offer['network_offer_id']} not written")
+            continue
+        for name in ("name", "offer_status", "destination_url"):
+            if stored.get(name) != offer[name]:
+                problems.append(f"offer {offer['key']}.{name}: {stored.get(name)!r} != {offer[name]!r}")
+
+    scrub_rates = list(_values(sandbox.objects("custom_scrub_rates")))
+    for rate in desired.get("scrub_rates", []):
+        matches = [s for s in scrub_rates if s.get("name") == rate["name"]]
+        if len(matches) != 1:
+            problems.append(f"scrub rate {rate['key']!r}: {len(matches)} created, expected 1")
+
+    urls = sandbox.objects("offer_urls")
+    for entry in desired.get("offer_urls", []):
+        for url_id in entry["network_offer_url_ids"]:
+            stored = _by_id(urls, url_id)
+            status = (stored or {}).get("url_status")
+            if status != entry["url_status"]:
+                problems.append(f"offer url {url_id}: url_status {status!r} != {entry['url_status']!r}")
+    if problems:
+        raise E2EError("offer sync not applied:\n" + "\n".join(problems))
+
+
+def _values(objects: Any) -> Iterable[dict]:
+    if isinstance(objects, dict):
+        return objects.values()
+    return objects
+
+
+def _by_id(objects: Any, ident: int) -> dict | None:
+    if isinstance(objects, dict):
+        return objects.get(str(ident)) or objects.get(ident)  # type: ignore[call-overload]
+    for obj in objects:
+        if ident in obj.values():
+            return obj
+    return None

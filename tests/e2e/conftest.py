@@ -1,0 +1,159 @@
+"""Fixtures of the end-to-end stage: prerequisites, a sandbox of its own, deployments.
+
+The stage needs PostgreSQL (127.0.0.1:5432, user ``postgres``, trust) and Redis
+(127.0.0.1:6379). Without them it is skipped with the reason; with them, a missing Python
+dependency of a real deployment (PostgreSQL async driver, a Celery that the Celery provider
+supports) is a failure, not a skip: the production shape would not work either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import (
+    PROJECT_ROOT,
+    SANDBOX_SEED,
+    AirflowCluster,
+    ClusterSettings,
+    MetadataDatabase,
+    postgres_available,
+    redis_available,
+)
+
+pytestmark = pytest.mark.e2e
+
+#: DAGs of the project the stage runs.
+DAG_IDS = ("affiliate_daily_reports", "affiliate_onhold_review", "affiliate_offer_sync")
+
+#: Wall time per part of the stage, printed at the end of the session (-rA not needed).
+TIMINGS: dict[str, float] = {}
+
+
+@contextlib.contextmanager
+def timed(part: str) -> Iterator[None]:
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        TIMINGS[part] = TIMINGS.get(part, 0.0) + time.monotonic() - start
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:  # pragma: no cover - reporting
+    if TIMINGS:
+        terminalreporter.write_sep("-", "e2e stage timings (s)")
+        for part, seconds in TIMINGS.items():
+            terminalreporter.write_line(f"{part:<45} {seconds:7.1f}")
+        terminalreporter.write_line(f"{'total':<45} {sum(TIMINGS.values()):7.1f}")
+
+
+def _missing_runtime_dependencies() -> list[str]:
+    problems = []
+    try:
+        importlib.import_module("asyncpg")
+    except ImportError:
+        problems.append(
+            "asyncpg is not installed: Airflow 3.3 opens an async engine on its metadata DB "
+            "(postgresql -> asyncpg); add 'asyncpg' to the dev group and the celery extra"
+        )
+    try:
+        importlib.import_module("airflow.providers.celery.executors.celery_executor_utils")
+    except ImportError as err:
+        problems.append(
+            f"the Celery provider cannot import ({err}); celery 5.7 removed "
+            "celery.backends.database.retry: pin 'celery[redis]>=5.5,<5.7'"
+        )
+    return problems
+
+
+@pytest.fixture(scope="session")
+def e2e_prerequisites() -> None:
+    if not postgres_available():
+        pytest.skip("e2e: PostgreSQL is not reachable on 127.0.0.1:5432")
+    if not redis_available():
+        pytest.skip("e2e: Redis is not reachable on 127.0.0.1:6379")
+    problems = _missing_runtime_dependencies()
+    if problems:
+        pytest.fail("e2e prerequisites missing:\n- " + "\n- ".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def e2e_sandbox(e2e_prerequisites: None) -> Iterator[Any]:
+    """A sandbox of the stage's own (unit tests reset the shared one between tests)."""
+    from affiliate_network.sandbox.testing import start_sandbox
+
+    server = start_sandbox(seed=SANDBOX_SEED)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def connection_env(sandbox: Any) -> dict[str, str]:
+    """``AIRFLOW_CONN_*`` for the network connection and each affiliate in include/reports.yaml.
+
+    The same JSON form the runbook documents for real accounts, pointed at the sandbox.
+    """
+    import yaml
+
+    env = {
+        "AIRFLOW_CONN_AFFILIATE_NETWORK_DEFAULT": json.dumps(
+            {
+                "conn_type": "affiliate_network",
+                "host": sandbox.base_url,
+                "password": sandbox.keys["network"],
+                "extra": {"portal": "network"},
+            }
+        )
+    }
+    reports = yaml.safe_load((PROJECT_ROOT / "include" / "reports.yaml").read_text())
+    for entry in reports["affiliate_reports"]["affiliates"]:
+        env[f"AIRFLOW_CONN_{entry['conn_id'].upper()}"] = json.dumps(
+            {
+                "conn_type": "affiliate_network",
+                "host": sandbox.base_url,
+                "password": sandbox.keys["affiliate"][str(entry["affiliate_id"])],
+                "extra": {"portal": "affiliate"},
+            }
+        )
+    return env
+
+
+@contextlib.contextmanager
+def deployment(
+    executor: str, sandbox: Any, *, label: str, extra_env: dict[str, str] | None = None
+) -> Iterator[AirflowCluster]:
+    """A fresh metadata DB, migrated; the Airflow components started; all stopped after.
+
+    Stopping (by PID) and dropping the database happen in ``finally``, whatever failed.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix=f"afn-e2e-{label}-"))
+    database = MetadataDatabase()
+    env = connection_env(sandbox)
+    env["AFFILIATE_NETWORK_DATA_BASE"] = str(workdir / "data")
+    env.update(extra_env or {})
+    cluster = AirflowCluster(
+        workdir, database, ClusterSettings(executor, PROJECT_ROOT / "dags", env)
+    )
+    try:
+        with timed(f"{label}: create + migrate metadata DB"):
+            database.create()
+            cluster.migrate()
+        with timed(f"{label}: start components"):
+            cluster.start()
+            cluster.wait_dags_parsed(DAG_IDS)
+        yield cluster
+    finally:
+        with timed(f"{label}: stop components + drop DB"):
+            try:
+                cluster.stop()
+            finally:
+                database.drop()

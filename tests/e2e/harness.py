@@ -1,0 +1,600 @@
+"""A real Airflow deployment on loopback for the end-to-end stage.
+
+Each Airflow component (api-server, scheduler, dag-processor, triggerer, Celery worker) runs as
+its own process in its own process session, logging to a file, against a PostgreSQL metadata
+database created for the run. Everything started here is stopped by PID (process group, then any
+stray descendant) in :meth:`AirflowCluster.stop`, which the fixtures call from a ``finally``.
+
+The deployment settings shared with ``docker-compose.yaml`` live in :data:`SHARED_AIRFLOW_ENV`
+and :data:`SANDBOX_SEED` / :data:`CELERY_WORKER_CONCURRENCY`; ``tests/test_docker_compose.py``
+checks that the compose file carries the same values, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import requests
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+AIRFLOW_BIN = str(VENV_BIN / "airflow")
+
+PG_HOST = "127.0.0.1"
+PG_PORT = 5432
+PG_USER = "postgres"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+#: Settings that the e2e deployment and ``docker-compose.yaml`` must share, value for value.
+SHARED_AIRFLOW_ENV: dict[str, str] = {
+    "AIRFLOW__CORE__AUTH_MANAGER": (
+        "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+    ),
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "true",
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
+    # 2-core machines: the default parallelism of 32 starts 32 LocalExecutor workers.
+    "AIRFLOW__CORE__PARALLELISM": "4",
+    # The UI's connection "Test" button is off unless this is set (runbook: "test button").
+    "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
+    "AIRFLOW__API__WORKERS": "1",
+}
+#: Seed of the sandbox service (compose: ``--seed``), so the data is the same world everywhere.
+SANDBOX_SEED = 42
+#: ``airflow celery worker --concurrency`` in both places.
+CELERY_WORKER_CONCURRENCY = 2
+
+#: Final states of a DAG run / task instance.
+RUN_FINAL = {"success", "failed"}
+TI_FINAL = {"success", "failed", "skipped", "upstream_failed", "removed"}
+
+
+class E2EError(AssertionError):
+    """A check of the end-to-end stage failed; the message carries the evidence."""
+
+
+def free_port() -> int:
+    """A free TCP port on loopback (the OS picks it; nothing else listens on it right now)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tail(path: Path, lines: int = 60) -> str:
+    """The last ``lines`` lines of a text file, or a note when it does not exist."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return f"<{path} does not exist>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float,
+    interval: float = 1.0,
+    what: str,
+    on_timeout: Callable[[], str] | None = None,
+) -> Any:
+    """Poll ``predicate`` until it returns a truthy value; raise :class:`E2EError` on timeout."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except (requests.RequestException, OSError) as exc:  # not up yet
+            last_exc = exc
+            value = None
+        if value:
+            return value
+        time.sleep(interval)
+    detail = on_timeout() if on_timeout else ""
+    raise E2EError(f"timed out after {timeout:.0f}s waiting for {what} ({last_exc})\n{detail}")
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def _psql(sql: str, *, database: str = "postgres") -> None:
+    subprocess.run(
+        ["psql", "-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER, "-d", database, "-q",
+         "-v", "ON_ERROR_STOP=1", "-c", sql],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
+@dataclass
+class MetadataDatabase:
+    """A uniquely named PostgreSQL database for one e2e stage, dropped by :meth:`drop`.
+
+    :param name: database name (``afn_e2e_<hex>``).
+    """
+
+    name: str = field(default_factory=lambda: f"afn_e2e_{uuid.uuid4().hex[:12]}")
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        return f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{self.name}"
+
+    @property
+    def celery_result_backend(self) -> str:
+        return f"db+postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{self.name}"
+
+    def create(self) -> None:
+        _psql(f'CREATE DATABASE "{self.name}"')
+
+    def drop(self) -> None:
+        # FORCE (PostgreSQL 13+) ends sessions a killed process may have left behind.
+        _psql(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def postgres_available() -> bool:
+    return subprocess.run(
+        ["pg_isready", "-h", PG_HOST, "-p", str(PG_PORT)], capture_output=True, check=False
+    ).returncode == 0
+
+
+def redis_available() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=2) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- REST client
+
+
+class AirflowApi:
+    """A small client of the public REST API (``/api/v2``) with a simple-auth-manager token.
+
+    :param base_url: ``http://127.0.0.1:PORT``.
+    :param username: simple auth manager user.
+    :param password: its password.
+    """
+
+    def __init__(self, base_url: str, username: str, password: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._username = username
+        self._password = password
+        self._session = requests.Session()
+
+    def login(self) -> None:
+        """``POST /auth/token`` as a user would (the token the UI and scripts use)."""
+        resp = self._session.post(
+            f"{self.base_url}/auth/token",
+            json={"username": self._username, "password": self._password},
+            timeout=30,
+        )
+        resp.raise_for_status()
+        self._session.headers["Authorization"] = f"Bearer {resp.json()['access_token']}"
+
+    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("timeout", 30)
+        resp = self._session.request(method, f"{self.base_url}/api/v2{path}", **kwargs)
+        if resp.status_code == 401:  # token expired: log in again once
+            self.login()
+            resp = self._session.request(method, f"{self.base_url}/api/v2{path}", **kwargs)
+        return resp
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = self.request(method, path, **kwargs)
+        if resp.status_code >= 400:
+            raise E2EError(f"{method} /api/v2{path} -> {resp.status_code}: {resp.text[:2000]}")
+        return resp.json() if resp.content else None
+
+    # DAGs -------------------------------------------------------------------------------
+    def dag(self, dag_id: str) -> dict | None:
+        resp = self.request("GET", f"/dags/{dag_id}")
+        return resp.json() if resp.status_code == 200 else None
+
+    def import_errors(self) -> list[dict]:
+        return self.call("GET", "/importErrors")["import_errors"]
+
+    def unpause(self, dag_id: str) -> None:
+        self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+
+    def pause(self, dag_id: str) -> None:
+        self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+
+    # Runs -------------------------------------------------------------------------------
+    def trigger(
+        self,
+        dag_id: str,
+        *,
+        logical_date: str | None = None,
+        conf: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        body: dict[str, Any] = {"logical_date": logical_date, "conf": dict(conf or {})}
+        if run_id:
+            body["dag_run_id"] = run_id
+        return self.call("POST", f"/dags/{dag_id}/dagRuns", json=body)["dag_run_id"]
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict:
+        return self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+
+    def dag_runs(self, dag_id: str) -> list[dict]:
+        return self.call("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"]
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        return self.call(
+            "GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 100}
+        )["task_instances"]
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Any:
+        resp = self.request(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
+            params={"map_index": map_index, "deserialize": True},
+        )
+        return resp.json().get("value") if resp.status_code == 200 else None
+
+    def clear_task(self, dag_id: str, run_id: str, task_ids: Iterable[str]) -> list[dict]:
+        """Clear failed task instances of a run, as the UI's "Clear" button does."""
+        body = {
+            "dry_run": False,
+            "dag_run_id": run_id,
+            "task_ids": list(task_ids),
+            "only_failed": True,
+            "reset_dag_runs": True,
+            "include_downstream": True,
+        }
+        return self.call("POST", f"/dags/{dag_id}/clearTaskInstances", json=body)[
+            "task_instances"
+        ]
+
+    def backfills(self, dag_id: str) -> list[dict]:
+        return self.call("GET", "/backfills", params={"dag_id": dag_id})["backfills"]
+
+
+# --------------------------------------------------------------------------- Processes
+
+
+@dataclass
+class ManagedProcess:
+    """One Airflow component: its command, its process (own session) and its log file."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    proc: subprocess.Popen | None = None
+
+    def start(self, env: Mapping[str, str], cwd: Path) -> None:
+        log = self.log_path.open("ab")
+        try:
+            # Own session = own process group: the group is signalled as a whole in stop().
+            self.proc = subprocess.Popen(
+                self.argv,
+                env=dict(env),
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the process group, wait, SIGKILL the group and any surviving descendant."""
+        if self.proc is None:
+            return
+        pid = self.proc.pid
+        try:
+            descendants = psutil.Process(pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            descendants = []
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        # Children that left the group (setsid) are still ours: end them by PID.
+        _, alive = psutil.wait_procs(descendants, timeout=5)
+        for child in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        psutil.wait_procs(alive, timeout=5)
+        # The group may still hold processes forked after the snapshot (task runners).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+@dataclass
+class ClusterSettings:
+    """What differs between two deployments of the stage.
+
+    :param executor: ``LocalExecutor`` or ``CeleryExecutor``.
+    :param dags_folder: folder the dag-processor parses.
+    :param extra_env: connections, data base, include dir...
+    """
+
+    executor: str
+    dags_folder: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class AirflowCluster:
+    """api-server, scheduler, dag-processor, triggerer (+ Celery worker) on one metadata DB.
+
+    :param workdir: folder for AIRFLOW_HOME, logs and process logs.
+    :param database: the migrated metadata database.
+    :param settings: executor, dags folder, extra environment.
+    """
+
+    def __init__(self, workdir: Path, database: MetadataDatabase, settings: ClusterSettings):
+        self.workdir = workdir
+        self.home = workdir / "airflow_home"
+        self.process_logs = workdir / "process_logs"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.process_logs.mkdir(parents=True, exist_ok=True)
+        self.database = database
+        self.settings = settings
+        self.api_port = free_port()
+        self.password = secrets.token_urlsafe(16)
+        self.processes: list[ManagedProcess] = []
+        self.api = AirflowApi(f"http://127.0.0.1:{self.api_port}", "admin", self.password)
+        self.env = self._environment()
+        self._write_password_file()
+        self._write_local_settings()
+
+    # Environment ------------------------------------------------------------------------
+    def _environment(self) -> dict[str, str]:
+        # Start from the caller's environment minus every Airflow setting of the unit tests.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AIRFLOW", "AFFILIATE_NETWORK_", "_AIRFLOW"))
+        }
+        env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+        env.update(SHARED_AIRFLOW_ENV)
+        queue = f"afn_e2e_{uuid.uuid4().hex[:8]}"
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.settings.dags_folder),
+                "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+                "AIRFLOW__CORE__EXECUTOR": self.settings.executor,
+                "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(
+                    self.home / "passwords.json"
+                ),
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": (
+                    f"http://127.0.0.1:{self.api_port}/execution/"
+                ),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database.sqlalchemy_url,
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.api_port),
+                # Every component signs/validates task tokens with the same secret.
+                "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+                "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+                # Log servers on free ports: other Airflow instances may hold the defaults.
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
+                "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+                "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
+                "AIRFLOW__CELERY__RESULT_BACKEND": self.database.celery_result_backend,
+                "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_WORKER_CONCURRENCY),
+                # A queue of our own: other runs sharing this Redis never take our tasks.
+                "AIRFLOW__OPERATORS__DEFAULT_QUEUE": queue,
+                "AFFILIATE_NETWORK_INCLUDE_DIR": str(PROJECT_ROOT / "include"),
+            }
+        )
+        env.update(self.settings.extra_env)
+        return env
+
+    def _write_password_file(self) -> None:
+        # The simple auth manager reads passwords from this file (it generates one if missing).
+        path = Path(self.env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
+        path.write_text(json.dumps({"admin": self.password}) + "\n")
+
+    def _write_local_settings(self) -> None:
+        # A cluster policy of the e2e deployment only: no task-level retries, so a forced
+        # failure fails now instead of after 2-30 minutes of backoff (the hook still retries
+        # HTTP errors). ``$AIRFLOW_HOME/config`` is on Airflow's sys.path.
+        config = self.home / "config"
+        config.mkdir(exist_ok=True)
+        (config / "airflow_local_settings.py").write_text(
+            "def task_policy(task):\n"
+            "    task.retries = 0\n"
+        )
+
+    # CLI ----------------------------------------------------------------------------------
+    def airflow(self, *args: str, timeout: float = 300, check: bool = True) -> str:
+        """Run ``airflow ARGS`` with the cluster's environment; return stdout+stderr."""
+        proc = subprocess.run(
+            [AIRFLOW_BIN, *args],
+            env=self.env,
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        out = proc.stdout + proc.stderr
+        if check and proc.returncode != 0:
+            raise E2EError(f"airflow {' '.join(args)} exited {proc.returncode}:\n{out[-4000:]}")
+        return out
+
+    def migrate(self) -> None:
+        self.airflow("db", "migrate", timeout=600)
+
+    # Start / stop -------------------------------------------------------------------------
+    def _spawn(self, name: str, *args: str) -> ManagedProcess:
+        proc = ManagedProcess(name, [AIRFLOW_BIN, *args], self.process_logs / f"{name}.log")
+        self.processes.append(proc)
+        proc.start(self.env, self.workdir)
+        return proc
+
+    def start(self) -> None:
+        self._spawn("api-server", "api-server", "--host", "127.0.0.1", "--port", str(self.api_port))
+        self._spawn("scheduler", "scheduler")
+        self._spawn("dag-processor", "dag-processor")
+        self._spawn("triggerer", "triggerer")
+        if self.settings.executor == "CeleryExecutor":
+            self._spawn(
+                "celery-worker",
+                "celery", "worker",
+                "--concurrency", str(CELERY_WORKER_CONCURRENCY),
+                "--queues", self.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"],
+                "--celery-hostname", f"afn-e2e-{uuid.uuid4().hex[:6]}@%h",
+                "--without-gossip", "--without-mingle",
+            )
+        wait_for(
+            self._api_healthy, timeout=120, interval=1, what="api-server health",
+            on_timeout=self.diagnostics,
+        )
+        self.api.login()
+
+    def _api_healthy(self) -> bool:
+        self.check_alive()
+        resp = requests.get(f"{self.api.base_url}/api/v2/monitor/health", timeout=5)
+        return resp.status_code == 200
+
+    def check_alive(self) -> None:
+        """Raise with the process log when a component died."""
+        for proc in self.processes:
+            if not proc.alive():
+                raise E2EError(
+                    f"{proc.name} (pid {proc.pid}) exited with {proc.proc.returncode if proc.proc else '?'}"
+                    f"\n--- {proc.log_path} ---\n{tail(proc.log_path, 80)}"
+                )
+
+    def stop(self) -> None:
+        """Stop every process this cluster started, by PID, workers before the scheduler."""
+        errors: list[str] = []
+        for proc in reversed(self.processes):
+            try:
+                proc.stop()
+            except Exception as exc:  # keep stopping the others
+                errors.append(f"{proc.name}: {exc!r}")
+        self.processes.clear()
+        if errors:
+            raise E2EError("could not stop: " + "; ".join(errors))
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes if p.pid]
+
+    # Waiting ------------------------------------------------------------------------------
+    def wait_dags_parsed(self, dag_ids: Iterable[str], timeout: float = 180) -> None:
+        missing = set(dag_ids)
+
+        def _all_parsed() -> bool:
+            self.check_alive()
+            errors = self.api.import_errors()
+            if errors:
+                raise E2EError(
+                    "DAG import errors:\n"
+                    + "\n".join(f"{e['filename']}: {e['stack_trace']}" for e in errors)
+                )
+            for dag_id in list(missing):
+                if self.api.dag(dag_id) is not None:
+                    missing.discard(dag_id)
+            return not missing
+
+        wait_for(
+            _all_parsed, timeout=timeout, interval=2, what=f"DAGs parsed: {sorted(missing)}",
+            on_timeout=lambda: self.diagnostics(components=("dag-processor",)),
+        )
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 300) -> dict:
+        """Wait for a DAG run to reach a final state; return it (does not assert success)."""
+
+        def _done() -> dict | None:
+            self.check_alive()
+            run = self.api.dag_run(dag_id, run_id)
+            return run if run["state"] in RUN_FINAL else None
+
+        return wait_for(
+            _done, timeout=timeout, interval=2, what=f"run {dag_id}/{run_id}",
+            on_timeout=lambda: self.diagnostics(dag_id, run_id),
+        )
+
+    def wait_task_state(
+        self, dag_id: str, run_id: str, task_id: str, states: set[str], timeout: float = 300
+    ) -> dict:
+        def _reached() -> dict | None:
+            self.check_alive()
+            for ti in self.api.task_instances(dag_id, run_id):
+                if ti["task_id"] == task_id and ti["state"] in states:
+                    return ti
+            return None
+
+        return wait_for(
+            _reached, timeout=timeout, interval=2, what=f"{dag_id}/{run_id}/{task_id} in {states}",
+            on_timeout=lambda: self.diagnostics(dag_id, run_id),
+        )
+
+    def assert_run_succeeded(self, dag_id: str, run_id: str, timeout: float = 300) -> dict:
+        run = self.wait_run(dag_id, run_id, timeout)
+        if run["state"] != "success":
+            raise E2EError(
+                f"{dag_id} run {run_id} ended {run['state']}\n"
+                + self.diagnostics(dag_id, run_id)
+            )
+        return run
+
+    # Diagnostics --------------------------------------------------------------------------
+    def task_log_paths(self, dag_id: str, run_id: str | None = None) -> list[Path]:
+        root = self.home / "logs" / f"dag_id={dag_id}"
+        pattern = f"run_id={run_id}/**/*.log" if run_id else "**/*.log"
+        return sorted(root.glob(pattern))
+
+    def diagnostics(
+        self,
+        dag_id: str | None = None,
+        run_id: str | None = None,
+        components: Iterable[str] = ("scheduler", "celery-worker", "dag-processor"),
+    ) -> str:
+        """Task states, the failed tasks' logs and the tails of the component logs."""
+        parts: list[str] = []
+        if dag_id and run_id:
+            try:
+                tis = self.api.task_instances(dag_id, run_id)
+                parts.append(
+                    "task states: "
+                    + ", ".join(
+                        f"{t['task_id']}[{t['map_index']}]={t['state']}" for t in tis
+                    )
+                )
+                bad = [t["task_id"] for t in tis if t["state"] not in ("success", "skipped")]
+            except Exception as exc:
+                parts.append(f"<task instances unavailable: {exc!r}>")
+                bad = []
+            for path in self.task_log_paths(dag_id, run_id):
+                if not bad or any(f"task_id={b}" in str(path) for b in bad):
+                    parts.append(f"--- task log {path.relative_to(self.home)} ---\n{tail(path, 40)}")
+        for proc in self.processes:
+            if proc.name in components:
+                parts.append(f"--- {proc.name} log ---\n{tail(proc.log_path, 30)}")
+        return "\n".join(parts)

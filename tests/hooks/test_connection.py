@@ -1,0 +1,159 @@
+"""Connections (JSON and URI forms, EU region), the portal guard and test_connection()."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from affiliate_network.exceptions import (
+    AuthenticationError,
+    ConnectionConfigError,
+    PortalMismatchError,
+)
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+
+def test_json_connection_reaches_the_sandbox(network_conn, make_hook, sandbox):
+    hook = make_hook(network_conn)
+    url_id = sandbox.catalog()["network_offer_url_ids"][0]
+    assert hook.get_offer_url(url_id)["network_offer_url_id"] == url_id
+    assert hook.portal == "network"
+    assert hook.base_url == sandbox.base_url
+
+
+def test_uri_connection_with_the_base_url_in_the_host(sandbox, monkeypatch, make_hook):
+    key = quote(sandbox.keys["network"], safe="")
+    host = quote(sandbox.base_url, safe="")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_AN_URI", f"affiliate-network://:{key}@{host}?portal=network&page_size=500"
+    )
+    hook = make_hook("an_uri")
+    assert hook.base_url == sandbox.base_url
+    assert hook.page_size == 500  # URI extras arrive as strings
+    url_id = sandbox.catalog()["network_offer_url_ids"][0]
+    assert hook.get_offer_url(url_id)["network_offer_url_id"] == url_id
+
+
+def test_uri_connection_with_bare_host_and_scheme_in_schema(sandbox, monkeypatch, make_hook):
+    hostport = sandbox.url.split("://", 1)[1]
+    key = quote(sandbox.keys["network"], safe="")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_AN_URI2", f"affiliate-network://:{key}@{hostport}/http?portal=network"
+    )
+    hook = make_hook("an_uri2")
+    assert hook.base_url == sandbox.base_url
+    url_id = sandbox.catalog()["network_offer_url_ids"][0]
+    assert hook.get_offer_url(url_id)["network_offer_url_id"] == url_id
+
+
+def test_eu_region_selects_the_eu_base_url(sandbox, make_connection, make_hook, requests_to):
+    eu_key = sandbox.keys["eu"]["network"]
+    conn = make_connection(
+        "an_eu", host=sandbox.base_url, key=eu_key, region="eu", eu_base_url=sandbox.eu_base_url
+    )
+    hook = make_hook(conn)
+    assert hook.base_url == sandbox.eu_base_url
+    assert hook.test_connection()[0] is True
+    log = sandbox.requests_log()
+    assert len(log) == 1
+    assert "/eu/" in log[0]["path"]
+    # The same EU key on the default base is refused: the region really decides where we go.
+    default = make_connection("an_eu_wrong", host=sandbox.base_url, key=eu_key)
+    with pytest.raises(AuthenticationError):
+        list(make_hook(default).iter_tiered_commissions(page_size=1))
+
+
+@pytest.mark.parametrize(
+    ("host", "extra", "fragment"),
+    [
+        ("http://127.0.0.1:1/v1", {"portal": "nowhere"}, "extra 'portal'"),
+        ("http://127.0.0.1:1/v1", {"portal": "network", "region": "eu"}, "eu_base_url"),
+        ("http://127.0.0.1:1/v2", {"portal": "network"}, "must end in /v1"),
+        ("http://127.0.0.1:1/v1", {"portal": "network", "page_size": 5000}, "page_size"),
+        ("http://127.0.0.1:1/v1", {"portal": "network", "region": "mars"}, "region"),
+    ],
+)
+def test_bad_connection_is_named(host, extra, fragment, make_connection, make_hook):
+    extra = dict(extra)
+    portal = extra.pop("portal")
+    conn = make_connection("an_bad", host=host, key="a-long-enough-key", portal=portal, **extra)
+    with pytest.raises(ConnectionConfigError) as info:
+        make_hook(conn).get_offer_url(1)
+    assert "an_bad" in str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_connection_extras_are_never_sent_as_headers(sandbox, make_connection, make_hook):
+    # HttpHook would copy these into headers (and a non-string value would raise InvalidHeader).
+    conn = make_connection(
+        "an_extras", host=sandbox.base_url, key=sandbox.keys["network"], concurrency=2, page_size=10
+    )
+    hook = make_hook(conn)
+    assert len(list(hook.iter_tiered_commissions())) >= 0
+    session = hook.get_conn()
+    for name in ("portal", "region", "eu_base_url", "timeout", "page_size", "concurrency"):
+        assert name not in {h.lower() for h in session.headers}
+    assert session.auth is None
+
+
+def test_portal_guard_names_both_portals_and_sends_nothing(affiliate_conn, make_hook, sandbox):
+    hook = make_hook(affiliate_conn)
+    sandbox.clear_requests()
+    with pytest.raises(PortalMismatchError) as info:
+        hook.iter_conversions(from_date="2024-01-01", to_date="2024-01-01", timezone_id=1)
+    with pytest.raises(PortalMismatchError):
+        hook.get_offer_url(1)
+    message = str(info.value)
+    assert "network portal" in message
+    assert "affiliate portal" in message
+    assert sandbox.requests_log() == []
+
+
+def test_network_connection_cannot_call_affiliate_endpoints(network_conn, make_hook, sandbox):
+    with pytest.raises(PortalMismatchError):
+        make_hook(network_conn).encode_ids([1, 2])
+    assert sandbox.requests_log() == []
+
+
+@pytest.mark.parametrize("portal", ["network", "affiliate", "advertiser", "marketplace"])
+def test_test_connection_true_for_every_portal(portal, sandbox, make_connection, make_hook):
+    keys = sandbox.keys
+    key = keys[portal] if isinstance(keys[portal], str) else next(iter(keys[portal].values()))
+    conn = make_connection(f"an_ok_{portal}", host=sandbox.base_url, key=key, portal=portal)
+    ok, message = make_hook(conn).test_connection()
+    assert ok is True, message
+    assert portal in message
+    assert len(sandbox.requests_log()) == 1  # one cheap call, no retries
+
+
+@pytest.mark.parametrize("portal", ["network", "affiliate", "advertiser", "marketplace"])
+def test_test_connection_false_with_a_revoked_key(portal, sandbox, make_connection, make_hook):
+    conn = make_connection(
+        f"an_revoked_{portal}", host=sandbox.base_url, key=sandbox.keys["revoked"], portal=portal
+    )
+    ok, message = make_hook(conn).test_connection()
+    assert ok is False
+    assert "No authentication method found" in message
+    assert sandbox.keys["revoked"] not in message
+
+
+def test_test_connection_false_with_another_portals_key(sandbox, make_connection, make_hook):
+    conn = make_connection("an_realm", host=sandbox.base_url, key=sandbox.keys["marketplace"])
+    ok, message = make_hook(conn).test_connection()
+    assert ok is False
+    assert "Out of realm" in message
+
+
+def test_test_connection_false_when_unreachable_or_misconfigured(make_connection, make_hook):
+    unreachable = make_connection("an_down", host="http://127.0.0.1:9/v1", key="a-long-enough-key")
+    ok, message = make_hook(unreachable).test_connection()
+    assert ok is False
+    assert "connection error" in message
+    missing = make_connection("an_noportal", host="http://127.0.0.1:9/v1", key="k" * 20, portal="")
+    ok, message = make_hook(missing).test_connection()
+    assert ok is False
+    assert "portal" in message
+    ok, message = AffiliateNetworkHook("an_not_defined").test_connection()
+    assert ok is False
+    assert "not defined" in message

@@ -1,0 +1,33 @@
+"""Helpers for the sync tests: the example desired state as a dict, and a writer for variants."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "include" / "offer_state.yaml"
+
+
+@pytest.fixture
+def example_doc() -> dict[str, Any]:
+    """A fresh, mutable copy of ``include/offer_state.yaml``."""
+    return copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+
+
+@pytest.fixture
+def write_state(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
+    """Write a desired-state dict to a YAML file (keys in insertion order) and return its path."""
+    counter = {"n": 0}
+
+    def _write(doc: dict[str, Any]) -> Path:
+        counter["n"] += 1
+        path = tmp_path / f"state-{counter['n']}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
+    return _write

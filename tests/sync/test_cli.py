@@ -1,0 +1,42 @@
+"""``affiliate-network-sync validate|plan``: exit codes and output (nothing is ever sent)."""
+
+from __future__ import annotations
+
+from affiliate_network.sync.cli import main
+from affiliate_network.sync.ledger import Ledger
+from affiliate_network.sync.loader import load_desired_state
+
+
+def test_validate_valid_file_exits_zero(example_doc, write_state, capsys):
+    assert main(["validate", str(write_state(example_doc))]) == 0
+    assert "valid (1 offer_groups" in capsys.readouterr().out
+
+
+def test_validate_invalid_file_exits_one_with_located_errors(example_doc, write_state, capsys):
+    example_doc["scrub_rates"][0]["scrub_rate_status"] = "approved"
+    path = write_state(example_doc)
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}:" in err
+    assert "field 'scrub_rate_status'" in err
+
+
+def test_plan_shows_the_diff_and_detailed_exit_code(example_doc, write_state, tmp_path, capsys):
+    path = write_state(example_doc)
+    ledger = Ledger(tmp_path / "ledger.json")
+    for obj in load_desired_state(path).all_objects():
+        ledger.record_applied(
+            obj.ledger_key,
+            network_id=1 if obj.create_only else obj.network_id,
+            definition=obj.body(),
+            hash_=obj.definition_hash(),
+        )
+    assert main(["plan", str(path), "--ledger", str(ledger.path), "--detailed-exitcode"]) == 0
+    assert "0 to create, 0 to update" in capsys.readouterr().out
+
+    example_doc["offer_groups"][0]["daily_click_cap"] = 10_000
+    changed = write_state(example_doc)
+    assert main(["plan", str(changed), "--ledger", str(ledger.path), "--detailed-exitcode"]) == 2
+    out = capsys.readouterr().out
+    assert "~ daily_click_cap: 0 -> 10000" in out
+    assert "0 to create, 1 to update" in out

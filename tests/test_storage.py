@@ -1,0 +1,427 @@
+"""Storage: atomic partition publish, manifest, checksum, streaming, schema round trip.
+
+These tests use spec-shaped records built here (no HTTP): the writer's contract does not
+depend on where records come from. The operator tests exercise the same code against the sandbox.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from airflow.sdk import ObjectStoragePath
+from airflow.sdk.io import attach
+from fsspec.implementations.memory import MemoryFileSystem
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.schema import (
+    AffiliateReportSchema,
+    SchemaMismatchError,
+    conversion_schema,
+    validate_report_columns,
+)
+from affiliate_network.storage import (
+    MANIFEST_NAME,
+    STAGING_DIR,
+    TRASH_DIR,
+    PartitionWriter,
+    StorageError,
+    is_complete,
+    iter_partition_records,
+    list_partitions,
+    read_manifest,
+    read_partition,
+    write_partition,
+)
+
+CONVERSION_SCHEMA = conversion_schema()
+DAY = {"date": "2026-01-15"}
+REQUEST = {"from": "2026-01-15", "to": "2026-01-15", "timezone_id": 1, "currency_id": "USD"}
+
+
+def make_conversion(i: int, *, status: str = "approved", day: int = 15) -> dict[str, Any]:
+    """A conversion record shaped like the spec's (a representative subset of fields)."""
+    rec: dict[str, Any] = {
+        "conversion_id": f"c{day:02d}{i:07d}",
+        "transaction_id": f"t{i:08x}",
+        "status": status,
+        "currency_id": "USD",
+        "country": ["US", "DE", "FR"][i % 3],
+        "sub1": f"s{i % 97}",
+        "sub2": "",
+        "conversion_unix_timestamp": 1768435200 + i,
+        "click_unix_timestamp": 1768435100 + i,
+        "dma": i % 5,
+        "error_code": 0,
+        "payout": 1.5 + (i % 7),
+        "revenue": 3,  # an integer in JSON: stored as float64
+        "sale_amount": round(10.25 * (i % 11), 2),
+        "is_event": False,
+        "is_scrub": i % 13 == 0,
+        "is_view_through": False,
+        "relationship": {
+            "offer": {"network_offer_id": 100 + i % 4, "name": "Offer", "network_id": 1},
+            "affiliate": {"network_affiliate_id": 7 + i % 2, "name": "Aff", "network_id": 1},
+            "advertiser": {"network_advertiser_id": 3, "name": "Adv", "network_id": 1},
+            "usm_data": {"k": i},
+        },
+    }
+    if i % 10 == 0:
+        rec["relationship"]["on_hold_snapshots"] = [
+            {"on_hold_conversion_id": f"oh{i}", "status": "on_hold", "unix_timestamp": 1},
+            {"on_hold_conversion_id": f"oh{i}", "status": "approved", "unix_timestamp": 2},
+        ]
+    return rec
+
+
+def records(n: int, **kw: Any) -> list[dict[str, Any]]:
+    return [make_conversion(i, **kw) for i in range(n)]
+
+
+def part(base: Path | ObjectStoragePath) -> ObjectStoragePath:
+    return ObjectStoragePath(str(base)) / "conversions" / "date=2026-01-15"
+
+
+def test_publish_writes_data_and_manifest(tmp_path: Path) -> None:
+    recs = records(3000)
+    result = write_partition(tmp_path, "conversions", DAY, recs, CONVERSION_SCHEMA, request=REQUEST)
+
+    target = tmp_path / "conversions" / "date=2026-01-15"
+    assert result.path == str(target)
+    assert sorted(os.listdir(target)) == [MANIFEST_NAME, "part-00000.parquet"]
+    manifest = read_manifest(target)
+    assert manifest is not None
+    assert manifest.row_count == 3000
+    assert manifest.partition == DAY
+    assert manifest.dataset == "conversions"
+    assert manifest.request == REQUEST
+    assert manifest.package_version
+    assert manifest.pulled_at.endswith("Z")
+    assert manifest.files[0].bytes == (target / "part-00000.parquet").stat().st_size
+    assert manifest.content_checksum.startswith("sha256:")
+    assert is_complete(target)
+    table = read_partition(target)
+    assert table.column("conversion_id").to_pylist() == [r["conversion_id"] for r in recs]
+    # Nothing is left behind in the staging area after a publish.
+    assert os.listdir(tmp_path / "conversions" / STAGING_DIR) == []
+
+
+def test_checksum_same_for_same_records_in_any_order_and_time(tmp_path: Path) -> None:
+    recs = records(2500)
+    a = write_partition(tmp_path / "a", "conversions", DAY, recs, CONVERSION_SCHEMA, request={})
+    time.sleep(1.1)  # a later pull time must not change the checksum
+    b = write_partition(
+        tmp_path / "b", "conversions", DAY, list(reversed(recs)), CONVERSION_SCHEMA, request={}
+    )
+    assert a.manifest.content_checksum == b.manifest.content_checksum
+    assert a.manifest.pulled_at != b.manifest.pulled_at
+
+    changed = records(2500)
+    changed[1234]["status"] = "rejected"  # one late status change
+    c = write_partition(tmp_path / "c", "conversions", DAY, changed, CONVERSION_SCHEMA, request={})
+    assert c.manifest.content_checksum != a.manifest.content_checksum
+
+
+def test_checksum_same_across_formats(tmp_path: Path) -> None:
+    recs = records(500)
+    pq_res = write_partition(tmp_path, "conversions", DAY, recs, CONVERSION_SCHEMA, request={})
+    js_res = write_partition(
+        tmp_path, "conversions_jsonl", DAY, recs, CONVERSION_SCHEMA, request={}, format="jsonl"
+    )
+    assert pq_res.manifest.content_checksum == js_res.manifest.content_checksum
+
+
+def test_rerun_replaces_partition_exactly(tmp_path: Path) -> None:
+    write_partition(tmp_path, "conversions", DAY, records(1000), CONVERSION_SCHEMA, request={})
+    second = records(400, status="rejected")
+    result = write_partition(tmp_path, "conversions", DAY, second, CONVERSION_SCHEMA, request={})
+
+    target = part(tmp_path)
+    assert sorted(p.name for p in target.iterdir()) == [MANIFEST_NAME, "part-00000.parquet"]
+    table = read_partition(target)
+    assert table.num_rows == 400 == result.manifest.row_count
+    assert set(table.column("status").to_pylist()) == {"rejected"}
+    assert os.listdir(tmp_path / "conversions" / TRASH_DIR) == []
+    # Same data again: same checksum, still exactly one copy of every row.
+    again = write_partition(tmp_path, "conversions", DAY, second, CONVERSION_SCHEMA, request={})
+    assert again.manifest.content_checksum == result.manifest.content_checksum
+    assert read_partition(target).num_rows == 400
+
+
+def _failing(recs: list[dict[str, Any]], after: int) -> Iterator[dict[str, Any]]:
+    for i, rec in enumerate(recs):
+        if i == after:
+            raise ConnectionError("network went away mid-stream")
+        yield rec
+
+
+def test_error_mid_stream_publishes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ConnectionError):
+        write_partition(
+            tmp_path, "conversions", DAY, _failing(records(9000), 7000), CONVERSION_SCHEMA,
+            request={}, row_group_rows=2000,
+        )  # fmt: skip
+    assert not part(tmp_path).exists()
+    assert list_partitions(tmp_path, "conversions") == {}
+    assert os.listdir(tmp_path / "conversions" / STAGING_DIR) == []
+
+
+def test_error_mid_stream_keeps_previous_partition(tmp_path: Path) -> None:
+    first = write_partition(
+        tmp_path, "conversions", DAY, records(800), CONVERSION_SCHEMA, request={}
+    )
+    with pytest.raises(ConnectionError):
+        write_partition(
+            tmp_path, "conversions", DAY, _failing(records(5000), 4500), CONVERSION_SCHEMA,
+            request={},
+        )  # fmt: skip
+    manifest = read_manifest(part(tmp_path))
+    assert manifest is not None
+    assert manifest.content_checksum == first.manifest.content_checksum
+    assert read_partition(part(tmp_path)).num_rows == 800
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    from test_storage import make_conversion
+    from affiliate_network.schema import conversion_schema
+    from affiliate_network.storage import write_partition
+
+    marker = Path({marker!r})
+
+    def rows():
+        for i in range(1_000_000):
+            if i == 6000:
+                marker.write_text("mid-write")  # two row groups are on disk by now
+                time.sleep(120)
+            yield make_conversion(i)
+
+    write_partition({base!r}, "conversions", {{"date": "2026-01-15"}}, rows(),
+                    conversion_schema(), request={{}}, row_group_rows=2000)
+    """
+)
+
+
+@pytest.mark.parametrize("with_previous", [False, True])
+def test_killed_process_leaves_no_complete_partition(tmp_path: Path, with_previous: bool) -> None:
+    base = tmp_path / "data"
+    previous = None
+    if with_previous:
+        previous = write_partition(
+            base, "conversions", DAY, records(300), CONVERSION_SCHEMA, request={}
+        ).manifest
+    marker = tmp_path / "marker"
+    script = _KILL_SCRIPT.format(
+        tests=str(Path(__file__).parent), marker=str(marker), base=str(base)
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None, "writer exited before reaching the middle of the write"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        staged = list((base / "conversions" / STAGING_DIR).rglob("*.parquet"))
+        assert staged  # really killed mid-write: data is on disk, not yet published
+        assert staged[0].stat().st_size > 0
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    partitions = list_partitions(base, "conversions")
+    if previous is None:
+        assert partitions == {}
+        assert not is_complete(part(base))
+    else:
+        # The previous complete partition is still there, untouched.
+        assert list(partitions) == ["date=2026-01-15"]
+        assert partitions["date=2026-01-15"].content_checksum == previous.content_checksum
+    # A rerun after the crash publishes normally.
+    rerun = write_partition(base, "conversions", DAY, records(50), CONVERSION_SCHEMA, request={})
+    assert read_partition(part(base)).num_rows == 50 == rerun.rows
+
+
+def test_duplicates_dropped_and_counted(tmp_path: Path) -> None:
+    recs = records(3000)
+    # Page shift: the last 40 records of "page 1" come back again at the start of "page 2".
+    shifted = recs[:2000] + recs[1960:2000] + recs[2000:]
+    result = write_partition(tmp_path, "conversions", DAY, shifted, CONVERSION_SCHEMA, request={})
+    assert result.manifest.row_count == 3000
+    assert result.manifest.duplicates_dropped == 40
+    ids = read_partition(part(tmp_path)).column("conversion_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 3000
+
+
+def test_parquet_streams_row_group_by_row_group(tmp_path: Path) -> None:
+    with PartitionWriter(
+        tmp_path, "conversions", DAY, CONVERSION_SCHEMA, row_group_rows=4000
+    ) as writer:
+        groups_seen = []
+        for start in range(0, 21_000, 3000):
+            writer.write(make_conversion(i) for i in range(start, start + 3000))
+            groups_seen.append(writer._pending_rows)
+        result = writer.commit(request={})
+    # Arrow data held in memory never exceeds one row group (plus one batch).
+    assert max(groups_seen) < 4000 + 2000
+    meta = pq.ParquetFile(part(tmp_path).path + "/part-00000.parquet").metadata
+    assert meta.num_row_groups >= 4
+    assert sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups)) == 21_000
+    assert result.rows == 21_000
+
+
+def test_parquet_schema_round_trip(tmp_path: Path) -> None:
+    recs = records(30)
+    recs[3]["brand_new_field"] = {"x": 1}  # not in the spec: kept in extra_fields
+    write_partition(tmp_path, "conversions", DAY, recs, CONVERSION_SCHEMA, request={})
+    table = read_partition(part(tmp_path))
+    assert table.schema.equals(CONVERSION_SCHEMA.arrow_schema, check_metadata=False)
+    assert table.schema.field("payout").type == "double"
+    assert table.schema.field("conversion_unix_timestamp").type == "int64"
+    assert table.schema.field("is_scrub").type == "bool"
+    rows = table.to_pylist()
+    for rec, row in zip(recs, rows, strict=True):
+        assert json.loads(row["relationship"]) == rec["relationship"]
+        assert isinstance(row["revenue"], float)
+        assert row["revenue"] == 3.0
+        assert row["conversion_unix_timestamp"] == rec["conversion_unix_timestamp"]
+        assert row["sub1"] == rec["sub1"]
+        assert row["rel_network_offer_id"] == rec["relationship"]["offer"]["network_offer_id"]
+    assert rows[10]["rel_on_hold_status"] == "approved"  # the LAST snapshot is current
+    assert rows[11]["rel_on_hold_status"] is None
+    assert json.loads(rows[3]["extra_fields"]) == {"brand_new_field": {"x": 1}}
+    assert rows[4]["extra_fields"] is None
+
+
+def test_jsonl_round_trip_is_lossless_and_deterministic(tmp_path: Path) -> None:
+    recs = records(700)
+    a = write_partition(
+        tmp_path / "a", "c", DAY, recs, CONVERSION_SCHEMA, request={}, format="jsonl"
+    )
+    b = write_partition(
+        tmp_path / "b", "c", DAY, recs, CONVERSION_SCHEMA, request={}, format="jsonl"
+    )
+    target = tmp_path / "a" / "c" / "date=2026-01-15"
+    assert list(iter_partition_records(target)) == recs
+    with gzip.open(target / "part-00000.jsonl.gz", "rb") as fh:
+        assert len(fh.read().splitlines()) == 700
+    # Same records, same bytes (gzip mtime pinned), so the file hash is reproducible too.
+    assert a.manifest.files[0].sha256 == b.manifest.files[0].sha256
+
+
+def test_type_coercion_and_mismatch(tmp_path: Path) -> None:
+    recs = records(5)
+    recs[0]["dma"] = "12"  # numeric string for an integer field: lossless, coerced
+    recs[1]["is_event"] = 0
+    write_partition(tmp_path, "conversions", DAY, recs, CONVERSION_SCHEMA, request={})
+    rows = read_partition(part(tmp_path)).to_pylist()
+    assert rows[0]["dma"] == 12
+    assert rows[1]["is_event"] is False
+
+    bad = records(5)
+    bad[2]["dma"] = "north"
+    with pytest.raises(SchemaMismatchError, match=r"'dma'.*conversion_id='c150000002'"):
+        write_partition(tmp_path, "conversions", DAY, bad, CONVERSION_SCHEMA, request={})
+    # The failed write did not touch the published partition.
+    assert read_partition(part(tmp_path)).num_rows == 5
+
+
+def test_object_store_publish_and_rerun() -> None:
+    # An in-memory fsspec store: no directory rename, like S3/GCS (the manifest-last path).
+    attach(protocol="memory", fs=MemoryFileSystem())
+    base = ObjectStoragePath("memory://afn-test-bucket/data")
+    try:
+        first = write_partition(
+            base, "conversions", DAY, records(900), CONVERSION_SCHEMA, request={}
+        )
+        second = write_partition(
+            base, "conversions", DAY, records(200, status="rejected"), CONVERSION_SCHEMA,
+            request={},
+        )  # fmt: skip
+        target = base / "conversions" / "date=2026-01-15"
+        assert sorted(p.name for p in target.iterdir()) == [MANIFEST_NAME, "part-00000.parquet"]
+        assert read_partition(target).num_rows == 200
+        assert first.manifest.content_checksum != second.manifest.content_checksum
+        with pytest.raises(ConnectionError):
+            write_partition(
+                base, "conversions", DAY, _failing(records(100), 50), CONVERSION_SCHEMA,
+                request={},
+            )  # fmt: skip
+        manifest = read_manifest(target)
+        assert manifest is not None
+        assert manifest.content_checksum == second.manifest.content_checksum
+    finally:
+        base.fs.rm(base.path, recursive=True)
+
+
+def test_incomplete_partition_is_not_listed(tmp_path: Path) -> None:
+    write_partition(tmp_path, "conversions", DAY, records(10), CONVERSION_SCHEMA, request={})
+    target = part(tmp_path)
+    assert list(list_partitions(tmp_path, "conversions")) == ["date=2026-01-15"]
+    # A truncated data file no longer matches the manifest: not complete.
+    data = target / "part-00000.parquet"
+    data.write_bytes(data.read_bytes()[:100])
+    assert not is_complete(target)
+    with pytest.raises(StorageError, match="not a complete partition"):
+        read_partition(target)
+    # No manifest at all: not complete either.
+    (target / MANIFEST_NAME).unlink()
+    assert list_partitions(tmp_path, "conversions") == {}
+
+
+def test_nested_partition_keys(tmp_path: Path) -> None:
+    schema = AffiliateReportSchema(["offer", "date"])
+    rows = [
+        {
+            "columns": [
+                {"column_type": "offer", "id": "101", "label": "Offer 101"},
+                {"column_type": "date", "id": "2026-01-15", "label": "2026-01-15"},
+            ],
+            "reporting": {"imp": 0, "total_click": 10, "cv": 2, "revenue": 4.5, "new_metric": 1},
+        }
+    ]
+    keys = {"affiliate": "7", "date": "2026-01-15"}
+    write_partition(tmp_path, "affiliate_reports", keys, rows, schema, request={})
+    listed = list_partitions(tmp_path, "affiliate_reports")
+    assert list(listed) == ["affiliate=7/date=2026-01-15"]
+    table = read_partition(tmp_path / "affiliate_reports" / "affiliate=7" / "date=2026-01-15")
+    row = table.to_pylist()[0]
+    assert (row["offer"], row["offer_label"]) == ("101", "Offer 101")
+    assert (row["cv"], row["revenue"]) == (2, 4.5)
+    assert orjson.loads(row["extra_reporting"]) == {"new_metric": 1}
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ([], "1 to 10"),
+        (["offer", "country", "sub1", "sub2", "sub3", "sub4", "sub5", "platform",
+          "device_type", "advertiser", "date"], "1 to 10"),
+        (["offer", "date", "hour"], "at most one time column"),
+        (["offer", "colour"], "unknown"),
+        (["offer", "offer"], "duplicates"),
+    ],
+)  # fmt: skip
+def test_report_column_validation(columns: list[str], message: str) -> None:
+    with pytest.raises(ConfigValidationError, match=message):
+        validate_report_columns(columns)
+
+
+def test_report_column_validation_accepts_dicts() -> None:
+    assert validate_report_columns([{"column": "offer"}, {"column": "date"}]) == ["offer", "date"]

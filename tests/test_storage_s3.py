@@ -1,0 +1,256 @@
+"""Outputs on S3: one day's conversions landed on ``s3://`` through ``ObjectStoragePath``.
+
+The bucket is served by moto's server mode on 127.0.0.1 (a real HTTP S3 endpoint, no AWS); the
+data comes from the real sandbox through the hook; the writer is ``affiliate_network.storage``,
+the same code the daily report operator uses. The guarantees checked are the local ones: a
+complete partition has a manifest listing exactly its files, a rerun replaces the partition
+exactly, and a failed write never leaves a partition that looks complete.
+
+The connection is given the way the runbook documents it: ``AIRFLOW_CONN_<ID>`` with the
+endpoint in the extras, and the output base ``s3://<conn_id>@<bucket>/<prefix>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+pytest.importorskip("s3fs", reason="the 'amazon' extra (s3fs) is not installed")
+pytest.importorskip("airflow.providers.amazon", reason="the 'amazon' extra is not installed")
+boto3 = pytest.importorskip("boto3")
+
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook  # noqa: E402
+from affiliate_network.schema import conversion_schema  # noqa: E402
+from affiliate_network.storage import (  # noqa: E402
+    MANIFEST_NAME,
+    STAGING_DIR,
+    is_complete,
+    list_partitions,
+    read_manifest,
+    read_partition,
+    write_partition,
+)
+
+BUCKET = "affiliate-reports"
+PREFIX = "network"
+S3_CONN_ID = "afn_reports_s3"
+# moto accepts any credentials; these are not secrets.
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing-secret"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A moto S3 server on a free loopback port, stopped by PID at the end of the module."""
+    moto_bin = Path(sys.executable).parent / "moto_server"
+    if not moto_bin.exists():
+        pytest.skip("moto[server] is not installed (dev dependency)")
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("moto") / "moto.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(moto_bin), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{endpoint}/moto-api/", timeout=1)
+                break
+            except requests.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"moto_server did not start:\n{log_path.read_text()[-2000:]}")
+                time.sleep(0.1)
+        yield endpoint
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """An empty bucket and the Airflow connection that reaches it; returns a boto3 client."""
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{S3_CONN_ID.upper()}",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": ACCESS_KEY,
+                "password": SECRET_KEY,
+                "extra": {"endpoint_url": moto_endpoint, "region_name": "us-east-1"},
+            }
+        ),
+    )
+    client = boto3.client(
+        "s3",
+        endpoint_url=moto_endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name="us-east-1",
+    )
+    # moto keeps state for the server's lifetime: start each test from an empty bucket.
+    with contextlib.suppress(client.exceptions.NoSuchBucket):
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+            for obj in page.get("Contents", []):
+                client.delete_object(Bucket=BUCKET, Key=obj["Key"])
+        client.delete_bucket(Bucket=BUCKET)
+    client.create_bucket(Bucket=BUCKET)
+    return client
+
+
+S3_BASE = f"s3://{S3_CONN_ID}@{BUCKET}/{PREFIX}"
+
+
+def _keys(client: Any, prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        out.extend(obj["Key"] for obj in page.get("Contents", []))
+    return sorted(out)
+
+
+def _partition_prefix(day: str) -> str:
+    return f"{PREFIX}/conversions/date={day}/"
+
+
+def _pull_day(conn_id: str, day: str) -> Iterator[dict[str, Any]]:
+    hook = AffiliateNetworkHook(conn_id)
+    return iter(
+        hook.iter_conversions(from_date=day, to_date=day, timezone_id=1, currency_id="USD")
+    )
+
+
+def _land_day(conn_id: str, day: str, records: Any = None) -> Any:
+    request = {"from_date": day, "to_date": day, "timezone_id": 1, "currency_id": "USD"}
+    return write_partition(
+        S3_BASE,
+        "conversions",
+        {"date": day},
+        _pull_day(conn_id, day) if records is None else records,
+        conversion_schema(),
+        request=request,
+    )
+
+
+@pytest.fixture
+def day(sandbox: Any) -> str:
+    """A full day inside the sandbox's data window (the one before the last)."""
+    import pendulum
+
+    return pendulum.parse(sandbox.catalog()["last_date"]).subtract(days=1).to_date_string()
+
+
+def test_day_report_lands_on_s3_with_manifest(s3: Any, sandbox: Any, network_conn: str, day: str):
+    result = _land_day(network_conn, day)
+
+    truth = sandbox.truth(day, day, timezone_id=1)["conversions"]
+    assert truth > 0
+    partition = f"{S3_BASE}/conversions/date={day}"
+    assert result.path.startswith("s3://")
+    assert is_complete(partition)
+    manifest = read_manifest(partition)
+    assert manifest is not None
+    assert manifest.row_count == truth
+    table = read_partition(partition)
+    assert table.num_rows == truth
+    assert len(set(table.column("conversion_id").to_pylist())) == truth
+    # Exactly the listed data file plus the manifest; nothing left in staging.
+    listed = sorted([f"{_partition_prefix(day)}{f.name}" for f in manifest.files])
+    assert _keys(s3, _partition_prefix(day)) == sorted([*listed, _partition_prefix(day) + MANIFEST_NAME])
+    assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []
+    assert list(list_partitions(S3_BASE, "conversions")) == [f"date={day}"]
+    # The network key never lands in the manifest (request parameters only).
+    body = s3.get_object(Bucket=BUCKET, Key=_partition_prefix(day) + MANIFEST_NAME)["Body"].read()
+    assert sandbox.keys["network"].encode() not in body
+
+
+def test_rerun_replaces_s3_partition_exactly(s3: Any, sandbox: Any, network_conn: str, day: str):
+    first = _land_day(network_conn, day)
+    keys_after_first = _keys(s3, _partition_prefix(day))
+    second = _land_day(network_conn, day)
+
+    assert second.manifest.content_checksum == first.manifest.content_checksum
+    assert second.manifest.row_count == first.manifest.row_count
+    assert [f.sha256 for f in second.manifest.files] == [f.sha256 for f in first.manifest.files]
+    assert _keys(s3, _partition_prefix(day)) == keys_after_first
+    assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []
+
+
+class _PullCrashed(RuntimeError):
+    """Raised by the record stream to stand for a worker dying in the middle of a pull."""
+
+
+def _crash_after(records: Iterator[dict[str, Any]], n: int) -> Iterator[dict[str, Any]]:
+    for i, record in enumerate(records):
+        if i == n:
+            raise _PullCrashed(f"pull died after {n} records")
+        yield record
+
+
+def test_failed_rerun_leaves_previous_s3_partition_complete(
+    s3: Any, sandbox: Any, network_conn: str, day: str
+):
+    published = _land_day(network_conn, day)
+    manifest_key = _partition_prefix(day) + MANIFEST_NAME
+    manifest_before = s3.get_object(Bucket=BUCKET, Key=manifest_key)["Body"].read()
+
+    with pytest.raises(_PullCrashed):
+        _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 500))
+
+    partition = f"{S3_BASE}/conversions/date={day}"
+    assert is_complete(partition)
+    assert s3.get_object(Bucket=BUCKET, Key=manifest_key)["Body"].read() == manifest_before
+    assert read_partition(partition).num_rows == published.rows
+    assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []
+
+
+def test_crashed_first_write_leaves_no_complete_s3_partition(
+    s3: Any, sandbox: Any, network_conn: str, day: str
+):
+    with pytest.raises(_PullCrashed):
+        _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 500))
+
+    assert not is_complete(f"{S3_BASE}/conversions/date={day}")
+    assert _keys(s3, _partition_prefix(day)) == []
+    assert list_partitions(S3_BASE, "conversions") == {}
+
+
+def test_s3_partition_without_manifest_is_not_complete(
+    s3: Any, sandbox: Any, network_conn: str, day: str
+):
+    """What a reader sees if a publish dies after moving data in, before the manifest PUT."""
+    published = _land_day(network_conn, day)
+    s3.delete_object(Bucket=BUCKET, Key=_partition_prefix(day) + MANIFEST_NAME)
+
+    partition = f"{S3_BASE}/conversions/date={day}"
+    assert _keys(s3, _partition_prefix(day)) == [
+        _partition_prefix(day) + f.name for f in published.manifest.files
+    ]
+    assert not is_complete(partition)
+    assert list_partitions(S3_BASE, "conversions") == {}
