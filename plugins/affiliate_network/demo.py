@@ -9,6 +9,7 @@ happened, read from each task's XCom summary. Nothing here touches a real networ
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -50,13 +51,6 @@ def _airflow_env(root: Path) -> dict[str, str]:
     }
 
 
-def _connection_env(sandbox: Any, root: Path) -> dict[str, str]:
-    """One network connection plus one affiliate-portal connection per configured affiliate."""
-    from affiliate_network.demo_connections import sandbox_connections
-
-    return sandbox_connections(sandbox, root / "include")
-
-
 def _print_summaries(dag_id: str, run_id: str) -> None:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -72,10 +66,8 @@ def _print_summaries(dag_id: str, run_id: str) -> None:
         for row in rows:
             value = row.value
             if isinstance(value, str | bytes):
-                try:
+                with contextlib.suppress(ValueError):
                     value = json.loads(value)
-                except ValueError:
-                    pass
             label = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"
             print(f"    {label}: {json.dumps(value, default=str)}")
 
@@ -86,10 +78,7 @@ def _latest_run_id(dag_id: str) -> str | None:
 
     with create_session() as session:
         run = (
-            session.query(DagRun)
-            .filter(DagRun.dag_id == dag_id)
-            .order_by(DagRun.id.desc())
-            .first()
+            session.query(DagRun).filter(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).first()
         )
         return run.run_id if run else None
 
@@ -139,13 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = root / ".airflow" / "demo-logs"
     log_dir.mkdir(exist_ok=True)
 
+    from affiliate_network.demo_connections import sandbox_connections
     from affiliate_network.sandbox.testing import start_sandbox
 
     started = time.monotonic()
     print(f"[demo] project: {root}")
     with start_sandbox(seed=DEMO_SEED) as sandbox:
         print(f"[demo] sandbox: {sandbox.base_url} (seed {DEMO_SEED}, pid {sandbox.pid})")
-        os.environ.update(_connection_env(sandbox, root))
+        os.environ.update(sandbox_connections(sandbox, root / "include"))
         airflow = [sys.executable, "-m", "airflow"]
         print("[demo] migrating the metadata DB (SQLite in .airflow/) ...")
         subprocess.run([*airflow, "db", "migrate"], check=True, capture_output=True)
@@ -157,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.dags and dag_id not in args.dags:
                 continue
             log_path = log_dir / f"{dag_id}.log"
-            print(f"[demo] {dag_id}: airflow dags test {dag_id} {args.date} -c '{json.dumps(conf)}'")
+            print(
+                f"[demo] {dag_id}: airflow dags test {dag_id} {args.date} -c '{json.dumps(conf)}'"
+            )
             t0 = time.monotonic()
             with log_path.open("w") as log:
                 proc = subprocess.run(

@@ -227,6 +227,7 @@ class AffiliateNetworkHook(HttpHook):
     ) -> None:
         # tcp_keep_alive=False: HttpHook would share one adapter (one urllib3 pool) across every
         # session it makes; this hook mounts a fresh adapter per session instead.
+        self._loading = True  # base_url must not trigger a connection read during __init__
         super().__init__(
             method="GET",
             http_conn_id=affiliate_network_conn_id,
@@ -253,6 +254,7 @@ class AffiliateNetworkHook(HttpHook):
         self._timeout_s = DEFAULT_TIMEOUT_S
         self._page_size = DEFAULT_PAGE_SIZE
         self._concurrency = DEFAULT_CONCURRENCY
+        self._loading = False
 
     def __repr__(self) -> str:
         # Never the connection (its repr shows the password).
@@ -432,6 +434,18 @@ class AffiliateNetworkHook(HttpHook):
                 self._sessions.get_nowait().close()
             except queue.Empty:
                 break
+
+    @property
+    def base_url(self) -> str:  # type: ignore[override]
+        """Base URL every path is appended to (the EU one for ``region: eu``), read lazily."""
+        if not self._base_url and not getattr(self, "_loading", True):
+            self._load()
+        return self._base_url
+
+    @base_url.setter
+    def base_url(self, value: str) -> None:
+        # HttpHook.__init__ assigns "" before this class has set anything up.
+        self._base_url = value
 
     @property
     def portal(self) -> str:

@@ -223,9 +223,12 @@ class DayCtx:
         self.dkey = derive(gen.seed, f"day:{ordinal}")
         self.bkey = derive(gen.seed, f"dup:{ordinal}")
         self.iokey = self.dkey & 0xFFFFFF
-        self.oh_thr = int(cfg.on_hold_share * 65536)
-        # Duplicate-IP groups scale with the on-hold share (fraud is what gets held).
-        self.dup_thr = int(min(0.5, cfg.on_hold_share * 3) * 65536)
+        # Duplicate-IP groups scale with the on-hold share (fraud is what gets held); their
+        # members (3.5 per selected block of DUP_BLOCK on average) count toward the share.
+        dup_share = min(0.5, cfg.on_hold_share * 3)
+        self.dup_thr = int(dup_share * 65536)
+        ordinary = max(0.0, cfg.on_hold_share - dup_share * 3.5 / DUP_BLOCK)
+        self.oh_thr = int(ordinary * 65536)
         self.vbase = ordinal << INDEX_BITS
 
 

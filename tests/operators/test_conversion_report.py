@@ -1,0 +1,411 @@
+"""ConversionReportOperator and AffiliateReportOperator against the real sandbox, real files.
+
+The operators run in-process through ``execute`` with a task context holding what they read
+(data interval, outlet events); the hook talks real HTTP to the sandbox on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pendulum
+import pytest
+from airflow.sdk.execution_time.context import OutletEventAccessors
+
+from affiliate_network.exceptions import (
+    ConfigValidationError,
+    ReportRowLimitError,
+    ServerError,
+)
+from affiliate_network.operators.conversion_report import (
+    AffiliateReportOperator,
+    ConversionReportOperator,
+    dataset_asset,
+)
+from affiliate_network.storage import (
+    STAGING_DIR,
+    is_complete,
+    iter_partition_records,
+    list_partitions,
+    read_manifest,
+    read_partition,
+)
+
+#: Fast retries: the sandbox's injected faults are retried without real back-off waits.
+FAST_RETRIES = {"max_attempts": 8, "base_delay": 0.005, "max_delay": 0.02, "jitter": 0.0}
+
+
+def interval_context(day: str, days: int = 1) -> dict[str, Any]:
+    """The task-context keys the operators read, for a daily data interval starting at ``day``."""
+    start = pendulum.parse(day, tz="UTC")
+    return {
+        "data_interval_start": start,
+        "data_interval_end": start.add(days=days),
+        "outlet_events": OutletEventAccessors(),
+    }
+
+
+def conversions_op(base: Path, **kwargs: Any) -> ConversionReportOperator:
+    kwargs.setdefault("show_events", True)
+    kwargs.setdefault("hook_kwargs", dict(FAST_RETRIES))
+    return ConversionReportOperator(
+        task_id=kwargs.pop("task_id", "pull"),
+        base_path=str(base),
+        timezone_id=1,
+        network_timezone="UTC",
+        currency_id="USD",
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def day(sandbox) -> str:
+    """A full day of sandbox data (the day before the last one)."""
+    last = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    return (last - dt.timedelta(days=1)).isoformat()
+
+
+def _partition(base: Path, day: str, dataset: str = "conversions") -> Path:
+    return base / dataset / f"date={day}"
+
+
+def test_day_matches_truth_with_20pct_faults(sandbox, network_conn, tmp_path, day) -> None:
+    truth = sandbox.truth(day, day, timezone_id=1)
+    sandbox.set_faults(error_rate=0.2, seed=7, paths=["/networks/reporting"])
+    op = conversions_op(tmp_path / "faulty", page_size=100)
+    summary = op.execute(interval_context(day))
+
+    faulted = sum(1 for r in sandbox.requests_log() if r["status"] >= 500 or r["status"] == 429)
+    assert faulted > 0, "the faults were really injected"
+    part = _partition(tmp_path / "faulty", day)
+    assert summary["paths"] == [str(part)]
+    assert summary["rows"] == truth["total"]
+    assert summary["pages"] >= truth["total"] // 100
+    table = read_partition(part)
+    assert table.num_rows == truth["total"]
+    events = Counter(table.column("is_event").to_pylist())
+    assert events[False] == truth["conversions"]
+    assert events[True] == truth["events"]
+    statuses = Counter(
+        s for s, e in zip(table.column("status").to_pylist(), events_list(table), strict=True)
+        if not e
+    )  # fmt: skip
+    assert statuses["approved"] == truth["approved"]
+    assert statuses["pending"] == truth["on_hold_pending"]
+    assert statuses["rejected"] == truth["rejected"]
+    ids = table.column("conversion_id").to_pylist()
+    assert len(set(ids)) == len(ids)
+
+    # Content: the same records as a fault-free pull (same content checksum).
+    sandbox.clear_faults()
+    clean = conversions_op(tmp_path / "clean").execute(interval_context(day))
+    assert clean["partitions"][0]["checksum"] == summary["partitions"][0]["checksum"]
+
+
+def events_list(table: Any) -> list[bool]:
+    return table.column("is_event").to_pylist()
+
+
+def test_rerun_replaces_partition_with_same_checksum(sandbox, network_conn, tmp_path, day) -> None:
+    first = conversions_op(tmp_path).execute(interval_context(day))
+    m1 = read_manifest(_partition(tmp_path, day))
+    second = conversions_op(tmp_path).execute(interval_context(day))
+    m2 = read_manifest(_partition(tmp_path, day))
+    assert m1 is not None
+    assert m2 is not None
+    assert m2.content_checksum == m1.content_checksum
+    assert m2.row_count == m1.row_count == first["rows"] == second["rows"]
+    assert sorted(p.name for p in _partition(tmp_path, day).iterdir()) == [
+        "_manifest.json",
+        "part-00000.parquet",
+    ]
+    assert m2.request["from"] == m2.request["to"] == day
+    assert m2.request["timezone_id"] == 1
+    assert m2.request["currency_id"] == "USD"
+    assert m2.stats["pages"] >= 1
+
+
+def test_late_status_change_converges_on_repull(sandbox, network_conn, tmp_path, day) -> None:
+    """An on-hold conversion approved after the day: the re-pull lands the new status."""
+    conversions_op(tmp_path).execute(interval_context(day))
+    before = read_partition(_partition(tmp_path, day)).to_pylist()
+    held = [r for r in before if r["rel_on_hold_status"] == "on_hold"]
+    assert held, "the sandbox day has on-hold conversions"
+    target = held[0]
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+    assert AffiliateNetworkHook(network_conn).set_on_hold_status(
+        [target["rel_on_hold_conversion_id"]], "approved"
+    )
+    # The trailing re-pull of a later run covers this day.
+    later = (dt.date.fromisoformat(day) + dt.timedelta(days=1)).isoformat()
+    summary = conversions_op(tmp_path, lookback_days=1).execute(interval_context(later))
+    assert [p["date"] for p in summary["partitions"]] == [day]
+    after = {r["conversion_id"]: r for r in read_partition(_partition(tmp_path, day)).to_pylist()}
+    assert after[target["conversion_id"]]["status"] == "approved"
+    assert after[target["conversion_id"]]["rel_on_hold_status"] == "approved"
+    assert len(after) == len(before)
+
+
+def test_multi_day_window_equals_single_day_runs(sandbox, network_conn, tmp_path, day) -> None:
+    d0 = dt.date.fromisoformat(day) - dt.timedelta(days=2)
+    days = [(d0 + dt.timedelta(days=i)).isoformat() for i in range(3)]
+    window = conversions_op(tmp_path / "window").execute(interval_context(days[0], days=3))
+    assert [p["date"] for p in window["partitions"]] == days
+    for d in days:  # three daily runs, as a backfill does
+        conversions_op(tmp_path / "daily").execute(interval_context(d))
+    a = list_partitions(tmp_path / "window", "conversions")
+    b = list_partitions(tmp_path / "daily", "conversions")
+    assert list(a) == list(b) == [f"date={d}" for d in days]
+    for name in a:
+        assert a[name].content_checksum == b[name].content_checksum
+        assert a[name].row_count == b[name].row_count
+        truth = sandbox.truth(name[5:], name[5:], timezone_id=1)
+        assert a[name].row_count == truth["total"]
+
+
+def test_failure_mid_pull_keeps_previous_partition(sandbox, network_conn, tmp_path, day) -> None:
+    conversions_op(tmp_path).execute(interval_context(day))
+    before = read_manifest(_partition(tmp_path, day))
+    assert before is not None
+    # Every page may fail, with no retries: the pull dies somewhere in the middle.
+    sandbox.set_faults(error_rate=0.3, seed=3, paths=["/networks/reporting"])
+    op = conversions_op(tmp_path, page_size=50, hook_kwargs={"max_attempts": 1})
+    with pytest.raises(ServerError):
+        op.execute(interval_context(day))
+    after = read_manifest(_partition(tmp_path, day))
+    assert after is not None
+    assert after.content_checksum == before.content_checksum
+    assert is_complete(_partition(tmp_path, day))
+    assert list((tmp_path / "conversions" / STAGING_DIR).iterdir()) == []
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    from affiliate_network.operators.conversion_report import ConversionReportOperator
+    op = ConversionReportOperator(
+        task_id="killed", from_date={day!r}, base_path={base!r}, timezone_id=1,
+        network_timezone="UTC", currency_id="USD", show_events=True, page_size=50,
+        row_group_rows=100, hook_kwargs={{"concurrency": 1}}, outlets=[],
+    )
+    op.execute({{}})
+    """
+)
+
+
+def test_killed_mid_write_leaves_no_complete_partition(
+    sandbox, network_conn, tmp_path, day
+) -> None:
+    sandbox.set_faults(latency_ms=100)  # ~10 pages/s: the kill lands mid-write
+    base = tmp_path / "data"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILL_SCRIPT.format(day=day, base=str(base))],
+        env=os.environ.copy(),
+    )
+    try:
+        deadline = time.monotonic() + 90
+        staged: list[Path] = []
+        while not any(p.stat().st_size > 0 for p in staged):
+            assert proc.poll() is None, "the writer finished before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+            staged = list((base / "conversions" / STAGING_DIR).rglob("*.parquet"))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not is_complete(_partition(base, day))
+    assert list_partitions(base, "conversions") == {}
+    # A rerun lands the day completely.
+    sandbox.clear_faults()
+    summary = conversions_op(base).execute(interval_context(day))
+    assert is_complete(_partition(base, day))
+    assert summary["rows"] == sandbox.truth(day, day, timezone_id=1)["total"]
+
+
+def test_jsonl_format_same_content(sandbox, network_conn, tmp_path, day) -> None:
+    pq_sum = conversions_op(tmp_path, dataset="conv_pq").execute(interval_context(day))
+    js_sum = conversions_op(tmp_path, dataset="conv_js", format="jsonl").execute(
+        interval_context(day)
+    )
+    assert js_sum["partitions"][0]["checksum"] == pq_sum["partitions"][0]["checksum"]
+    records = list(iter_partition_records(_partition(tmp_path, day, "conv_js")))
+    assert len(records) == pq_sum["rows"]
+    assert isinstance(records[0]["relationship"], dict)  # the raw API record, lossless
+
+
+def test_asset_event_carries_the_partition(sandbox, network_conn, tmp_path, day) -> None:
+    ctx = interval_context(day)
+    summary = conversions_op(tmp_path).execute(ctx)
+    event = ctx["outlet_events"][dataset_asset("conversions")]
+    assert event.partition_keys == {f"date={day}"}
+    assert event.extra["dataset"] == "conversions"
+    [part] = event.extra["partitions"]
+    assert part["date"] == day
+    assert part["rows"] == summary["rows"]
+    assert part["checksum"] == summary["partitions"][0]["checksum"]
+
+
+def test_summary_is_small_and_has_no_secret(sandbox, network_conn, tmp_path, day) -> None:
+    summary = conversions_op(tmp_path, filters=[{"resource_type": "status",
+                                                 "filter_id_value": "approved"}]
+                             ).execute(interval_context(day))  # fmt: skip
+    text = repr(summary)
+    assert len(text) < 2000
+    assert sandbox.keys["network"] not in text
+    manifest = (_partition(tmp_path, day) / "_manifest.json").read_text()
+    assert sandbox.keys["network"] not in manifest
+    truth = sandbox.truth(day, day, timezone_id=1)
+    # The status filter reached the API: only approved records (conversions and events).
+    assert summary["rows"] < truth["total"]
+    statuses = set(read_partition(_partition(tmp_path, day)).column("status").to_pylist())
+    assert statuses == {"approved"}
+    assert set(summary) >= {"paths", "rows", "pages", "duplicates_dropped", "seconds"}
+
+
+def test_window_resolution(tmp_path) -> None:
+    op = conversions_op(tmp_path)
+    ctx = interval_context("2026-03-10")
+    assert op.days(ctx) == [dt.date(2026, 3, 10)]
+    trailing = conversions_op(tmp_path, lookback_days="3")
+    assert trailing.days(ctx) == [dt.date(2026, 3, 7), dt.date(2026, 3, 8), dt.date(2026, 3, 9)]
+    assert conversions_op(tmp_path, lookback_days=0).days(ctx) == []
+    explicit = conversions_op(tmp_path, from_date="2026-01-30", to_date="2026-02-01")
+    assert len(explicit.days(ctx)) == 3
+    # A non-UTC network: the interval [D 00:00, D+1 00:00) New York time is day D.
+    ny = ConversionReportOperator(
+        task_id="ny", network_timezone="America/New_York", timezone_id=2, base_path="x"
+    )
+    start = pendulum.datetime(2026, 3, 10, tz="America/New_York")
+    assert ny.days({"data_interval_start": start, "data_interval_end": start.add(days=1)}) == [
+        dt.date(2026, 3, 10)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"format": "csv"}, "format"),
+        ({"show_conversions": False, "show_events": False}, "both false"),
+        ({"dataset": "../x"}, "plain folder"),
+        ({"lookback_days": -1}, ">= 0"),
+    ],
+)
+def test_conversion_operator_validates_in_init(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigValidationError, match=message):
+        ConversionReportOperator(task_id="bad", **kwargs)
+
+
+# -- aggregated affiliate reports -----------------------------------------------------------
+
+
+def affiliate_op(base: Path, conn_id: str, affiliate_id: str, **kwargs: Any) -> AffiliateReportOperator:
+    kwargs.setdefault("hook_kwargs", dict(FAST_RETRIES))
+    return AffiliateReportOperator(
+        task_id=f"aff_{affiliate_id}",
+        affiliate_network_conn_id=conn_id,
+        affiliate_id=affiliate_id,
+        base_path=str(base),
+        timezone_id=1,
+        network_timezone="UTC",
+        currency_id="USD",
+        **kwargs,
+    )  # fmt: skip
+
+
+def affiliate_conn(sandbox, make_connection, affiliate_id: str) -> str:
+    return make_connection(
+        f"affiliate_network_affiliate_{affiliate_id}",
+        host=sandbox.base_url,
+        key=sandbox.keys["affiliate"][affiliate_id],
+        portal="affiliate",
+    )
+
+
+def test_affiliate_report_lands_partition(sandbox, make_connection, tmp_path, day) -> None:
+    aff = sorted(sandbox.keys["affiliate"])[0]
+    conn = affiliate_conn(sandbox, make_connection, aff)
+    ctx = interval_context(day)
+    summary = affiliate_op(tmp_path, conn, aff, columns=["offer", "country", "date"]).execute(ctx)
+    part = tmp_path / "affiliate_reports" / f"affiliate={aff}" / f"date={day}"
+    assert summary["path"] == str(part)
+    assert summary["pieces"] == 1
+    table = read_partition(part)
+    assert table.num_rows == summary["rows"] > 0
+    assert set(table.column("date").to_pylist()) == {day}
+    assert set(table.column("report_from").to_pylist()) == {day}
+    # The same request straight through the hook: the landed rows are the API's rows.
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+    direct = AffiliateNetworkHook(conn).affiliate_entity_table(
+        from_date=day, to_date=day, columns=["offer", "country", "date"], timezone_id=1,
+        currency_id="USD",
+    )  # fmt: skip
+    assert table.num_rows == len(direct)
+    assert sum(table.column("cv").to_pylist()) == sum(r["reporting"]["cv"] for r in direct)
+    event = ctx["outlet_events"][dataset_asset("affiliate_reports")]
+    assert event.partition_keys == {f"affiliate={aff}/date={day}"}
+
+
+def test_row_cap_splits_range_down_to_days(sandbox, make_connection, tmp_path) -> None:
+    # Dense days: sub2 is near-unique per conversion, so one affiliate's 3 days exceed the
+    # 10,000-row cap while each single day stays below it.
+    sandbox.reset(days=3, conversions_per_day=32_000, event_share=0.0)
+    cat = sandbox.catalog()
+    aff = sorted(sandbox.keys["affiliate"])[0]
+    conn = affiliate_conn(sandbox, make_connection, aff)
+    op = affiliate_op(
+        tmp_path, conn, aff, columns=["sub2"], from_date=cat["first_date"],
+        to_date=cat["last_date"],
+    )  # fmt: skip
+    summary = op.execute(interval_context(cat["first_date"]))
+    assert summary["pieces"] >= 2, "the 3-day request hit the cap and was split"
+    manifest = read_manifest(summary["path"])
+    assert manifest is not None
+    pieces = manifest.stats["requests_landed"]
+    # Contiguous sub-ranges covering exactly the window, each under the cap.
+    assert pieces[0]["from"] == cat["first_date"]
+    assert pieces[-1]["to"] == cat["last_date"]
+    for a, b in zip(pieces, pieces[1:], strict=False):
+        assert dt.date.fromisoformat(b["from"]) == dt.date.fromisoformat(a["to"]) + dt.timedelta(1)
+    assert all(p["rows"] < 10_000 for p in pieces)
+    assert sum(p["rows"] for p in pieces) == manifest.row_count > 10_000
+    table = read_partition(summary["path"])
+    assert table.num_rows == manifest.row_count
+
+
+def test_single_day_over_cap_fails_clearly(sandbox, make_connection, tmp_path) -> None:
+    sandbox.reset(days=1, conversions_per_day=100_000, event_share=0.0)
+    d = sandbox.catalog()["last_date"]
+    aff = sorted(sandbox.keys["affiliate"])[0]
+    conn = affiliate_conn(sandbox, make_connection, aff)
+    op = affiliate_op(tmp_path, conn, aff, columns=["sub2"])
+    with pytest.raises(ReportRowLimitError, match=r"single day .* drop a high-cardinality column"):
+        op.execute(interval_context(d))
+    assert list_partitions(tmp_path, "affiliate_reports") == {}
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        (["offer", "date", "week"], "at most one time column"),
+        ([f"sub{i}" for i in range(1, 6)] + ["offer", "advertiser", "country", "platform",
+                                              "device_type", "hour"], "1 to 10"),
+        (["clicks"], "unknown"),
+    ],
+)  # fmt: skip
+def test_affiliate_operator_validates_columns_in_init(columns: list[str], message: str) -> None:
+    with pytest.raises(ConfigValidationError, match=message):
+        AffiliateReportOperator(
+            task_id="bad", affiliate_network_conn_id="x", affiliate_id="1", columns=columns
+        )
