@@ -221,7 +221,7 @@ def test_failed_rerun_leaves_previous_s3_partition_complete(
     manifest_before = s3.get_object(Bucket=BUCKET, Key=manifest_key)["Body"].read()
 
     with pytest.raises(_PullCrashed):
-        _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 500))
+        _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 100))
 
     partition = f"{S3_BASE}/conversions/date={day}"
     assert is_complete(partition)
@@ -234,7 +234,7 @@ def test_crashed_first_write_leaves_no_complete_s3_partition(
     s3: Any, sandbox: Any, network_conn: str, day: str
 ):
     with pytest.raises(_PullCrashed):
-        _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 500))
+        _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 100))
 
     assert not is_complete(f"{S3_BASE}/conversions/date={day}")
     assert _keys(s3, _partition_prefix(day)) == []

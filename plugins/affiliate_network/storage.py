@@ -61,7 +61,7 @@ MANIFEST_VERSION = 1
 STAGING_DIR = "_staging"
 TRASH_DIR = "_trash"
 #: Default Parquet row group size: bounds the Arrow memory held before a row group is flushed.
-DEFAULT_ROW_GROUP_ROWS = 50_000
+DEFAULT_ROW_GROUP_ROWS = 10_000
 #: Records converted to Arrow at a time (one API page is typically 2,000).
 BATCH_ROWS = 2_000
 _LOCAL_PROTOCOLS = frozenset({"", "file", "local"})
@@ -215,6 +215,16 @@ class _HashingWriter:
         return self._sha.hexdigest()
 
 
+def _open(path: ObjectStoragePath, mode: str) -> Any:
+    # The filesystem's own file object: ObjectStoragePath.open() wraps it to report lineage on
+    # every write() call, which costs a lookup per call and loads Airflow plugins.
+    return path.fs.open(path.path, mode)
+
+
+def _write_bytes(path: ObjectStoragePath, data: bytes) -> None:
+    path.fs.pipe_file(path.path, data)
+
+
 def _is_local(path: ObjectStoragePath) -> bool:
     return (path.protocol or "") in _LOCAL_PROTOCOLS
 
@@ -298,7 +308,7 @@ class PartitionWriter:
             return
         _remove_stale(self.dataset_root)
         self.staging.mkdir(parents=True, exist_ok=True)
-        self._out = _HashingWriter((self.staging / self.file_name).open("wb"))
+        self._out = _HashingWriter(_open(self.staging / self.file_name, "wb"))
         if self.format == "parquet":
             self._pq_writer = pq.ParquetWriter(
                 self._out,
@@ -322,10 +332,12 @@ class PartitionWriter:
         """Consume ``records`` lazily, in batches; return how many were written (not dropped)."""
         self._open()
         before = self.rows
+        # Never hold more than a row group in Python objects either.
+        batch_rows = min(BATCH_ROWS, self.row_group_rows)
         batch: list[dict[str, Any]] = []
         for record in records:
             batch.append(record)
-            if len(batch) >= BATCH_ROWS:
+            if len(batch) >= batch_rows:
                 self.write_batch(batch)
                 batch = []
         if batch:
@@ -433,7 +445,7 @@ class PartitionWriter:
     def _publish_local(self, manifest: Manifest) -> None:
         # The manifest goes into the staged directory, so the rename publishes data and
         # manifest together.
-        (self.staging / MANIFEST_NAME).write_bytes(manifest.to_json())
+        _write_bytes(self.staging / MANIFEST_NAME, manifest.to_json())
         target = self.partition.path
         staged = self.staging.path
         trash = self._trash.path
@@ -472,7 +484,7 @@ class PartitionWriter:
         target.mkdir(parents=True, exist_ok=True)
         src = self.staging / self.file_name
         src.fs.mv(src.path, (target / self.file_name).path)
-        (target / MANIFEST_NAME).write_bytes(manifest.to_json())
+        _write_bytes(target / MANIFEST_NAME, manifest.to_json())
         _rmtree_quiet(self.staging)
 
     def abort(self) -> None:
@@ -557,7 +569,7 @@ def read_manifest(
     """The partition's manifest, or ``None`` if it has none (absent or incomplete partition)."""
     path = as_storage_path(partition) / MANIFEST_NAME
     try:
-        data = path.read_bytes()
+        data = path.fs.cat_file(path.path)
     except FileNotFoundError:
         return None
     return Manifest.from_json(data)
@@ -590,7 +602,7 @@ def read_partition(partition: ObjectStoragePath | str | os.PathLike[str]) -> pa.
         raise StorageError(f"{part} is {manifest.format}; use iter_partition_records")
     tables = []
     for entry in manifest.files:
-        with (part / entry.name).open("rb") as fh:
+        with _open(part / entry.name, "rb") as fh:
             tables.append(pq.read_table(fh))
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
@@ -604,7 +616,7 @@ def iter_partition_records(
     if manifest.format != "jsonl":
         raise StorageError(f"{part} is {manifest.format}; use read_partition")
     for entry in manifest.files:
-        with (part / entry.name).open("rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+        with _open(part / entry.name, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
             for line in gz:
                 if line.strip():
                     yield orjson.loads(line)

@@ -8,17 +8,51 @@ task summaries from the REST API. Shared by the LocalExecutor and CeleryExecutor
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import yaml
 
 from .harness import PROJECT_ROOT, AirflowCluster, E2EError, wait_for
+from .onhold_checks import onhold_conf
 
 DAILY = "affiliate_daily_reports"
 ONHOLD = "affiliate_onhold_review"
 SYNC = "affiliate_offer_sync"
+
+
+@dataclass
+class Stage:
+    """A running deployment, the sandbox it talks to, where outputs land, the runs started.
+
+    :param data_base: output base as the DAGs see it (local folder or ``s3://...``).
+    """
+
+    cluster: AirflowCluster
+    sandbox: Any
+    data_base: str
+    runs: dict[str, list[str]] = field(default_factory=dict)
+
+
+def trigger_all(stage: Stage) -> None:
+    """Unpause each DAG (the scheduler creates the latest scheduled run), then trigger it."""
+    api = stage.cluster.api
+    for dag_id in (DAILY, ONHOLD, SYNC):
+        api.unpause(dag_id)
+    stage.runs[DAILY] = [wait_scheduled_run(stage.cluster, DAILY)]
+    stage.runs[ONHOLD] = [wait_scheduled_run(stage.cluster, ONHOLD)]
+    # Manual runs as an operator starts them from the UI ("Trigger DAG w/ config").
+    stage.runs[DAILY].append(api.trigger(DAILY, conf={"trailing_days": 1},
+                                         logical_date=_days_ago(3)))
+    stage.runs[ONHOLD].append(api.trigger(ONHOLD, conf=onhold_conf(), logical_date=None))
+    stage.runs[SYNC] = [api.trigger(SYNC, conf={"dry_run": False}, logical_date=None)]
+
+
+def _days_ago(n: int) -> str:
+    return pendulum.now("UTC").start_of("day").subtract(days=n).to_iso8601_string()
 
 
 def day_truth(sandbox: Any, day: str) -> int:
@@ -89,7 +123,12 @@ def check_conversion_partitions(
 
     Returns the manifests by day.
     """
-    from affiliate_network.storage import STAGING_DIR, list_partitions, read_partition
+    from affiliate_network.storage import (
+        STAGING_DIR,
+        as_storage_path,
+        list_partitions,
+        read_partition,
+    )
 
     partitions = list_partitions(str(data_base), "conversions")
     manifests = {}
@@ -110,7 +149,7 @@ def check_conversion_partitions(
         if len(set(ids)) != len(ids):
             problems.append(f"date={day}: {len(ids) - len(set(ids))} duplicate conversion ids")
         manifests[day] = manifest
-    staging = Path(data_base) / "conversions" / STAGING_DIR
+    staging = as_storage_path(str(data_base)) / "conversions" / STAGING_DIR
     leftovers = sorted(p.name for p in staging.iterdir()) if staging.exists() else []
     if leftovers:
         problems.append(f"staging leftovers: {leftovers}")
@@ -198,3 +237,15 @@ def _by_id(objects: Any, ident: int) -> dict | None:
         if ident in obj.values():
             return obj
     return None
+
+
+def check_daily_reports(stage: Stage) -> None:
+    """All runs succeeded; their days are complete partitions equal to the network's truth."""
+    runs = wait_all_runs(stage.cluster, DAILY)
+    days = [d for r in runs for d in report_days(stage.cluster, r["dag_run_id"])]
+    run_days = [run_day(r) for r in runs]
+    missing = set(run_days) - set(days)
+    if missing:
+        raise E2EError(f"runs of days {sorted(missing)} landed no partition of their day")
+    check_conversion_partitions(stage.data_base, stage.sandbox, days)
+    check_affiliate_partitions(stage.data_base, run_days)

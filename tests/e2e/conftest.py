@@ -13,7 +13,7 @@ import importlib
 import json
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,56 +97,67 @@ def e2e_sandbox(e2e_prerequisites: None) -> Iterator[Any]:
         server.stop()
 
 
-def connection_env(sandbox: Any) -> dict[str, str]:
-    """``AIRFLOW_CONN_*`` for the network connection and each affiliate in include/reports.yaml.
+def network_connection(sandbox: Any) -> dict[str, Any]:
+    """The network-portal connection, in the JSON form the runbook documents."""
+    return {
+        "conn_type": "affiliate_network",
+        "host": sandbox.base_url,
+        "password": sandbox.keys["network"],
+        "extra": {"portal": "network"},
+    }
 
-    The same JSON form the runbook documents for real accounts, pointed at the sandbox.
-    """
+
+def affiliate_connections(sandbox: Any) -> dict[str, dict[str, Any]]:
+    """One affiliate-portal connection per entry of include/reports.yaml (conn_id -> JSON)."""
     import yaml
 
-    env = {
-        "AIRFLOW_CONN_AFFILIATE_NETWORK_DEFAULT": json.dumps(
-            {
-                "conn_type": "affiliate_network",
-                "host": sandbox.base_url,
-                "password": sandbox.keys["network"],
-                "extra": {"portal": "network"},
-            }
-        )
-    }
     reports = yaml.safe_load((PROJECT_ROOT / "include" / "reports.yaml").read_text())
-    for entry in reports["affiliate_reports"]["affiliates"]:
-        env[f"AIRFLOW_CONN_{entry['conn_id'].upper()}"] = json.dumps(
-            {
-                "conn_type": "affiliate_network",
-                "host": sandbox.base_url,
-                "password": sandbox.keys["affiliate"][str(entry["affiliate_id"])],
-                "extra": {"portal": "affiliate"},
-            }
-        )
+    return {
+        entry["conn_id"]: {
+            "conn_type": "affiliate_network",
+            "host": sandbox.base_url,
+            "password": sandbox.keys["affiliate"][str(entry["affiliate_id"])],
+            "extra": {"portal": "affiliate"},
+        }
+        for entry in reports["affiliate_reports"]["affiliates"]
+    }
+
+
+def connection_env(sandbox: Any) -> dict[str, str]:
+    """``AIRFLOW_CONN_*`` for the network connection and each affiliate connection."""
+    env = {"AIRFLOW_CONN_AFFILIATE_NETWORK_DEFAULT": json.dumps(network_connection(sandbox))}
+    for conn_id, conn in affiliate_connections(sandbox).items():
+        env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
     return env
 
 
 @contextlib.contextmanager
 def deployment(
-    executor: str, sandbox: Any, *, label: str, extra_env: dict[str, str] | None = None
+    executor: str,
+    *,
+    label: str,
+    env: dict[str, str],
+    workdir: Path | None = None,
+    before_start: Callable[[AirflowCluster], None] | None = None,
 ) -> Iterator[AirflowCluster]:
     """A fresh metadata DB, migrated; the Airflow components started; all stopped after.
 
+    :param env: connections, output base... for every component.
+    :param before_start: CLI set-up on the migrated DB (connections, variables).
+
     Stopping (by PID) and dropping the database happen in ``finally``, whatever failed.
     """
-    workdir = Path(tempfile.mkdtemp(prefix=f"afn-e2e-{label}-"))
+    workdir = workdir or Path(tempfile.mkdtemp(prefix=f"afn-e2e-{label}-"))
     database = MetadataDatabase()
-    env = connection_env(sandbox)
-    env["AFFILIATE_NETWORK_DATA_BASE"] = str(workdir / "data")
-    env.update(extra_env or {})
     cluster = AirflowCluster(
-        workdir, database, ClusterSettings(executor, PROJECT_ROOT / "dags", env)
+        workdir, database, ClusterSettings(executor, PROJECT_ROOT / "dags", dict(env))
     )
     try:
         with timed(f"{label}: create + migrate metadata DB"):
             database.create()
             cluster.migrate()
+            if before_start is not None:
+                before_start(cluster)
         with timed(f"{label}: start components"):
             cluster.start()
             cluster.wait_dags_parsed(DAG_IDS)

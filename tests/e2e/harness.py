@@ -33,6 +33,8 @@ import requests
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 AIRFLOW_BIN = str(VENV_BIN / "airflow")
+#: The Airflow plugins folder, as docker-compose.yaml mounts it (./plugins).
+PLUGINS_FOLDER = PROJECT_ROOT / "plugins"
 
 PG_HOST = "127.0.0.1"
 PG_PORT = 5432
@@ -74,13 +76,48 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def tail(path: Path, lines: int = 60) -> str:
-    """The last ``lines`` lines of a text file, or a note when it does not exist."""
+def tail(path: Path, lines: int = 60, width: int = 400) -> str:
+    """The last ``lines`` lines of a text file (each cut to ``width``), or a note if missing."""
     try:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
         return f"<{path} does not exist>"
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(_cut(line, width) for line in text.splitlines()[-lines:])
+
+
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[:width] + " [...]"
+
+
+def task_log_excerpt(path: Path, lines: int = 12, width: int = 600) -> str:
+    """The error lines of a task log (exception type and message), then its last lines."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return f"<{path} does not exist>"
+    errors = [_error_summary(line, width) for line in text if _is_error(line)]
+    out = errors[:8]
+    out.append("...")
+    out.extend(_cut(line, width) for line in text[-lines:])
+    return "\n".join(out)
+
+
+def _is_error(line: str) -> bool:
+    compact = line.replace(" ", "")
+    return '"level":"error"' in compact or "[error" in line or line.startswith("Traceback")
+
+
+def _error_summary(line: str, width: int) -> str:
+    # Task logs are JSON lines; pull out the exception type and message when present.
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return _cut(line, width)
+    details = record.get("error_detail") or []
+    if details:
+        d = details[0]
+        return _cut(f"{record.get('event', '')}: {d.get('exc_type')}: {d.get('exc_value')}", width)
+    return _cut(str(record.get("event", line)), width)
 
 
 def wait_for(
@@ -301,32 +338,40 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM the process group, wait, SIGKILL the group and any surviving descendant."""
-        if self.proc is None:
-            return
-        pid = self.proc.pid
+    def terminate(self) -> list[psutil.Process]:
+        """SIGTERM the process group; return the descendants seen before (to reap later)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
         try:
-            descendants = psutil.Process(pid).children(recursive=True)
+            descendants = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             descendants = []
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGTERM)
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        return descendants
+
+    def reap(self, descendants: list[psutil.Process], deadline: float) -> None:
+        """Wait for the process until ``deadline``, then SIGKILL its group and stragglers."""
+        if self.proc is None:
+            return
         try:
-            self.proc.wait(timeout=timeout)
+            self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
         # Children that left the group (setsid) are still ours: end them by PID.
-        _, alive = psutil.wait_procs(descendants, timeout=5)
+        _, alive = psutil.wait_procs(descendants, timeout=max(0.1, deadline - time.monotonic()))
         for child in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 child.kill()
         psutil.wait_procs(alive, timeout=5)
         # The group may still hold processes forked after the snapshot (task runners).
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        self.reap(self.terminate(), time.monotonic() + timeout)
 
 
 @dataclass
@@ -382,7 +427,7 @@ class AirflowCluster:
             {
                 "AIRFLOW_HOME": str(self.home),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.settings.dags_folder),
-                "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+                "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER),
                 "AIRFLOW__CORE__EXECUTOR": self.settings.executor,
                 "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(
@@ -490,13 +535,20 @@ class AirflowCluster:
                     f"\n--- {proc.log_path} ---\n{tail(proc.log_path, 80)}"
                 )
 
-    def stop(self) -> None:
-        """Stop every process this cluster started, by PID, workers before the scheduler."""
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop every process this cluster started, by PID: SIGTERM all, wait, SIGKILL the rest."""
         errors: list[str] = []
-        for proc in reversed(self.processes):
+        pending = []
+        for proc in reversed(self.processes):  # workers first, the api-server last
             try:
-                proc.stop()
+                pending.append((proc, proc.terminate()))
             except Exception as exc:  # keep stopping the others
+                errors.append(f"{proc.name}: {exc!r}")
+        deadline = time.monotonic() + timeout
+        for proc, descendants in pending:
+            try:
+                proc.reap(descendants, deadline)
+            except Exception as exc:
                 errors.append(f"{proc.name}: {exc!r}")
         self.processes.clear()
         if errors:
@@ -593,8 +645,73 @@ class AirflowCluster:
                 bad = []
             for path in self.task_log_paths(dag_id, run_id):
                 if not bad or any(f"task_id={b}" in str(path) for b in bad):
-                    parts.append(f"--- task log {path.relative_to(self.home)} ---\n{tail(path, 40)}")
+                    parts.append(
+                        f"--- task log {path.relative_to(self.home)} ---\n{task_log_excerpt(path)}"
+                    )
         for proc in self.processes:
             if proc.name in components:
-                parts.append(f"--- {proc.name} log ---\n{tail(proc.log_path, 30)}")
+                parts.append(f"--- {proc.name} log ---\n{tail(proc.log_path, 15)}")
         return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- S3 (moto)
+
+
+@dataclass
+class MotoS3:
+    """moto's S3 server on a free loopback port, with one bucket; stopped by PID.
+
+    :param workdir: folder for its log.
+    :param bucket: bucket created at start.
+    """
+
+    workdir: Path
+    bucket: str = "affiliate-reports"
+    port: int = field(default_factory=free_port)
+    process: ManagedProcess | None = None
+    access_key: str = "testing"  # moto accepts any credentials
+    secret_key: str = "testing-secret"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.process = ManagedProcess(
+            "moto",
+            [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)],
+            self.workdir / "moto.log",
+        )
+        self.process.start(os.environ, self.workdir)
+        wait_for(
+            lambda: requests.get(f"{self.endpoint}/moto-api/", timeout=2).ok,
+            timeout=30, interval=0.2, what="moto server",
+            on_timeout=lambda: tail(self.workdir / "moto.log"),
+        )
+        self.client().create_bucket(Bucket=self.bucket)
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name="us-east-1",
+        )
+
+    def connection_json(self) -> str:
+        """The Airflow ``aws`` connection reaching this server (runbook: S3 outputs)."""
+        return json.dumps(
+            {
+                "conn_type": "aws",
+                "login": self.access_key,
+                "password": self.secret_key,
+                "extra": {"endpoint_url": self.endpoint, "region_name": "us-east-1"},
+            }
+        )
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()

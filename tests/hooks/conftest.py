@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
+import structlog
+from structlog.testing import capture_logs
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 
@@ -68,13 +70,33 @@ def make_hook() -> Callable[..., AffiliateNetworkHook]:
         hook.close()
 
 
+class DebugLogs:
+    """Every log line at DEBUG: the hook's (structlog, as Airflow 3 hooks log) and stdlib
+    loggers' (urllib3, requests) alike.
+    """
+
+    def __init__(self, events: list[dict], caplog: pytest.LogCaptureFixture) -> None:
+        self._events = events
+        self._caplog = caplog
+
+    def text(self) -> str:
+        lines = [str(event) for event in self._events]
+        lines += [record.getMessage() for record in self._caplog.records]
+        lines.append(self._caplog.text)
+        return "\n".join(lines)
+
+
 @pytest.fixture
-def debug_logs(caplog, monkeypatch) -> pytest.LogCaptureFixture:
-    """Capture every logger at DEBUG (the hook's own logger included)."""
-    for name in ("airflow", "airflow.task", "airflow.task.hooks"):
-        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
+def debug_logs(caplog) -> Iterator[DebugLogs]:
+    """Capture all logs at DEBUG for one test (create hooks after requesting it)."""
     caplog.set_level(logging.DEBUG)
-    return caplog
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as events:
+            yield DebugLogs(events, caplog)
+    finally:
+        structlog.configure(**saved)
 
 
 @pytest.fixture

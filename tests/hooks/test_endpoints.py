@@ -220,3 +220,45 @@ def test_entity_table_validates_columns_before_sending(affiliate_conn, make_hook
             from_date="2024-01-01", to_date="2024-01-01", columns=[], timezone_id=1
         )
     assert sandbox.requests_log() == []
+
+
+def test_update_offer(network_conn, make_hook, sandbox):
+    catalog = sandbox.catalog()
+    offer_id = catalog["network_offer_ids"][0]
+    advertiser_id = catalog["offers"][str(offer_id)]["network_advertiser_id"]
+    offer = make_hook(network_conn).update_offer(
+        offer_id,
+        {"name": "Renamed offer", "network_advertiser_id": advertiser_id, "offer_status": "paused"},
+    )
+    assert (offer["network_offer_id"], offer["name"], offer["offer_status"]) == (
+        offer_id,
+        "Renamed offer",
+        "paused",
+    )
+    assert sandbox.objects("offers")[str(offer_id)]["offer_status"] == "paused"
+
+
+def test_assign_affiliate_tracking_domain(network_conn, make_hook, sandbox):
+    catalog = sandbox.catalog()
+    affiliate_id = catalog["network_affiliate_ids"][0]
+    domain_id = catalog["network_tracking_domain_ids"][-1]
+    assignment = make_hook(network_conn).assign_affiliate_tracking_domain(
+        affiliate_id,
+        {
+            "network_affiliate_id": affiliate_id,
+            "network_tracking_domain_id": domain_id,
+            "is_apply_all_offers": True,
+        },
+    )
+    assert assignment["network_affiliate_id"] == affiliate_id
+    assert assignment["network_tracking_domain_id"] == domain_id
+
+
+def test_pixels_filter_by_offer(network_conn, make_hook, sandbox):
+    hook = make_hook(network_conn)
+    every = list(hook.iter_pixels())
+    offer_id = every[0]["network_offer_id"]
+    only = list(hook.iter_pixels(pixel_type="conversion", network_offer_ids=[offer_id]))
+    assert only
+    assert {p["network_offer_id"] for p in only} == {offer_id}
+    assert len(only) <= len(every)

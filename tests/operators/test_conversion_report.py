@@ -7,6 +7,7 @@ The operators run in-process through ``execute`` with a task context holding wha
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import signal
 import subprocess
@@ -81,7 +82,7 @@ def _partition(base: Path, day: str, dataset: str = "conversions") -> Path:
 def test_day_matches_truth_with_20pct_faults(sandbox, network_conn, tmp_path, day) -> None:
     truth = sandbox.truth(day, day, timezone_id=1)
     sandbox.set_faults(error_rate=0.2, seed=7, paths=["/networks/reporting"])
-    op = conversions_op(tmp_path / "faulty", page_size=100)
+    op = conversions_op(tmp_path / "faulty", page_size=20)
     summary = op.execute(interval_context(day))
 
     faulted = sum(1 for r in sandbox.requests_log() if r["status"] >= 500 or r["status"] == 429)
@@ -89,19 +90,16 @@ def test_day_matches_truth_with_20pct_faults(sandbox, network_conn, tmp_path, da
     part = _partition(tmp_path / "faulty", day)
     assert summary["paths"] == [str(part)]
     assert summary["rows"] == truth["total"]
-    assert summary["pages"] >= truth["total"] // 100
+    assert summary["pages"] >= truth["total"] // 20
     table = read_partition(part)
     assert table.num_rows == truth["total"]
-    events = Counter(table.column("is_event").to_pylist())
-    assert events[False] == truth["conversions"]
-    assert events[True] == truth["events"]
-    statuses = Counter(
-        s for s, e in zip(table.column("status").to_pylist(), events_list(table), strict=True)
-        if not e
-    )  # fmt: skip
+    rows = table.select(["is_event", "status"]).to_pylist()
+    assert sum(1 for r in rows if r["is_event"]) == truth["events"]
+    statuses = Counter(r["status"] for r in rows if not r["is_event"])
     assert statuses["approved"] == truth["approved"]
     assert statuses["pending"] == truth["on_hold_pending"]
     assert statuses["rejected"] == truth["rejected"]
+    assert statuses.total() == truth["conversions"]
     ids = table.column("conversion_id").to_pylist()
     assert len(set(ids)) == len(ids)
 
@@ -109,10 +107,6 @@ def test_day_matches_truth_with_20pct_faults(sandbox, network_conn, tmp_path, da
     sandbox.clear_faults()
     clean = conversions_op(tmp_path / "clean").execute(interval_context(day))
     assert clean["partitions"][0]["checksum"] == summary["partitions"][0]["checksum"]
-
-
-def events_list(table: Any) -> list[bool]:
-    return table.column("is_event").to_pylist()
 
 
 def test_rerun_replaces_partition_with_same_checksum(sandbox, network_conn, tmp_path, day) -> None:
@@ -205,7 +199,7 @@ _KILL_SCRIPT = textwrap.dedent(
 def test_killed_mid_write_leaves_no_complete_partition(
     sandbox, network_conn, tmp_path, day
 ) -> None:
-    sandbox.set_faults(latency_ms=100)  # ~10 pages/s: the kill lands mid-write
+    sandbox.set_faults(latency_ms=200)  # 5 pages/s, 12+ pages: the kill lands mid-write
     base = tmp_path / "data"
     proc = subprocess.Popen(
         [sys.executable, "-c", _KILL_SCRIPT.format(day=day, base=str(base))],
@@ -309,7 +303,9 @@ def test_conversion_operator_validates_in_init(kwargs: dict, message: str) -> No
 # -- aggregated affiliate reports -----------------------------------------------------------
 
 
-def affiliate_op(base: Path, conn_id: str, affiliate_id: str, **kwargs: Any) -> AffiliateReportOperator:
+def affiliate_op(
+    base: Path, conn_id: str, affiliate_id: str, **kwargs: Any
+) -> AffiliateReportOperator:
     kwargs.setdefault("hook_kwargs", dict(FAST_RETRIES))
     return AffiliateReportOperator(
         task_id=f"aff_{affiliate_id}",
@@ -376,7 +372,7 @@ def test_row_cap_splits_range_down_to_days(sandbox, make_connection, tmp_path) -
     # Contiguous sub-ranges covering exactly the window, each under the cap.
     assert pieces[0]["from"] == cat["first_date"]
     assert pieces[-1]["to"] == cat["last_date"]
-    for a, b in zip(pieces, pieces[1:], strict=False):
+    for a, b in itertools.pairwise(pieces):
         assert dt.date.fromisoformat(b["from"]) == dt.date.fromisoformat(a["to"]) + dt.timedelta(1)
     assert all(p["rows"] < 10_000 for p in pieces)
     assert sum(p["rows"] for p in pieces) == manifest.row_count > 10_000

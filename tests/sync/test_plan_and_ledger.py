@@ -150,3 +150,11 @@ def test_corrupt_ledger_is_an_error_not_an_empty_ledger(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ConfigValidationError, match="unreadable sync ledger"):
         Ledger.load(path)
+
+
+def test_offer_value_the_spec_does_not_document_is_a_plan_warning(example_doc, write_state, ledger):
+    example_doc["offers"][0]["offer_status"] = "paused"
+    plan = _plan(write_state(example_doc), ledger)
+    item = next(i for i in plan.items if i.section == "offers")
+    assert item.warnings == ("offer_status='paused' is not documented by the spec (seen: active)",)
+    assert "warning: offer_status='paused'" in plan.render()

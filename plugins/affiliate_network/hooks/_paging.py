@@ -13,6 +13,7 @@ therefore bounded by ``concurrency x page size``, never by the report size.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
@@ -26,6 +27,23 @@ from typing import Any, NamedTuple
 import orjson
 
 from affiliate_network.exceptions import AffiliateNetworkError
+
+
+def loads_without_gc(content: bytes) -> Any:
+    """``orjson.loads`` with the cyclic GC paused.
+
+    A 2,000-record page is ~300,000 new dicts and lists; with the collector on, those
+    allocations trigger collections that walk the whole heap, a large share of the parse time.
+    Parsed JSON holds no reference cycles, so nothing is leaked by pausing it.
+    """
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return orjson.loads(content)
+    finally:
+        if paused:
+            gc.enable()
 
 
 @dataclass
@@ -116,9 +134,9 @@ class PagedIterator(Iterator[dict[str, Any]]):
 
     def _parse(self, raw: RawPage, page: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         try:
-            doc = orjson.loads(raw.content)
-        except orjson.JSONDecodeError as exc:
-            raise AffiliateNetworkError(f"{self._label}: page {page} is not valid JSON") from exc
+            doc = loads_without_gc(raw.content)
+        except orjson.JSONDecodeError:
+            raise AffiliateNetworkError(f"{self._label}: page {page} is not valid JSON") from None
         records = doc.get(self._key) if isinstance(doc, dict) else None
         paging = doc.get("paging") if isinstance(doc, dict) else None
         if not isinstance(records, list) or not isinstance(paging, dict):

@@ -55,6 +55,7 @@ class RateLimitThrottle:
         self._remaining: int | None = None
         self._observed_at = 0.0
         self._in_flight = 0
+        self._answered = False  # any request finished yet (with or without the header)
         self._served = 0  # token-consuming responses seen so far
         self._history: deque[tuple[float, int, int]] = deque(maxlen=self.WINDOW)
         self._rate: float | None = None
@@ -90,7 +91,7 @@ class RateLimitThrottle:
             with self._lock:
                 # Until a first response tells how full the bucket is, send one request at a
                 # time: a burst of workers could otherwise empty a small bucket blind.
-                while self.enabled and self._remaining is None and self._in_flight > 0:
+                while self.enabled and not self._answered and self._in_flight > 0:
                     self._lock.wait(0.5)
                 wait = self._wait_needed(self._clock())
                 if wait <= 0:
@@ -115,6 +116,7 @@ class RateLimitThrottle:
         """
         with self._lock:
             self._in_flight = max(0, self._in_flight - 1)
+            self._answered = True
             self._lock.notify_all()
             now = self._clock()
             if status == 429:

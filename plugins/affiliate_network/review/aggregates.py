@@ -1,19 +1,29 @@
 """Batch aggregates: numbers computed once per batch over every candidate, one per conversion.
 
-All kinds run in O(n) dict passes except the windowed count (one sort by time, then a
-two-pointer sweep per group) and the median (a sort per group). Conversions whose grouping
-value is missing or empty get ``None``: they never share a value with anyone, and a condition
-on ``None`` is false (``missing`` is true).
+Every grouping column is first *factorised* into small integer codes (one dict pass per column,
+cached for the batch). Composite keys are then integer arithmetic and counts are list indexing,
+which keeps the work in cache instead of re-hashing scattered strings for every aggregate.
+The windowed count sorts only the repeated keys by time and answers with two binary searches
+per record; the median sorts per group.
+
+Conversions whose grouping value is missing or empty get ``None``: they never share a value with
+anyone, and a condition on ``None`` is false (``missing`` is true).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from affiliate_network.review.model import Aggregate
+
+#: ``codes`` of a column: one int per record (``None`` when missing) and the number of codes.
+Codes = tuple[list[int | None], int]
+
+#: Value types that cannot be dict keys as they are (tuples may hold lists: checked too).
+_UNHASHABLE = frozenset((list, dict, tuple))
 
 
 def _hashable(value: Any) -> Hashable:
@@ -24,48 +34,60 @@ def _hashable(value: Any) -> Hashable:
     return value
 
 
-def group_keys(columns: Sequence[Sequence[Any]], size: int) -> list[Hashable | None]:
-    """One key per record from one or more columns; ``None`` when any part is missing."""
-    if len(columns) == 1:
-        keys: list[Any] = [
-            None if (v is None or v == "" or v == ()) else v for v in columns[0]
+def factorize(column: Sequence[Any]) -> Codes:
+    """Map each distinct present value to 0..m-1; missing/empty values to ``None``."""
+    if _UNHASHABLE & set(map(type, column)):
+        column = [_hashable(v) for v in column]  # rare: untyped paths yielding lists/objects
+    mapping: dict[Any, int] = {}
+    setdefault = mapping.setdefault
+    codes = [
+        None if (v is None or v == "" or v == ()) else setdefault(v, len(mapping)) for v in column
+    ]
+    return codes, len(mapping)
+
+
+def combine(parts: Sequence[Codes]) -> Codes:
+    """Codes of a composite key (all parts present), from the parts' codes."""
+    codes, size = parts[0]
+    for other, other_size in parts[1:]:
+        codes = [
+            None if a is None or b is None else a * other_size + b
+            for a, b in zip(codes, other, strict=True)
         ]
-    else:
-        keys = [
-            None if (None in parts or "" in parts or () in parts) else parts
-            for parts in zip(*columns, strict=True)
-        ]
-    # Rare: untyped paths may yield lists or objects, which cannot be dict keys as they are.
-    if any(_UNHASHABLE & set(map(type, col)) for col in columns):
-        keys = [None if k is None else _hashable(k) for k in keys]
-    return keys
+        size *= other_size
+    if size > 4 * len(codes) + 16:
+        codes, size = factorize(codes)  # keep codes dense so counts fit in a list
+    return codes, size
 
 
-#: Value types that cannot be dict keys as they are (tuples may hold lists: checked too).
-_UNHASHABLE = frozenset((list, dict, tuple))
+def _counts(codes: Sequence[int | None], size: int) -> list[int]:
+    counts = [0] * (size + 1)
+    for c in codes:
+        if c is not None:
+            counts[c] += 1
+    return counts
 
 
-def count_same(keys: Sequence[Hashable | None]) -> list[float | None]:
-    counts = Counter(keys)  # C-level counting; the None bucket is never read
-    return [None if k is None else counts[k] for k in keys]
+def count_same(key: Codes) -> list[float | None]:
+    codes, size = key
+    counts = _counts(codes, size)
+    return [None if c is None else counts[c] for c in codes]
 
 
 def count_same_within(
-    keys: Sequence[Hashable | None], times: Sequence[float | None], window_s: float
+    key: Codes, times: Sequence[float | None], window_s: float
 ) -> list[float | None]:
-    """For each record: how many records with its key lie within ``window_s`` of its time.
-
-    Keys seen once are answered from a counter; only repeated keys are grouped, sorted by time
-    and answered with two binary searches per record.
-    """
-    counts = Counter(keys)
+    """For each record: how many records with its key lie within ``window_s`` of its time."""
+    codes, size = key
+    counts = _counts(codes, size)
     result: list[float | None] = [
-        None if k is None or t is None else (1 if counts[k] == 1 else 0)
-        for k, t in zip(keys, times, strict=True)
+        None if c is None or t is None else (1 if counts[c] == 1 else 0)
+        for c, t in zip(codes, times, strict=True)
     ]
-    groups: dict[Hashable, list[tuple[float, int]]] = defaultdict(list)
+    # Only repeated keys need the window: group them, sort by time, binary-search the bounds.
+    groups: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for i in [i for i, value in enumerate(result) if value == 0]:
-        groups[keys[i]].append((times[i], i))  # type: ignore[arg-type]
+        groups[codes[i]].append((times[i], i))  # type: ignore[index,arg-type]
     for members in groups.values():
         members.sort()
         ts = [t for t, _ in members]
@@ -74,77 +96,78 @@ def count_same_within(
     return result
 
 
-def share_same(
-    keys: Sequence[Hashable | None], per_keys: Sequence[Hashable | None] | None
-) -> list[float | None]:
-    if per_keys is None:
-        counts = Counter(keys)
-        total = len(keys)
-        return [None if k is None else counts[k] / total for k in keys]
-    # Share within the group: conversions with this value AND this group / those of the group.
-    pairs = list(zip(keys, per_keys, strict=True))
-    pair_counts = Counter(pairs)
-    per_counts = Counter(per_keys)
+def share_same(key: Codes, per: Codes | None) -> list[float | None]:
+    """Share of the batch (or of the ``per`` group) that has this record's value."""
+    codes, size = key
+    if per is None:
+        counts = _counts(codes, size)
+        total = len(codes)
+        return [None if c is None else counts[c] / total for c in codes]
+    pair_codes, pair_size = combine([key, per])
+    pair_counts = _counts(pair_codes, pair_size)
+    group_counts = _counts(per[0], per[1])
     return [
-        None if k is None or p is None else pair_counts[(k, p)] / per_counts[p]
-        for (k, p) in pairs
+        None if pc is None else pair_counts[pc] / group_counts[g]  # type: ignore[index]
+        for pc, g in zip(pair_codes, per[0], strict=True)
     ]
 
 
-def count_distinct(
-    values: Sequence[Hashable | None], per_keys: Sequence[Hashable | None]
-) -> list[float | None]:
-    # Distinct (group, value) pairs via a set (C speed), then pairs per group.
-    distinct = Counter(p for p, v in set(zip(per_keys, values, strict=True)) if v is not None)
-    return [None if p is None else distinct[p] for p in per_keys]
+def count_distinct(values: Codes, per: Codes) -> list[float | None]:
+    """Number of distinct values in the record's ``per`` group."""
+    value_codes, value_size = values
+    pairs = {
+        (g, v) for g, v in zip(per[0], value_codes, strict=True) if g is not None and v is not None
+    }
+    distinct = [0] * (per[1] + 1)
+    for g, _ in pairs:
+        distinct[g] += 1
+    return [None if g is None else distinct[g] for g in per[0]]
 
 
-def ratio_to_median(
-    numbers: Sequence[float | None], per_keys: Sequence[Hashable | None] | None
-) -> list[float | None]:
-    groups: dict[Hashable, list[float]] = defaultdict(list)
-    keys = per_keys if per_keys is not None else [0] * len(numbers)
-    for v, p in zip(numbers, keys, strict=True):
-        if v is not None and p is not None:
-            groups[p].append(v)
-    medians: dict[Hashable, float] = {}
-    for p, values in groups.items():
+def ratio_to_median(numbers: Sequence[float | None], per: Codes | None) -> list[float | None]:
+    """The record's value divided by the median of its ``per`` group (or of the batch)."""
+    group_codes = per[0] if per is not None else [0] * len(numbers)
+    groups: dict[int, list[float]] = defaultdict(list)
+    for v, g in zip(numbers, group_codes, strict=True):
+        if v is not None and g is not None:
+            groups[g].append(v)
+    medians: dict[int, float] = {}
+    for g, values in groups.items():
         values.sort()
         n = len(values)
         mid = n // 2
-        medians[p] = values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2
+        medians[g] = values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2
     out: list[float | None] = []
-    for v, p in zip(numbers, keys, strict=True):
-        median = medians.get(p) if p is not None else None
+    for v, g in zip(numbers, group_codes, strict=True):
+        median = medians.get(g) if g is not None else None  # type: ignore[arg-type]
         out.append(v / median if v is not None and median else None)
     return out
 
 
 def compute_aggregate(
     agg: Aggregate,
-    column: Callable[[str], Sequence[Any]],
+    codes: Callable[[str], Codes],
     numeric: Callable[[str], Sequence[float | None]],
-    size: int,
 ) -> list[float | None]:
     """Compute one aggregate for a batch.
 
     :param agg: the validated aggregate.
-    :param column: ``path -> raw column`` of the batch (cached by the caller).
+    :param codes: ``path -> factorised column`` of the batch (cached by the caller).
     :param numeric: ``path -> numeric column`` of the batch.
-    :param size: number of records in the batch.
     """
-    per = group_keys([column(p) for p in agg.per_fields], size) if agg.per_fields else None
+    per = combine([codes(p) for p in agg.per_fields]) if agg.per_fields else None
     kind = agg.kind
     if kind == "ratio_to_median":
         return ratio_to_median(numeric(agg.fields[0]), per)
     if kind == "count_distinct":
-        return count_distinct(group_keys([column(agg.fields[0])], size), per or [None] * size)
-    keys = group_keys([column(p) for p in agg.fields], size)
+        assert per is not None  # validation: count_distinct needs per
+        return count_distinct(codes(agg.fields[0]), per)
+    key = combine([codes(p) for p in agg.fields])
     if kind == "share_same":
-        return share_same(keys, per)
+        return share_same(key, per)
     if per is not None:
-        keys = [None if k is None or p is None else (k, p) for k, p in zip(keys, per, strict=True)]
+        key = combine([key, per])
     if agg.within_hours is not None:
         times = numeric("conversion_unix_timestamp")
-        return count_same_within(keys, times, agg.within_hours * 3600)
-    return count_same(keys)
+        return count_same_within(key, times, agg.within_hours * 3600)
+    return count_same(key)

@@ -18,7 +18,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from affiliate_network.review.aggregates import compute_aggregate
+from affiliate_network.review.aggregates import Codes, compute_aggregate, factorize
 from affiliate_network.review.fields import (
     DERIVED_FIELDS,
     compile_getter,
@@ -82,6 +82,7 @@ class Batch:
         self._columns: dict[str, Sequence[Any]] = {}
         self._numeric: dict[str, Sequence[Any]] = {}
         self._aggregates: dict[str, Sequence[Any]] = {}
+        self._codes: dict[str, Codes] = {}
         if prefetch and records:
             keys = list(prefetch)
             try:
@@ -153,9 +154,16 @@ class Batch:
         key = agg.label()
         col = self._aggregates.get(key)
         if col is None:
-            col = compute_aggregate(agg, self.column, self.numeric, len(self.records))
+            col = compute_aggregate(agg, self.codes, self.numeric)
             self._aggregates[key] = col
         return col
+
+    def codes(self, path: str) -> Codes:
+        """The column factorised to integer codes (shared by every aggregate grouping on it)."""
+        found = self._codes.get(path)
+        if found is None:
+            found = self._codes[path] = factorize(self.column(path))
+        return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,7 +238,12 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
     positive = _NEGATIONS.get(op, op)
     negate = op in _NEGATIONS
 
-    if multi or ftype == "any":
+    if multi and positive in ("eq", "in") and not isinstance(value, list | dict):
+        # Membership in the tuple of element values runs in C.
+        if positive == "eq":
+            return _compile_multi_eq(value, negate, raw)
+        return _compile_multi_in(frozenset(value), negate, raw)
+    if multi or ftype in ("any", "object"):
         # Slow but general: any element (multi) / the value (untyped) must satisfy the test.
         pred = _predicate(positive, value)
         if multi:
@@ -295,19 +308,56 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
             return [i for i in idx if col[i] in matching] if matching else []
 
         return run_regex
+    # exists / missing on a scalar field: inline test (no call per value).
     if op == "exists":
 
         def run_exists(batch: Batch, idx: Idx) -> Idx:
             col = raw(batch)
-            return [i for i in idx if _present(col[i])]
+            return [i for i in idx if (x := col[i]) is not None and x != ""]
 
         return run_exists
 
     def run_missing(batch: Batch, idx: Idx) -> Idx:
         col = raw(batch)
-        return [i for i in idx if not _present(col[i])]
+        return [i for i in idx if (x := col[i]) is None or x == ""]
 
     return run_missing
+
+
+def _compile_multi_eq(
+    value: Any, negate: bool, raw: Callable[[Batch], Sequence[Any]]
+) -> CompiledCondition:
+    if negate:
+
+        def run_none_eq(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if value not in col[i]]
+
+        return run_none_eq
+
+    def run_any_eq(batch: Batch, idx: Idx) -> Idx:
+        col = raw(batch)
+        return [i for i in idx if value in col[i]]
+
+    return run_any_eq
+
+
+def _compile_multi_in(
+    items: frozenset, negate: bool, raw: Callable[[Batch], Sequence[Any]]
+) -> CompiledCondition:
+    if negate:
+
+        def run_none_in(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if items.isdisjoint(col[i])]
+
+        return run_none_in
+
+    def run_any_in(batch: Batch, idx: Idx) -> Idx:
+        col = raw(batch)
+        return [i for i in idx if not items.isdisjoint(col[i])]
+
+    return run_any_in
 
 
 def _compile_numeric(
@@ -478,6 +528,22 @@ class RuleSet:
         """Load, validate and compile a rules file (raises ``ConfigValidationError``)."""
         return cls(load_rules(path), source=str(path))
 
+    def relationship_members(self) -> tuple[str, ...]:
+        """``relationship`` members the rules read (to project pulled records)."""
+        members: dict[str, None] = {}
+        for compiled in self.compiled:
+            for test in compiled.tests:
+                paths = [test.field] if test.field else [*test.agg.fields, *test.agg.per_fields]  # type: ignore[union-attr]
+                for path in paths:
+                    if path in DERIVED_FIELDS:
+                        if "relationship" in DERIVED_FIELDS[path].needs:
+                            members["on_hold_snapshots"] = None
+                        continue
+                    segments = parse_path(path)
+                    if segments[0].key == "relationship" and len(segments) > 1:
+                        members[segments[1].key] = None
+        return tuple(members)
+
     @property
     def rules(self) -> list[Rule]:
         return [c.rule for c in self.compiled]
@@ -511,7 +577,11 @@ class RuleSet:
                 gc.enable()
 
     def _evaluate(
-        self, records: Sequence[dict], now: float | None, eligible: Sequence[int] | None, started: float
+        self,
+        records: Sequence[dict],
+        now: float | None,
+        eligible: Sequence[int] | None,
+        started: float,
     ) -> Evaluation:
         batch = Batch(records, time.time() if now is None else now, self.prefetch)
         remaining: Idx = list(range(len(records))) if eligible is None else list(eligible)

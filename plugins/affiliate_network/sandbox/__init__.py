@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = ["create_app"]
 
 
-def create_app(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - thin lazy re-export
+def create_app(*args, **kwargs):
     """Build the ASGI app (imported lazily so importing the package stays cheap)."""
     from affiliate_network.sandbox.app import create_app as _create
 

@@ -110,7 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(tmp, "w") as fh:
             fh.write(url)
         os.replace(tmp, args.ready_file)
-    print(f"affiliate-network-sandbox listening on {url} (API: {url}/v1, EU: {url}/eu/v1)", flush=True)
+    print(
+        f"affiliate-network-sandbox listening on {url} (API: {url}/v1, EU: {url}/eu/v1)", flush=True
+    )
     server.run(sockets=[sock])
     return 0
 

@@ -20,7 +20,13 @@ from urllib.parse import parse_qsl
 import orjson
 
 from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.auth import HEADER, PORTAL_PREFIXES, KeyRing, Principal, require_scope
+from affiliate_network.sandbox.auth import (
+    HEADER,
+    PORTAL_PREFIXES,
+    KeyRing,
+    Principal,
+    require_scope,
+)
 from affiliate_network.sandbox.config import ConfigError, DataConfig
 from affiliate_network.sandbox.errors import ApiError, before, invalid, not_found
 from affiliate_network.sandbox.faults import FaultConfig, FaultConfigError, Faults
@@ -483,10 +489,7 @@ def _safe_json(raw: bytes) -> Any:
 
 
 async def _respond(send: Callable, status: int, payload: Any, headers: dict[str, str]) -> None:
-    if isinstance(payload, Raw):
-        chunks = payload.chunks
-    else:
-        chunks = [orjson.dumps(payload)]
+    chunks = payload.chunks if isinstance(payload, Raw) else [orjson.dumps(payload)]
     length = sum(len(c) for c in chunks)
     raw_headers = [
         (b"content-type", b"application/json"),

@@ -21,8 +21,9 @@ MAX_PAGE_SIZE = 2000
 #: by UTC day ascending, then by time ascending (ties by generation index).
 #: Other paged lists are sorted by id ascending.
 
-#: Required request fields (not shown for most endpoints). Path ids that do not exist -> 404;
-#: body fields that reference ids that do not exist -> 400 ``Invalid parameters.``.
+#: Required request fields (not shown for most endpoints). Path ids that do not exist (or are not
+#: integers where the path takes an integer) -> 404; body fields that reference ids that do not
+#: exist -> 400 ``Invalid parameters.`` (a detail may follow the message; the shape stays).
 OFFER_GROUP_REQUIRED = ("name", "network_advertiser_id")
 OFFER_REQUIRED = ("name", "network_advertiser_id", "offer_status")
 #: Unknown request fields on PUT bodies -> 400; read-only fields are accepted and ignored.
@@ -77,7 +78,7 @@ SNAPSHOT_INITIATOR = "manual"
 #: Holding period shown in the flowchart's ``on_hold.holding_period_end``: conversion time + 7 days.
 HOLDING_PERIOD_S = 7 * 86400
 
-# --- PUT /networks/reporting/conversions/{id}/saleamount ------------------------------------------
+# --- PUT /networks/reporting/conversions/{id}/saleamount -----------------------------------------
 #: ``is_event`` selects events vs base conversions; an id of the other kind -> 404.
 #: sale_amount must be a number >= 0. The change appends a ``sale_amount`` entry to
 #: ``relationship.snapshots`` and shows in every later report.
@@ -195,7 +196,7 @@ DEFAULT_PAYOUT_REVENUE: dict = {
 #: affiliate's assignment for the same network_offer_id (0 = all offers) is updated, or created.
 #: A body network_affiliate_id different from the path id -> 400.
 
-# --- PATCH /networks/patch/offerurls/apply ----------------------------------------------------------
+# --- PATCH /networks/patch/offerurls/apply -------------------------------------------------------
 OFFER_URL_FIELD_TYPES = (
     "url_status",
     "is_apply_specific_affiliates",
@@ -212,33 +213,33 @@ OFFER_URL_MULTI_VALUE = ("network_affiliate_ids",)
 #: one bad field or one URL of another offer -> 400, nothing applied.
 URL_STATUSES = ("active", "paused", "deleted")
 
-# --- POST /networks/custom/scrubrate ----------------------------------------------------------------
+# --- POST /networks/custom/scrubrate -------------------------------------------------------------
 #: Required: network_offer_id, network_affiliate_id, name, custom_setting_status,
 #: scrub_rate_percentage (0..100), scrub_rate_status. Every POST creates a new id.
 CUSTOM_SETTING_STATUSES = ("active", "inactive")
 SCRUB_RATE_STATUSES = ("rejected", "pending")
 
-# --- PUT /networks/channels/{id}, POST /networks/categories ---------------------------------------
+# --- PUT /networks/channels/{id}, POST /networks/categories --------------------------------------
 CHANNEL_STATUSES = ("active", "inactive")
 CATEGORY_STATUSES = ("active", "inactive")
 #: relationship objects of channel, tiered commission, pixel and label records (not shown): {}
 #: for channels and pixels; tiered commissions carry their offer/affiliate/advertiser id lists.
 
-# --- POST /affiliates/encode --------------------------------------------------------------------------
+# --- POST /affiliates/encode ---------------------------------------------------------------------
 #: Only ``tracking_link_affiliate`` is accepted (others -> 400). ids: positive integers < 2**40.
 ENCODE_TYPES = ("tracking_link_affiliate",)
 
-# --- POST /networks/tieredcommissions/table, POST /networks/pixelstable ---------------------------
+# --- POST /networks/tieredcommissions/table, POST /networks/pixelstable --------------------------
 #: search_terms on these "find" endpoints: case-insensitive substring match of the field named by
 #: search_type (tiered commissions: ``name``; pixels: any string field of the pixel). Unknown
 #: search_type -> 400. pixel_type filter: equality (values other than ``conversion`` match none).
 
-# --- GET /networks/custom/payoutrevenue/{id} ------------------------------------------------------
+# --- GET /networks/custom/payoutrevenue/{id} -----------------------------------------------------
 #: The expand parameter is ``relationship=all``; without it ``relationship`` is ``{}``.
 EXPAND_PARAM = "relationship"
 EXPAND_VALUE = "all"
 
-# --- POST /affiliates/reporting/entity/table ------------------------------------------------------
+# --- POST /affiliates/reporting/entity/table -----------------------------------------------------
 ENTITY_COLUMNS = (
     "offer",
     "advertiser",
@@ -270,12 +271,12 @@ MSG_NO_HEADER = "Unable to authenticate request"
 MSG_BAD_KEY = "No authentication method found"
 MSG_OUT_OF_REALM = "Out of realm"
 MSG_NO_SCOPE = "Insufficient permissions"
-#: Order of checks before an endpoint: router 404 -> 405 -> rate limit 429 -> 401 -> 403 ->
-#: injected faults -> endpoint.
+#: Order of checks before an endpoint: rate limit 429 -> router 404 -> 405 -> 401 -> 403 ->
+#: injected faults -> endpoint (so every /v1 response carries X-RateLimit-Remaining).
 MSG_ROUTE_NOT_FOUND = "Not Found"
 MSG_METHOD_NOT_ALLOWED = "Method Not Allowed"
 
-# --- Errors ---------------------------------------------------------------------------------------
+# --- Errors --------------------------------------------------------------------------------------
 MSG_INVALID = "Invalid parameters."
 MSG_NOT_FOUND = "Can't find entry in the database"
 #: Injected / limit errors: 429, 503, 504 come from the gateway (``Error``); 500 from the endpoint
@@ -288,18 +289,18 @@ FAULT_MESSAGES: dict[int, tuple[str, str]] = {
     504: ("Error", "Gateway Timeout"),
 }
 
-# --- Limits: rate limiting (quota and window not shown) -------------------------------------------
+# --- Limits: rate limiting (quota and window not shown) ------------------------------------------
 #: Token bucket per API key (the raw header value; requests without a key share one bucket).
 RATE_LIMIT_CAPACITY = 2000
 RATE_LIMIT_REFILL_PER_SECOND = 1000.0
 
-# --- Other endpoints named but not shown (GET /networks, /affiliates/affiliate, ...) --------------
+# --- Other endpoints named but not shown (GET /networks, /affiliates/affiliate, ...) -------------
 #: Minimal read-only shapes so every portal has a cheap endpoint to test a key against:
 #: GET /networks -> {network_id, name}; GET /affiliates/affiliate -> the affiliate summary;
 #: GET /advertisers/advertiser -> the advertiser summary; GET /partners/connections ->
 #: {connections: [{network_id, name}]}.
 
-# --- Planted review patterns (data realism; documented rules) -------------------------------------
+# --- Planted review patterns (data realism; documented rules) ------------------------------------
 #: sub1 values treated as blocklisted (planted sub1 values come only from this list; normal sub1
 #: values never start with ``blk-``).
 BLOCKLISTED_SUB1 = (

@@ -15,7 +15,6 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import zoneinfo
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -28,7 +27,7 @@ from affiliate_network.sandbox.entities import (
     TIER_BASE,
     Catalog,
 )
-from affiliate_network.sandbox.ids import GOLDEN, INDEX_BITS, IdCodec, derive, mix
+from affiliate_network.sandbox.ids import _C1, _C2, GOLDEN, INDEX_BITS, M64, IdCodec, derive, mix
 from affiliate_network.sandbox.state import State
 
 KIND_CONVERSION = 0
@@ -88,26 +87,96 @@ GEO_FRAGS = [
 
 # platform, os_version, device_type, brand, device_model, browser, user agent
 _DEVICES = [
-    ("iOS", "17.4", "Mobile", "Apple", "iPhone", "Safari",
-     "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1"),
-    ("iOS", "16.6", "Tablet", "Apple", "iPad", "Safari",
-     "Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1"),
-    ("Android", "14", "Mobile", "Samsung", "SM-S918B", "Chrome Mobile",
-     "Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36"),
-    ("Android", "13", "Mobile", "Google", "Pixel 7", "Chrome Mobile",
-     "Mozilla/5.0 (Linux; Android 13; Pixel 7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/123.0.0.0 Mobile Safari/537.36"),
-    ("Android", "12", "Mobile", "Xiaomi", "Redmi Note 11", "Chrome Mobile",
-     "Mozilla/5.0 (Linux; Android 12; Redmi Note 11) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36"),
-    ("Windows", "10", "PC", "Microsoft", "Desktop", "Chrome",
-     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"),
-    ("Windows", "11", "PC", "Microsoft", "Desktop", "Edge",
-     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0.0.0"),
-    ("Mac OS", "14.4", "PC", "Apple", "Macintosh", "Safari",
-     "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15"),
-    ("Mac OS", "13.6", "PC", "Apple", "Macintosh", "Chrome",
-     "Mozilla/5.0 (Macintosh; Intel Mac OS X 13_6) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/123.0.0.0 Safari/537.36"),
-    ("Linux", "6.5", "PC", "Unknown", "Desktop", "Firefox",
-     "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0"),
+    (
+        "iOS",
+        "17.4",
+        "Mobile",
+        "Apple",
+        "iPhone",
+        "Safari",
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",  # noqa: E501
+    ),
+    (
+        "iOS",
+        "16.6",
+        "Tablet",
+        "Apple",
+        "iPad",
+        "Safari",
+        "Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1",  # noqa: E501
+    ),
+    (
+        "Android",
+        "14",
+        "Mobile",
+        "Samsung",
+        "SM-S918B",
+        "Chrome Mobile",
+        "Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36",  # noqa: E501
+    ),
+    (
+        "Android",
+        "13",
+        "Mobile",
+        "Google",
+        "Pixel 7",
+        "Chrome Mobile",
+        "Mozilla/5.0 (Linux; Android 13; Pixel 7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/123.0.0.0 Mobile Safari/537.36",  # noqa: E501
+    ),
+    (
+        "Android",
+        "12",
+        "Mobile",
+        "Xiaomi",
+        "Redmi Note 11",
+        "Chrome Mobile",
+        "Mozilla/5.0 (Linux; Android 12; Redmi Note 11) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36",  # noqa: E501
+    ),
+    (
+        "Windows",
+        "10",
+        "PC",
+        "Microsoft",
+        "Desktop",
+        "Chrome",
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",  # noqa: E501
+    ),
+    (
+        "Windows",
+        "11",
+        "PC",
+        "Microsoft",
+        "Desktop",
+        "Edge",
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0.0.0",  # noqa: E501
+    ),
+    (
+        "Mac OS",
+        "14.4",
+        "PC",
+        "Apple",
+        "Macintosh",
+        "Safari",
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15",  # noqa: E501
+    ),
+    (
+        "Mac OS",
+        "13.6",
+        "PC",
+        "Apple",
+        "Macintosh",
+        "Chrome",
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 13_6) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/123.0.0.0 Safari/537.36",  # noqa: E501
+    ),
+    (
+        "Linux",
+        "6.5",
+        "PC",
+        "Unknown",
+        "Desktop",
+        "Firefox",
+        "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0",
+    ),
 ]
 DEV_FRAGS = [
     {
@@ -322,7 +391,11 @@ class Generator:
                 if c.n == 0 or c.start >= t1 or c.start + DAY <= t0:
                     continue
                 lo = 0 if t0 <= c.start else self._first_at_or_after(self.conv_ts, c, c.n, t0)
-                hi = c.n if t1 >= c.start + DAY else self._first_at_or_after(self.conv_ts, c, c.n, t1)
+                hi = (
+                    c.n
+                    if t1 >= c.start + DAY
+                    else self._first_at_or_after(self.conv_ts, c, c.n, t1)
+                )
                 if hi > lo:
                     out.append(Segment(KIND_CONVERSION, c, lo, hi))
         if events:
@@ -339,7 +412,7 @@ class Generator:
                     out.append(Segment(KIND_EVENT, c, lo, hi))
         return out
 
-    # --- the per-record core ----------------------------------------------------------------------
+    # --- the per-record core ---------------------------------------------------------------------
 
     def core(self, c: DayCtx, i: int) -> tuple[int, int, int, bool]:
         """``(hash, conversion timestamp, pattern, on_hold)`` of conversion ``i`` of a day."""
@@ -377,7 +450,7 @@ class Generator:
             return j
         return None
 
-    # --- templates ----------------------------------------------------------------------------------
+    # --- templates -------------------------------------------------------------------------------
 
     def pair(self, p: int) -> PairT:
         t = self._pairs.get(p)
@@ -578,7 +651,7 @@ class Generator:
         t.cand_j = orjson.dumps(t.cand_rel).decode()
         return t
 
-    # --- building records ---------------------------------------------------------------------------
+    # --- building records ------------------------------------------------------------------------
 
     def values(self, kind: int, c: DayCtx, idx: int, rate: float = 1.0) -> tuple:
         """Per-record values of conversion or event ``idx`` of a day (writes applied).
@@ -587,11 +660,39 @@ class Generator:
         representations cannot drift apart.
         """
         i = idx if kind == KIND_CONVERSION else (idx * c.n) // c.e
-        u, ts, pattern, oh = self.core(c, i)
-        t = self.pair((u >> 16) % self.pairs)
-        u2 = mix(u ^ 0x5851F42D4C957F2D)
+        # Hot path: core(), mix() and IdCodec.encode() inlined (same arithmetic; the tests
+        # compare these records with core()-based truth, filters and lookups).
+        self.cores_computed += 1
+        x = (c.dkey + i * GOLDEN) & M64
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+        u = x ^ (x >> 31)
+        ts = c.start + (i * DAY + u % DAY) // c.n
+        pattern = P_NONE
+        oh = False
+        if c.dup_thr:
+            b = i // DUP_BLOCK
+            if (b + 1) * DUP_BLOCK <= c.n:
+                bh = mix(c.bkey ^ b)
+                if (bh & 0xFFFF) < c.dup_thr:
+                    d = i - b * DUP_BLOCK - (bh >> 16) % (DUP_BLOCK - 30)
+                    if d in (0, 7, 19) or (d == 29 and (bh >> 32) & 1):
+                        pattern, oh = P_DUP, True
+        if not oh and (u & 0xFFFF) < c.oh_thr:
+            oh = True
+            sel = u >> 56
+            if sel < 124:
+                pattern = P_FAST + sel // 31
+        p = (u >> 16) % self.pairs
+        t = self._pairs.get(p) or self.pair(p)
+        x = u ^ 0x5851F42D4C957F2D
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+        u2 = x ^ (x >> 31)
         vc = c.vbase | i
-        tid = self.txn_ids.encode(vc)
+        codec = self.txn_ids
+        hi = ((vc ^ codec.k1) * _C1) & M64
+        tid = f"{hi:016x}{((hi ^ codec.k2) * _C2) & M64:016x}"
         fo = (u2 >> 40) % 20
         if pattern == P_DUP:
             b = i // DUP_BLOCK
@@ -614,7 +715,9 @@ class Generator:
         snaps = None
         if kind == KIND_CONVERSION:
             v = vc
-            cid = self.conv_ids.encode(v)
+            codec = self.conv_ids
+            hi = ((v ^ codec.k1) * _C1) & M64
+            cid = f"{hi:016x}{((hi ^ codec.k2) * _C2) & M64:016x}"
             if pattern == P_OUTLIER:
                 sale = 5000.0 + ((u2 >> 20) % 1_500_000) / 100
             else:
@@ -702,8 +805,34 @@ class Generator:
 
     def to_dict(self, vals: tuple, currency: str = "USD") -> dict[str, Any]:
         """A record as a dict (filters, aggregation, flowchart)."""
-        (kind, t, g, d, cid, tid, status, ev_name, ts, click_ts, ip, sess, sub1, sub2, sub3,
-         order_id, payout, revenue, sale, prid, ev_count, onhold_snaps, snaps, utp, v, c) = vals  # fmt: skip
+        (
+            kind,
+            t,
+            g,
+            d,
+            cid,
+            tid,
+            status,
+            ev_name,
+            ts,
+            click_ts,
+            ip,
+            sess,
+            sub1,
+            sub2,
+            sub3,
+            order_id,
+            payout,
+            revenue,
+            sale,
+            prid,
+            ev_count,
+            onhold_snaps,
+            snaps,
+            utp,
+            v,
+            c,
+        ) = vals
         rec = t.top.copy()
         rec["conversion_id"] = cid
         rec["transaction_id"] = tid
@@ -741,8 +870,34 @@ class Generator:
 
     def to_json(self, vals: tuple, currency: str = "USD") -> str:
         """The same record as :meth:`to_dict`, formatted straight to JSON text (the hot path)."""
-        (kind, t, g, d, cid, tid, status, ev_name, ts, click_ts, ip, sess, sub1, sub2, sub3,
-         order_id, payout, revenue, sale, prid, ev_count, onhold_snaps, snaps, utp, v, c) = vals  # fmt: skip
+        (
+            kind,
+            t,
+            g,
+            d,
+            cid,
+            tid,
+            status,
+            ev_name,
+            ts,
+            click_ts,
+            ip,
+            sess,
+            sub1,
+            sub2,
+            sub3,
+            order_id,
+            payout,
+            revenue,
+            sale,
+            prid,
+            ev_count,
+            onhold_snaps,
+            snaps,
+            utp,
+            v,
+            _c,
+        ) = vals
         if onhold_snaps is None:
             ohs = "[]"
         elif onhold_snaps is True:
@@ -799,7 +954,7 @@ class Generator:
         values, to_dict, kind, c = self.values, self.to_dict, seg.kind, seg.ctx
         return [to_dict(values(kind, c, i, rate), currency) for i in range(lo, hi)]
 
-    # --- ids ------------------------------------------------------------------------------------------
+    # --- ids -------------------------------------------------------------------------------------
 
     def locate(self, value: int | None) -> tuple[DayCtx, int] | None:
         if value is None:
@@ -834,7 +989,7 @@ class Generator:
     def on_hold_value(self, c: DayCtx, i: int) -> int:
         return c.vbase | i
 
-    # --- windows --------------------------------------------------------------------------------------
+    # --- windows ---------------------------------------------------------------------------------
 
     def window(self, from_date: dt.date, to_date: dt.date, timezone: str) -> tuple[int, int]:
         """UTC ``[t0, t1)`` of local days ``from_date``..``to_date`` in ``timezone``."""
@@ -887,4 +1042,3 @@ def locate_page(segments: list[Segment], offset: int, count: int) -> list[tuple[
         offset = starts[k] + len(seg)
         k += 1
     return out
-

@@ -192,7 +192,8 @@ class Catalog:
             revenue = round(payout * rng.uniform(1.2, 1.8), 2)
             pr_id = PAYOUT_REVENUE_BASE + oid * 10
             event = _EVENTS[k % len(_EVENTS)]
-            dest = f"https://www.{brand.lower().replace(' ', '')}.example/{product.lower().replace(' ', '-')}"
+            slug = product.lower().replace(" ", "-")
+            dest = f"https://www.{brand.lower().replace(' ', '')}.example/{slug}"
             self.offer_info[oid] = {
                 "advertiser_id": adv,
                 "group_id": group,
@@ -238,12 +239,13 @@ class Catalog:
 
         self.offer_groups: dict[int, dict] = {}
         for a, adv in enumerate(adv_ids):
+            adv_short = self.advertisers[adv]["name"].removesuffix(" Inc.")
             for half in range(2):
                 gid = OFFER_GROUP_BASE + 1 + a * 2 + half
                 members = [o for o, info in self.offer_info.items() if info["group_id"] == gid]
                 self.offer_groups[gid] = {
                     "network_advertiser_id": adv,
-                    "name": f"{self.advertisers[adv]['name'].removesuffix(' Inc.')} group {half + 1}",
+                    "name": f"{adv_short} group {half + 1}",
                     "offer_group_status": "active",
                     "internal_notes": "",
                     "currency_id": "USD",
@@ -308,7 +310,9 @@ class Catalog:
                 "date_valid_to": "",
                 "is_apply_specific_offer_urls": k % 4 == 1,
                 "network_affiliate_ids": [] if k % 3 == 0 else specific,
-                "network_offer_url_ids": [u for u, d in self.offer_urls.items() if d["network_offer_id"] == oid][:1]
+                "network_offer_url_ids": [
+                    u for u, d in self.offer_urls.items() if d["network_offer_id"] == oid
+                ][:1]
                 if k % 4 == 1
                 else [],
                 "time_created": created,
@@ -389,7 +393,9 @@ class Catalog:
                 }
         # The pixel that fires for an affiliate's conversions (its global one).
         self.affiliate_pixel = {
-            p["network_affiliate_id"]: pid for pid, p in self.pixels.items() if p["network_offer_id"] == 0
+            p["network_affiliate_id"]: pid
+            for pid, p in self.pixels.items()
+            if p["network_offer_id"] == 0
         }
 
         self.channels: dict[int, dict] = {}

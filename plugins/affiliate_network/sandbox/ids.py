@@ -90,4 +90,4 @@ def encode_tracking_id(value: int, key: int) -> str:
 def decode_tracking_id(text: str, key: int) -> int:
     """Inverse of :func:`encode_tracking_id`."""
     x = int(text, 36)
-    return (((x ^ (key & _ENC_MASK)) * _ENC_INV) & _ENC_MASK)
+    return ((x ^ (key & _ENC_MASK)) * _ENC_INV) & _ENC_MASK

@@ -6,7 +6,9 @@ from affiliate_network.sandbox import choices
 from affiliate_network.sandbox.errors import invalid
 
 
-def parse_paging(query: dict[str, str], max_page_size: int = choices.MAX_PAGE_SIZE) -> tuple[int, int]:
+def parse_paging(
+    query: dict[str, str], max_page_size: int = choices.MAX_PAGE_SIZE
+) -> tuple[int, int]:
     """``(page, page_size)`` from the query string; 400 when malformed or out of range."""
     page = _int(query.get("page"), choices.DEFAULT_PAGE)
     size = _int(query.get("page_size"), choices.DEFAULT_PAGE_SIZE)

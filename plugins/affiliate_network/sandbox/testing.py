@@ -188,7 +188,7 @@ def start_sandbox(
             continue
         cmd += [_FLAG_NAMES[name], value.isoformat() if hasattr(value, "isoformat") else str(value)]
     log = (workdir / "sandbox.log").open("wb")
-    process = subprocess.Popen(  # noqa: S603 - our own module, fixed argv
+    process = subprocess.Popen(
         cmd,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -32,7 +32,9 @@ def req(body: dict, name: str) -> Any:
 
 def string(value: Any, name: str, *, empty: bool = False) -> str:
     if not isinstance(value, str) or (not empty and not value.strip()):
-        raise invalid(f"{name} must be a non-empty string" if not empty else f"{name} must be a string")
+        raise invalid(
+            f"{name} must be a non-empty string" if not empty else f"{name} must be a string"
+        )
     return value
 
 
@@ -44,7 +46,9 @@ def boolean(value: Any, name: str) -> bool:
 
 def integer(value: Any, name: str, *, minimum: int | None = None) -> int:
     if not is_int(value) or (minimum is not None and value < minimum):
-        raise invalid(f"{name} must be an integer" + (f" >= {minimum}" if minimum is not None else ""))
+        raise invalid(
+            f"{name} must be an integer" + (f" >= {minimum}" if minimum is not None else "")
+        )
     return value
 
 

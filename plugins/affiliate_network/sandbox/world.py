@@ -572,7 +572,11 @@ class World:
         conv = sum(len(s) for s in segs if s.kind == KIND_CONVERSION)
         events = sum(len(s) for s in segs if s.kind == KIND_EVENT)
         on_hold = 0
-        statuses = {choices.STATUS_APPROVED: 0, choices.STATUS_PENDING: 0, choices.STATUS_REJECTED: 0}
+        statuses = {
+            choices.STATUS_APPROVED: 0,
+            choices.STATUS_PENDING: 0,
+            choices.STATUS_REJECTED: 0,
+        }
         planted = dict.fromkeys(PATTERN_NAMES.values(), 0)
         planted_ids: dict[str, list[str]] = {name: [] for name in PATTERN_NAMES.values()}
         planted_oh: dict[str, list[str]] = {name: [] for name in PATTERN_NAMES.values()}
@@ -639,7 +643,7 @@ class World:
         merged.update(self._objects("tracking_domains"))
         return merged
 
-    # --- offer groups -------------------------------------------------------------------------------
+    # --- offer groups ----------------------------------------------------------------------------
 
     def offer_group_record(self, gid: int, f: dict) -> dict:
         caps_on = f["is_caps_enabled"]
@@ -725,7 +729,7 @@ class World:
         self.state.touch()
         return self.offer_group_record(gid, f)
 
-    # --- offers ---------------------------------------------------------------------------------------
+    # --- offers ----------------------------------------------------------------------------------
 
     def offer_record(self, oid: int, f: dict) -> dict:
         cat = self.catalog
@@ -753,13 +757,42 @@ class World:
             for p in choices.CAP_PERIODS
             for m in ("payout", "revenue", "conversion", "click")
         }
-        reporting_keys = (
-            "imp total_click unique_click invalid_click duplicate_click gross_click ctr cv "
-            "invalid_cv_scrub view_through_cv total_cv event cvr evr cpc cpm cpa epc rpc rpa rpm "
-            "payout revenue event_revenue gross_sales profit margin roas avg_sale_value "
-            "media_buying_cost on_hold_potential_revenue on_hold_potential_payout "
-            "on_hold_conversion_count public_events"
-        ).split()
+        reporting_keys = [
+            "imp",
+            "total_click",
+            "unique_click",
+            "invalid_click",
+            "duplicate_click",
+            "gross_click",
+            "ctr",
+            "cv",
+            "invalid_cv_scrub",
+            "view_through_cv",
+            "total_cv",
+            "event",
+            "cvr",
+            "evr",
+            "cpc",
+            "cpm",
+            "cpa",
+            "epc",
+            "rpc",
+            "rpa",
+            "rpm",
+            "payout",
+            "revenue",
+            "event_revenue",
+            "gross_sales",
+            "profit",
+            "margin",
+            "roas",
+            "avg_sale_value",
+            "media_buying_cost",
+            "on_hold_potential_revenue",
+            "on_hold_potential_payout",
+            "on_hold_conversion_count",
+            "public_events",
+        ]
         record = {
             "network_offer_id": oid,
             "network_id": nid,
@@ -771,11 +804,19 @@ class World:
                 "category": category,
                 **{
                     name: dict(empty)
-                    for name in (
-                        "creatives traffic_filters custom_cap_settings custom_scrub_rate_settings "
-                        "custom_payout_revenue_settings audits source_names custom_creative_settings "
-                        "channels requirement_kpis requirement_tracking_parameters"
-                    ).split()
+                    for name in [
+                        "creatives",
+                        "traffic_filters",
+                        "custom_cap_settings",
+                        "custom_scrub_rate_settings",
+                        "custom_payout_revenue_settings",
+                        "audits",
+                        "source_names",
+                        "custom_creative_settings",
+                        "channels",
+                        "requirement_kpis",
+                        "requirement_tracking_parameters",
+                    ]
                 },
                 "labels": {"total": len(f["labels"]), "entries": list(f["labels"])},
                 "urls": {"total": len(urls), "entries": urls},
@@ -844,7 +885,9 @@ class World:
         if adv not in self.catalog.advertisers:
             raise invalid("network_advertiser_id does not exist")
         f["network_advertiser_id"] = adv
-        f["offer_status"] = v.enum(v.req(body, "offer_status"), "offer_status", choices.OFFER_STATUSES)
+        f["offer_status"] = v.enum(
+            v.req(body, "offer_status"), "offer_status", choices.OFFER_STATUSES
+        )
         f["network_offer_group_id"] = current.get("network_offer_group_id", 0)
         enums = {
             "visibility": choices.OFFER_VISIBILITIES,
@@ -863,8 +906,12 @@ class World:
                 f[name] = v.str_list(value, name)
             elif isinstance(default, bool):
                 f[name] = v.boolean(value, name)
-            elif isinstance(default, int) and name in choices.CAP_FIELDS or name == "scrub_rate_percentage":
-                f[name] = v.number(value, name, lo=0, hi=100 if name == "scrub_rate_percentage" else None)
+            elif (
+                isinstance(default, int) and name in choices.CAP_FIELDS
+            ) or name == "scrub_rate_percentage":
+                f[name] = v.number(
+                    value, name, lo=0, hi=100 if name == "scrub_rate_percentage" else None
+                )
             elif isinstance(default, int):
                 f[name] = v.integer(value, name, minimum=0)
             else:
@@ -895,10 +942,21 @@ class World:
             if not isinstance(item, dict):
                 raise invalid("payout_revenue entries must be objects")
             entry = dict(choices.DEFAULT_PAYOUT_REVENUE)
-            entry["entry_name"] = item.get("entry_name") or ("Base" if item.get("is_default") else "")
-            entry["payout_type"] = v.enum(item.get("payout_type"), "payout_type", choices.PAYOUT_TYPES)
-            entry["revenue_type"] = v.enum(item.get("revenue_type"), "revenue_type", choices.REVENUE_TYPES)
-            for num in ("payout_amount", "revenue_amount", "payout_percentage", "revenue_percentage"):
+            entry["entry_name"] = item.get("entry_name") or (
+                "Base" if item.get("is_default") else ""
+            )
+            entry["payout_type"] = v.enum(
+                item.get("payout_type"), "payout_type", choices.PAYOUT_TYPES
+            )
+            entry["revenue_type"] = v.enum(
+                item.get("revenue_type"), "revenue_type", choices.REVENUE_TYPES
+            )
+            for num in (
+                "payout_amount",
+                "revenue_amount",
+                "payout_percentage",
+                "revenue_percentage",
+            ):
                 if item.get(num) is not None:
                     entry[num] = v.number(item[num], num, lo=0)
             for flag in (
@@ -923,7 +981,7 @@ class World:
             raise invalid("payout_revenue needs exactly one entry with is_default true")
         return out
 
-    # --- custom scrub rate -------------------------------------------------------------------------
+    # --- custom scrub rate -----------------------------------------------------------------------
 
     def post_scrub_rate(self, body: Any) -> dict:
         body = v.obj(body)
@@ -1043,7 +1101,7 @@ class World:
         self.state.touch()
         return self.assignment_record(a)
 
-    # --- channels, categories ------------------------------------------------------------------------
+    # --- channels, categories --------------------------------------------------------------------
 
     def put_channel(self, cid: int, body: Any) -> dict:
         current = self.channel(cid)
@@ -1075,7 +1133,7 @@ class World:
         self.state.touch()
         return rec
 
-    # --- offer urls ------------------------------------------------------------------------------------
+    # --- offer urls ------------------------------------------------------------------------------
 
     def _all_offer_urls(self) -> list[dict]:
         merged = dict(self.catalog.offer_urls)
@@ -1175,7 +1233,7 @@ class World:
         self.state.touch()
         return {"result": True}
 
-    # --- reads ---------------------------------------------------------------------------------------------
+    # --- reads -----------------------------------------------------------------------------------
 
     def get_label(self, label: str) -> dict:
         rec = self.catalog.labels.get(label)
@@ -1244,7 +1302,11 @@ class World:
         for name in ("network_affiliate_ids", "network_offer_ids", "network_advertiser_ids"):
             if flt.get(name):
                 lists[name] = set(v.int_list(flt[name], f"filters.{name}"))
-        unknown = set(flt) - {"network_affiliate_ids", "network_offer_ids", "network_advertiser_ids"}
+        unknown = set(flt) - {
+            "network_affiliate_ids",
+            "network_offer_ids",
+            "network_advertiser_ids",
+        }
         if unknown:
             raise invalid(f"unknown filters: {', '.join(sorted(unknown))}")
         out = []
@@ -1283,9 +1345,11 @@ class World:
         ptype = flt.get("pixel_type")
         if ptype is not None:
             v.string(ptype, "pixel_type")
-        offers = set(v.int_list(flt["network_offer_ids"], "network_offer_ids")) if flt.get(
-            "network_offer_ids"
-        ) else None
+        offers = (
+            set(v.int_list(flt["network_offer_ids"], "network_offer_ids"))
+            if flt.get("network_offer_ids")
+            else None
+        )
         out = []
         for pid in sorted(self.catalog.pixels):
             p = self.catalog.pixels[pid]
@@ -1312,10 +1376,12 @@ class World:
             if not 0 < i <= MAX_ENCODABLE:
                 raise invalid("ids must be positive integers")
         return {
-            "values": [{"decoded": i, "encoded": encode_tracking_id(i, self.encode_key)} for i in ids]
+            "values": [
+                {"decoded": i, "encoded": encode_tracking_id(i, self.encode_key)} for i in ids
+            ]
         }
 
-    # --- admin views ---------------------------------------------------------------------------------
+    # --- admin views -----------------------------------------------------------------------------
 
     def catalog_listing(self) -> dict:
         cat = self.catalog
@@ -1369,10 +1435,24 @@ def _find_terms(raw: Any, fields: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def _ruleset(nid: int) -> dict:
-    lists = (
-        "platforms device_types os_versions browsers languages countries regions cities dmas "
-        "mobile_carriers connection_types ips isps brands postal_codes days_parting"
-    ).split()
+    lists = [
+        "platforms",
+        "device_types",
+        "os_versions",
+        "browsers",
+        "languages",
+        "countries",
+        "regions",
+        "cities",
+        "dmas",
+        "mobile_carriers",
+        "connection_types",
+        "ips",
+        "isps",
+        "brands",
+        "postal_codes",
+        "days_parting",
+    ]
     return {
         "network_id": nid,
         "network_ruleset_id": 0,

@@ -122,9 +122,12 @@ class DesiredObject(_Strict):
     def describe(self) -> str:
         """Short human label, e.g. ``offer group 'spring' (id 3)``."""
         name = getattr(self, "name", None)
-        parts = [f"{self.label} '{self.object_key}'"]
-        if self.network_id is not None:
-            parts.append(f"(id {self.network_id})")
+        if self.network_id is not None and not self.key:
+            parts = [f"{self.label} {self.network_id}"]
+        else:
+            parts = [f"{self.label} '{self.object_key}'"]
+            if self.network_id is not None:
+                parts.append(f"(id {self.network_id})")
         if name and name != self.object_key:
             parts.append(f"name {name!r}")
         return " ".join(parts)
@@ -262,6 +265,12 @@ class Offer(_OfferOptionalFields):  # type: ignore[misc, valid-type]
         if defaults != 1:
             raise ValueError(f"needs exactly one entry with is_default: true, found {defaults}")
         return value
+
+    def body(self) -> dict[str, Any]:
+        """The PUT body: the documented request fields first (readable diffs), then the rest."""
+        body = super().body()
+        first = {name: body[name] for name in sf.OFFER_WHOLE_FIELDS if name in body}
+        return first | {name: value for name, value in body.items() if name not in first}
 
     def undocumented_values(self) -> list[str]:
         """Open-enumeration values the spec does not show (they become plan warnings)."""

@@ -1,0 +1,157 @@
+"""Decide on-hold conversions with ``include/onhold_rules.yaml``; doubtful ones go to a person.
+
+review (rules, guardrails, apply approve/reject, audit) -> review_requests (one per rule with
+``review`` decisions) -> human_review (Airflow human-in-the-loop, mapped per rule) ->
+apply_human_decisions. Thin: the work lives in ``affiliate_network.operators.onhold_review``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.providers.standard.operators.hitl import HITLOperator
+from airflow.sdk import Param, dag, task
+from airflow.sdk import TriggerRule
+
+from affiliate_network.operators.onhold_review import (
+    KEEP_PARAM,
+    OPTION_KEEP,
+    REVIEW_OPTIONS,
+    OnHoldReviewApplyOperator,
+    OnHoldReviewOperator,
+    build_review_requests,
+)
+
+
+def _env_float(name: str, default: float | None) -> float | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return None if value.lower() == "none" else float(value)
+
+
+#: Settings from the environment (no I/O at parse time). Schedule: cron or preset, "none" = manual.
+SCHEDULE = os.environ.get("AFFILIATE_ONHOLD_REVIEW_SCHEDULE", "@hourly")
+SCHEDULE = None if SCHEDULE.lower() == "none" else SCHEDULE
+CONN_ID = "affiliate_network_default"
+LOOKBACK_DAYS = int(os.environ.get("AFFILIATE_ONHOLD_LOOKBACK_DAYS", "7"))
+MIN_AGE_HOURS = _env_float("AFFILIATE_ONHOLD_MIN_AGE_HOURS", 1.0) or 0.0
+CHUNK_SIZE = int(os.environ.get("AFFILIATE_ONHOLD_CHUNK_SIZE", "100"))
+REJECT_STATUS = os.environ.get("AFFILIATE_ONHOLD_REJECT_STATUS", "rejected")
+MAX_REJECT_SHARE = _env_float("AFFILIATE_ONHOLD_MAX_REJECT_SHARE", 0.5)
+MAX_REJECT_COUNT = _env_float("AFFILIATE_ONHOLD_MAX_REJECT_COUNT", 1000)
+MAX_APPROVED_PAYOUT = _env_float("AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT", None)
+#: How long a review request waits; then "Keep on hold" applies and the next run asks again
+#: (max_active_runs=1: a waiting run holds back the next hourly run).
+REVIEW_TIMEOUT = pendulum.duration(minutes=int(os.environ.get("AFFILIATE_ONHOLD_REVIEW_MINUTES", "50")))
+
+DOC_MD = """
+### On-hold review
+
+Every hour, conversions of the last days whose **current** on-hold state (the last entry of
+`relationship.on_hold_snapshots`) is `on_hold` are decided by `include/onhold_rules.yaml`
+(reviewed in git; check it with `affiliate-network-rules validate FILE`). Rules run top to
+bottom and the **first match wins**:
+
+| action | effect |
+|---|---|
+| `approve` | approved on the network (`PATCH /networks/reporting/onhold`, status `approved`) |
+| `reject` | rejected on the network (status `rejected`, configurable) |
+| `review` | a person decides here, under **Required actions** (one request per rule) |
+| `hold` | stays on hold; later rules are not tried |
+| no rule matched | stays on hold |
+
+**Guardrails**, checked on the whole run **before the first write** (the task fails, nothing
+is sent, the message names the top rejecting rules):
+- `max_reject_share`: rejections / decided conversions (default 50 %);
+- `max_reject_count`: rejections per run (default 1000);
+- `max_approved_payout`: payout of approvals per run (off unless set).
+
+Writes go in chunks; right before each chunk the conversions are searched again and only
+those **still on hold** are sent, then read back: a conversion that does not show the new
+state is reported (`readback_mismatches`) and re-checked by the next run. A rerun never
+approves or rejects twice.
+
+**Dry run**: trigger with `dry_run` ticked to decide and write the audit without changing
+anything.
+
+**Human review**: each request lists the conversions the rule flagged (highest payout first),
+with the values that matched. Choose *Approve all*, *Reject all* or *Keep on hold*; list
+conversion ids in `keep_on_hold` to exclude them. Unanswered requests keep the conversions on
+hold after the timeout and the next run asks again.
+
+**Audit**: `<data base>/onhold_review/affiliate_onhold_review/<run id>/decisions-attempt-N.jsonl`
+(one line per decision: conversion id, on-hold id, rule, action, matched values, applied or not
+and why) and `human-attempt-N.jsonl` for reviewer choices. The task log prints counts per rule.
+
+Settings (environment): `AFFILIATE_ONHOLD_REVIEW_SCHEDULE` (default `@hourly`, `none` =
+manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` (1),
+`AFFILIATE_ONHOLD_CHUNK_SIZE` (100), `AFFILIATE_ONHOLD_REJECT_STATUS`,
+`AFFILIATE_ONHOLD_MAX_REJECT_SHARE`, `AFFILIATE_ONHOLD_MAX_REJECT_COUNT`,
+`AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT`, `AFFILIATE_ONHOLD_REVIEW_MINUTES` (50).
+"""
+
+
+@dag(
+    dag_id="affiliate_onhold_review",
+    schedule=SCHEDULE,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    render_template_as_native_obj=True,
+    tags=["affiliate-network", "on-hold", "review"],
+    doc_md=DOC_MD,
+    default_args={
+        "owner": "affiliate-ops",
+        "retries": 2,
+        "retry_delay": pendulum.duration(minutes=2),
+        "retry_exponential_backoff": True,
+    },
+    params={
+        "dry_run": Param(False, type="boolean", description="Decide and audit; change nothing."),
+        "rules_file": Param(
+            "onhold_rules.yaml", type="string", description="Rules file (include folder)."
+        ),
+    },
+)
+def affiliate_onhold_review() -> None:
+    review = OnHoldReviewOperator(
+        task_id="review",
+        affiliate_network_conn_id=CONN_ID,
+        rules_file="{{ params.rules_file }}",
+        dry_run="{{ params.dry_run }}",
+        lookback_days=LOOKBACK_DAYS,
+        min_age_hours=MIN_AGE_HOURS,
+        chunk_size=CHUNK_SIZE,
+        reject_status=REJECT_STATUS,
+        max_reject_share=MAX_REJECT_SHARE,
+        max_reject_count=None if MAX_REJECT_COUNT is None else int(MAX_REJECT_COUNT),
+        max_approved_payout=MAX_APPROVED_PAYOUT,
+    )
+    requests = task(task_id="review_requests", retries=0)(build_review_requests)(review.output)
+    human = HITLOperator.partial(
+        task_id="human_review",
+        options=REVIEW_OPTIONS,
+        defaults=[OPTION_KEEP],
+        params={
+            KEEP_PARAM: Param(
+                "", type="string", description="Conversion ids to leave on hold (comma separated)."
+            )
+        },
+        response_timeout=REVIEW_TIMEOUT,
+        retries=0,
+    ).expand_kwargs(requests)
+    OnHoldReviewApplyOperator(
+        task_id="apply_human_decisions",
+        affiliate_network_conn_id=CONN_ID,
+        summary=review.output,
+        requests=requests,
+        responses=human.output,
+        reject_status=REJECT_STATUS,
+        chunk_size=CHUNK_SIZE,
+        trigger_rule=TriggerRule.NONE_FAILED,
+    )
+
+
+affiliate_onhold_review()

@@ -1,0 +1,160 @@
+"""The ``affiliate_daily_reports`` DAG: its shape, its config, a real ``airflow dags test`` run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pendulum
+import pytest
+import yaml
+from airflow.sdk.execution_time.context import OutletEventAccessors
+
+from affiliate_network.operators.conversion_report import (
+    ConversionReportOperator,
+    load_affiliate_report_targets,
+    load_network_config,
+)
+from affiliate_network.paths import include_dir
+from affiliate_network.storage import list_partitions, read_partition
+
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+DAG_FILE = DAGS_DIR / "affiliate_daily_reports.py"
+DAG_ID = "affiliate_daily_reports"
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAG_FILE))
+    assert bag.import_errors == {}
+    return bag.dags[DAG_ID]
+
+
+def test_schedule_is_a_daily_data_interval_in_the_network_timezone(dag) -> None:
+    from airflow.timetables.interval import CronDataIntervalTimetable
+
+    assert isinstance(dag.timetable, CronDataIntervalTimetable)
+    # The timetable's zone is fixed at parse time; it must match include/network.yaml.
+    assert dag.timetable._timezone.name == load_network_config()["timezone"]
+    assert dag.catchup is False
+    assert dag.max_active_runs == 1
+    start = pendulum.datetime(2026, 3, 10, tz="UTC")
+    interval = dag.timetable.infer_manual_data_interval(run_after=start.add(hours=3))
+    assert (interval.start, interval.end) == (start.subtract(days=1), start)
+
+
+def test_tasks_retries_and_mapping(dag) -> None:
+    assert set(dag.task_ids) == {
+        "pull_conversions",
+        "repull_trailing_window",
+        "affiliate_report_targets",
+        "affiliate_report",
+    }
+    for task in dag.tasks:
+        assert task.owner == "affiliate-data"
+        assert task.retries >= 1
+        assert task.retry_exponential_backoff
+    assert dag.get_task("repull_trailing_window").upstream_task_ids == {"pull_conversions"}
+    mapped = dag.get_task("affiliate_report")
+    assert mapped.is_mapped
+    assert dag.params["trailing_days"] == 7
+
+
+def test_include_config_is_valid() -> None:
+    network = load_network_config()
+    assert network == {"timezone": "UTC", "timezone_id": 1, "currency_id": "USD"}
+    targets = load_affiliate_report_targets()
+    assert [t["affiliate_id"] for t in targets] == ["2001", "2002"]
+    for t in targets:
+        assert t["affiliate_network_conn_id"].startswith("affiliate_network_affiliate_")
+        assert 1 <= len(t["columns"]) <= 10
+
+
+def test_bad_reports_config_names_file_and_field(tmp_path, monkeypatch) -> None:
+    from affiliate_network.exceptions import ConfigValidationError
+
+    doc = yaml.safe_load((include_dir() / "reports.yaml").read_text())
+    doc["affiliate_reports"]["affiliates"][1]["columns"] = ["offer", "date", "hour"]
+    (tmp_path / "reports.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("AFFILIATE_NETWORK_INCLUDE_DIR", str(tmp_path))
+    with pytest.raises(ConfigValidationError, match=r"reports.yaml: .*affiliates\[1\]\.columns"):
+        load_affiliate_report_targets()
+
+
+def test_dag_run_lands_conversions_and_affiliate_reports(airflow_db, sandbox, tmp_path) -> None:
+    """A real run: 1 day + 2 trailing days of conversions, 2 mapped affiliate reports."""
+    last = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    day = (last - dt.timedelta(days=1)).isoformat()
+    base = tmp_path / "data"
+    conn = {
+        "affiliate_network_default": ("network", sandbox.keys["network"]),
+        "affiliate_network_affiliate_2001": ("affiliate", sandbox.keys["affiliate"]["2001"]),
+        "affiliate_network_affiliate_2002": ("affiliate", sandbox.keys["affiliate"]["2002"]),
+    }
+    env = os.environ.copy()
+    for conn_id, (portal, key) in conn.items():
+        env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(
+            {"conn_type": "affiliate_network", "host": sandbox.base_url, "password": key,
+             "extra": {"portal": portal}}
+        )  # fmt: skip
+    env["AFFILIATE_NETWORK_DATA_BASE"] = str(base)
+    # The package is installed; an empty plugins folder keeps Airflow from importing every
+    # module of plugins/ (the sandbox CLI included) as a plugin in the task process.
+    (tmp_path / "no_plugins").mkdir()
+    env["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(tmp_path / "no_plugins")
+    # A run at ``last`` 00:00 has the data interval [day, last): it lands ``day``.
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, last.isoformat(),
+         "--conf", json.dumps({"trailing_days": 2})],
+        env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    for _, key in conn.values():
+        assert key not in output, "an API key reached the task log"
+
+    days = [(dt.date.fromisoformat(day) - dt.timedelta(days=i)).isoformat() for i in (2, 1, 0)]
+    conversions = list_partitions(base, "conversions")
+    assert list(conversions) == [f"date={d}" for d in days]
+    for d in days:
+        manifest = conversions[f"date={d}"]
+        assert manifest.row_count == sandbox.truth(d, d, timezone_id=1)["total"]
+        assert manifest.request["show_events"] is True
+        assert manifest.request["currency_id"] == "USD"
+
+    # The same days pulled one run at a time (a backfill) land the same partitions.
+    singles = tmp_path / "singles"
+    for d in days:
+        start = pendulum.parse(d, tz="UTC")
+        ConversionReportOperator(
+            task_id="single", base_path=str(singles), show_events=True, outlets=[],
+            affiliate_network_conn_id="dag_test_network",
+        ).execute({"data_interval_start": start, "data_interval_end": start.add(days=1),
+                   "outlet_events": OutletEventAccessors()})  # fmt: skip
+    single = list_partitions(singles, "conversions")
+    assert {k: m.content_checksum for k, m in single.items()} == {
+        k: m.content_checksum for k, m in conversions.items()
+    }
+
+    reports = list_partitions(base, "affiliate_reports")
+    assert list(reports) == [f"affiliate=2001/date={day}", f"affiliate=2002/date={day}"]
+    t2001 = read_partition(base / "affiliate_reports" / "affiliate=2001" / f"date={day}")
+    t2002 = read_partition(base / "affiliate_reports" / "affiliate=2002" / f"date={day}")
+    assert {"offer", "country", "platform", "date"} <= set(t2001.column_names)
+    assert "device_type" in t2002.column_names  # the per-affiliate columns override
+    assert t2001.num_rows > 0
+    assert t2002.num_rows > 0
+
+
+@pytest.fixture(autouse=True)
+def _single_run_connection(request, make_connection) -> None:
+    """The in-process comparison runs use a connection of their own."""
+    if "sandbox" in request.fixturenames:
+        sandbox = request.getfixturevalue("sandbox")
+        make_connection("dag_test_network", host=sandbox.base_url, key=sandbox.keys["network"])

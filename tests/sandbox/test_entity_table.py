@@ -1,0 +1,126 @@
+"""POST /affiliates/reporting/entity/table: columns rule, own data only, the 10,000-row cap."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sandbox.conftest import day_body
+
+TABLE = "/affiliates/reporting/entity/table"
+REPORTING = set(
+    [
+        "imp",
+        "total_click",
+        "unique_click",
+        "invalid_click",
+        "duplicate_click",
+        "ctr",
+        "cv",
+        "view_through_cv",
+        "event",
+        "cvr",
+        "evr",
+        "rpc",
+        "rpm",
+        "revenue",
+        "redirect_traffic_revenue",
+        "on_hold_conversion_count",
+        "on_hold_potential_revenue",
+    ]
+)
+
+
+def _aff(sandbox):
+    fid, key = next(iter(sandbox.keys["affiliate"].items()))
+    return int(fid), key
+
+
+def _table(api, key, day, columns, **extra):
+    body = day_body(day, columns=[{"column": c} for c in columns], **extra)
+    return api.call("POST", TABLE, key=key, json=body)
+
+
+def test_rows_have_columns_and_reporting(api, sandbox, day):
+    _, key = _aff(sandbox)
+    resp = _table(api, key, day, ["offer", "date"])
+    assert resp.status_code == 200
+    table = resp.json()["table"]
+    assert "paging" not in resp.json()
+    assert table
+    for row in table:
+        assert [c["column_type"] for c in row["columns"]] == ["offer", "date"]
+        assert all(set(c) == {"column_type", "id", "label"} for c in row["columns"])
+        assert set(row["reporting"]) == REPORTING
+        assert row["columns"][1]["id"] == day
+
+
+def test_own_data_only_and_consistent_with_the_conversion_report(api, sandbox, day):
+    fid, key = _aff(sandbox)
+    table = _table(api, key, day, ["offer"]).json()["table"]
+    rows = api.all_conversions(day_body(day, show_events=True))
+    mine = [r for r in rows if r["relationship"]["affiliate"]["network_affiliate_id"] == fid]
+    assert len(mine) < len(rows)
+    approved = [r for r in mine if not r["is_event"] and r["status"] == "approved"]
+    events = [r for r in mine if r["is_event"]]
+    pending = [r for r in mine if r["status"] == "pending"]
+    assert sum(t["reporting"]["cv"] for t in table) == len(approved)
+    assert sum(t["reporting"]["event"] for t in table) == len(events)
+    assert sum(t["reporting"]["on_hold_conversion_count"] for t in table) == len(pending)
+    assert sum(t["reporting"]["revenue"] for t in table) == pytest.approx(
+        sum(r["payout"] for r in approved + events), abs=0.05
+    )
+    offers = {r["relationship"]["offer"]["network_offer_id"] for r in mine}
+    assert {int(t["columns"][0]["id"]) for t in table} == offers
+
+
+def test_column_rules(api, sandbox, day):
+    _, key = _aff(sandbox)
+    ten = [
+        "offer",
+        "advertiser",
+        "country",
+        "platform",
+        "device_type",
+        "sub1",
+        "sub2",
+        "sub3",
+        "sub4",
+        "hour",
+    ]
+    assert _table(api, key, day, ten).status_code == 200
+    assert _table(api, key, day, [*ten, "sub5"]).status_code == 400
+    assert _table(api, key, day, []).status_code == 400
+    assert _table(api, key, day, ["offer", "date", "hour"]).status_code == 400
+    assert _table(api, key, day, ["planet"]).status_code == 400
+    for time_col in ("hour", "date", "week", "month", "year"):
+        assert _table(api, key, day, [time_col]).status_code == 200
+
+
+def test_network_key_is_out_of_realm(api, day):
+    resp = api.call("POST", TABLE, json=day_body(day, columns=[{"column": "offer"}]))
+    assert resp.status_code == 403
+
+
+def test_filters_narrow_the_table(api, sandbox, day):
+    _, key = _aff(sandbox)
+    full = _table(api, key, day, ["country"]).json()["table"]
+    country = full[0]["columns"][0]["id"]
+    only = _table(
+        api,
+        key,
+        day,
+        ["country"],
+        query={"filters": [{"resource_type": "country", "filter_id_value": country}]},
+    ).json()["table"]
+    assert [r["columns"][0]["id"] for r in only] == [country]
+    assert only[0]["reporting"] == full[0]["reporting"]
+
+
+def test_table_is_cut_at_10000_rows(api, sandbox):
+    sandbox.reset(affiliates=1, offers=1, advertisers=1, conversions_per_day=20000, days=1)
+    day = sandbox.catalog()["last_date"]
+    _, key = _aff(sandbox)
+    table = _table(api, key, day, ["sub2"]).json()["table"]
+    assert len(table) == 10_000
+    small = _table(api, key, day, ["country"]).json()["table"]
+    assert len(small) < 10_000

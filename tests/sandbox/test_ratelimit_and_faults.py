@@ -1,0 +1,136 @@
+"""Rate limiting (token bucket per key) and fault injection (deterministic by seed)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+from tests.sandbox.conftest import CONVERSIONS, day_body
+
+
+def test_remaining_decreases_then_429_with_retry_after(api, sandbox, day):
+    sandbox.set_rate_limit(capacity=5, refill_per_second=0.01)
+    remaining = [
+        int(api.conversions(day_body(day)).headers["X-RateLimit-Remaining"]) for _ in range(5)
+    ]
+    assert remaining == [4, 3, 2, 1, 0]
+    resp = api.conversions(day_body(day))
+    assert resp.status_code == 429
+    assert resp.json() == {"Error": "Too Many Requests"}
+    assert int(resp.headers["Retry-After"]) >= 1
+    # Buckets are per key: another key still has tokens.
+    assert (
+        api.call("POST", CONVERSIONS, key="network_restricted", json=day_body(day)).status_code
+        == 200
+    )
+
+
+def test_bucket_refills(api, sandbox, day):
+    sandbox.set_rate_limit(capacity=1, refill_per_second=20)
+    assert api.conversions(day_body(day)).status_code == 200
+    time.sleep(0.2)
+    assert api.conversions(day_body(day)).status_code == 200
+
+
+def test_reset_restores_the_generous_default(api, sandbox, day):
+    sandbox.set_rate_limit(capacity=1, refill_per_second=0)
+    api.conversions(day_body(day))
+    sandbox.reset()
+    assert int(api.conversions(day_body(day)).headers["X-RateLimit-Remaining"]) > 1000
+
+
+def _statuses(api, day, n):
+    return [api.call("GET", "/networks/labels/vip").status_code for _ in range(n)]
+
+
+def test_error_rate_share_is_roughly_as_configured(api, sandbox, day):
+    sandbox.set_faults(error_rate=0.3, seed=1)
+    statuses = _statuses(api, day, 300)
+    failed = [s for s in statuses if s != 200]
+    assert 0.2 <= len(failed) / len(statuses) <= 0.4
+    assert set(failed) <= {500, 503, 504, 429}
+    assert len(set(failed)) >= 3
+
+
+def test_faults_are_deterministic_by_seed(api, sandbox, day):
+    sandbox.set_faults(error_rate=0.5, seed=3)
+    a = _statuses(api, day, 40)
+    sandbox.set_faults(error_rate=0.5, seed=3)
+    b = _statuses(api, day, 40)
+    sandbox.set_faults(error_rate=0.5, seed=4)
+    c = _statuses(api, day, 40)
+    assert a == b
+    assert a != c
+
+
+def test_statuses_and_retry_after(api, sandbox, day):
+    sandbox.set_faults(error_rate=1.0, statuses=[503], retry_after_s=7)
+    resp = api.call("GET", "/networks/labels/vip")
+    assert resp.status_code == 503
+    assert resp.headers["Retry-After"] == "7"
+    sandbox.set_faults(error_rate=1.0, statuses=[500], retry_after_s=7)
+    assert "Retry-After" not in api.call("GET", "/networks/labels/vip").headers
+
+
+def test_paths_limit_faults_to_prefixes(api, sandbox, day):
+    sandbox.set_faults(fail_hard=503, paths=["/networks/reporting"])
+    assert api.conversions(day_body(day)).status_code == 503
+    assert api.call("GET", "/networks/labels/vip").status_code == 200
+
+
+def test_fail_hard_until_cleared(api, sandbox):
+    sandbox.set_faults(fail_hard=504)
+    assert _statuses(api, None, 5) == [504] * 5
+    sandbox.clear_faults()
+    assert _statuses(api, None, 2) == [200, 200]
+
+
+def test_latency_is_added(api, sandbox):
+    sandbox.set_faults(latency_ms=300)
+    start = time.monotonic()
+    assert api.call("GET", "/networks/labels/vip").status_code == 200
+    assert time.monotonic() - start >= 0.3  # a lower bound: sleeping never returns early
+
+
+def test_apply_then_delay_applies_the_write_before_the_client_times_out(api, sandbox, catalog):
+    cid = catalog["network_channel_ids"][0]
+    sandbox.set_faults(apply_then_delay_paths=["/networks/channels"], apply_then_delay_s=2)
+    with pytest.raises(requests.Timeout):
+        api.call(
+            "PUT",
+            f"/networks/channels/{cid}",
+            json={"name": "late", "status": "active"},
+            timeout=0.5,
+        )
+    # The write was applied before the (delayed) answer; allow a loaded machine a moment.
+    deadline = time.monotonic() + 10
+    while str(cid) not in sandbox.objects("channels") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sandbox.objects("channels")[str(cid)]["name"] == "late"
+
+
+def test_bad_fault_settings_are_rejected(sandbox):
+    from affiliate_network.sandbox.testing import SandboxAdminError
+
+    for bad in ({"error_rate": 2}, {"statuses": [418]}, {"colour": "red"}, {"latency_ms": -1}):
+        with pytest.raises(SandboxAdminError):
+            sandbox.set_faults(**bad)
+
+
+def test_faults_and_requests_are_logged(api, sandbox, day):
+    sandbox.set_faults(fail_hard=500)
+    api.conversions(day_body(day))
+    log = sandbox.requests_log()
+    assert log[-1]["status"] == 500
+    assert log[-1]["path"] == "/v1" + CONVERSIONS
+    assert log[-1]["portal"] == "network"
+    assert log[-1]["body"]["from"] == day
+    counts = sandbox.request_counts()
+    assert counts["by_status"]["500"] == 1
+    assert counts["by_route"]["POST /v1" + CONVERSIONS] == 1
+    sandbox.clear_requests()
+    assert sandbox.requests_log() == []
+    # No API key ever reaches the log.
+    assert sandbox.keys["network"] not in str(log)
