@@ -49,6 +49,11 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _body(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "show_conversions": True,
@@ -65,7 +70,7 @@ def worker_hook(args: argparse.Namespace) -> dict[str, Any]:
 
     hook = AffiliateNetworkHook("bench_network", concurrency=args.concurrency)
     baseline = _peak_rss_mb()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_self()
     pull = hook.iter_conversions(from_date=args.from_date, to_date=args.to_date, timezone_id=1)
     rows = 0
     for _record in pull:
@@ -76,6 +81,7 @@ def worker_hook(args: argparse.Namespace) -> dict[str, Any]:
         "pages": pull.stats.pages,
         "retries": pull.stats.retries,
         "elapsed_s": elapsed,
+        "client_cpu_s": _cpu_self() - cpu_started,
         "baseline_rss_mb": baseline,
         "stopped_at_ceiling": False,
     }
@@ -114,7 +120,7 @@ def worker_stock(args: argparse.Namespace) -> dict[str, Any]:
         response_filter=all_rows,
     )
     baseline = _peak_rss_mb()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_self()
     rows = operator.execute(context={})
     elapsed = time.perf_counter() - started
     return {
@@ -122,6 +128,7 @@ def worker_stock(args: argparse.Namespace) -> dict[str, Any]:
         "pages": state["page"],
         "retries": 0,
         "elapsed_s": elapsed,
+        "client_cpu_s": _cpu_self() - cpu_started,
         "baseline_rss_mb": baseline,
         "stopped_at_ceiling": state["stopped"],
     }
@@ -133,7 +140,7 @@ def worker_plain(args: argparse.Namespace) -> dict[str, Any]:
     session = requests.Session()
     session.headers["X-Svc-Api-Key"] = os.environ["BENCH_KEY"]
     baseline = _peak_rss_mb()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_self()
     rows, page, total = 0, 1, None
     while total is None or (page - 1) * PAGE_SIZE < total:
         response = session.post(
@@ -153,6 +160,7 @@ def worker_plain(args: argparse.Namespace) -> dict[str, Any]:
         "pages": page - 1,
         "retries": 0,
         "elapsed_s": elapsed,
+        "client_cpu_s": _cpu_self() - cpu_started,
         "baseline_rss_mb": baseline,
         "stopped_at_ceiling": False,
     }
@@ -199,6 +207,7 @@ def _run_contender(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     sandbox_cpu = _cpu_s(sandbox.pid) - cpu_before
     result.update(
+        load_avg_1m=os.getloadavg()[0],
         contender=name,
         rows_per_s=result["rows"] / result["elapsed_s"] if result["elapsed_s"] else 0.0,
         sandbox_cpu_s=sandbox_cpu,
@@ -281,9 +290,9 @@ def drive(args: argparse.Namespace) -> None:
 def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     header = (
         "| rows asked | contender | rows pulled | seconds | rows/s | vs stock | peak RSS MB "
-        "| sandbox CPU ms/page | note |"
+        "| client CPU ms/page | sandbox CPU ms/page | load avg | note |"
     )
-    lines = [header, "|" + "---|" * 9]
+    lines = [header, "|" + "---|" * 11]
     for result in results:
         stock = next(
             (
@@ -302,7 +311,9 @@ def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         lines.append(
             f"| {result['window_rows']:,} | {result['contender']} | {result['rows']:,} "
             f"| {result['elapsed_s']:.1f} | {result['rows_per_s']:,.0f} | {ratio:.1f}x "
-            f"| {result['peak_rss_mb']:.0f} | {result['sandbox_cpu_ms_per_page']:.0f} | {note} |"
+            f"| {result['peak_rss_mb']:.0f} "
+            f"| {1000 * result['client_cpu_s'] / max(1, result['pages']):.0f} "
+            f"| {result['sandbox_cpu_ms_per_page']:.0f} | {result['load_avg_1m']:.1f} | {note} |"
         )
     table = "\n".join(lines)
     print("\n" + table)

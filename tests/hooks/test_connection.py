@@ -157,3 +157,18 @@ def test_test_connection_false_when_unreachable_or_misconfigured(make_connection
     ok, message = AffiliateNetworkHook("an_not_defined").test_connection()
     assert ok is False
     assert "not defined" in message
+
+
+def test_airflow_resolves_the_connection_type_to_this_hook(network_conn):
+    from airflow.sdk import BaseHook
+
+    hook = BaseHook.get_connection(network_conn).get_hook()
+    assert isinstance(hook, AffiliateNetworkHook)
+    assert hook.affiliate_network_conn_id == network_conn
+    ok, message = hook.test_connection()
+    assert ok is True, message
+    assert (hook.conn_type, hook.conn_name_attr, hook.default_conn_name) == (
+        "affiliate_network",
+        "affiliate_network_conn_id",
+        "affiliate_network_default",
+    )

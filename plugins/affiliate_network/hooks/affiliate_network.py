@@ -1052,7 +1052,7 @@ class AffiliateNetworkHook(HttpHook):
         except NotFoundError as exc:
             return False, f"{where} answered 404 ({exc.message}): the key could not be verified"
         except AffiliateNetworkError as exc:
-            return False, f"{where} failed: {exc}"
+            return False, f"the {self._portal} portal at {self.base_url} failed the test: {exc}"
         except Exception as exc:
             return False, self._scrub(f"{where} failed: {type(exc).__name__}: {exc}")
         return True, f"Connected to the {self._portal} portal: {where} succeeded"

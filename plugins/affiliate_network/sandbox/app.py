@@ -7,7 +7,6 @@ spec's ``Error`` spelling and the hot path does no extra work. Responses are orj
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
 import re
 import sys
@@ -505,6 +504,3 @@ async def _respond(send: Callable, status: int, payload: Any, headers: dict[str,
 def create_app(config: DataConfig | None = None) -> Sandbox:
     """Build the ASGI application (``config`` defaults to :class:`DataConfig`'s defaults)."""
     return Sandbox(config or DataConfig())
-
-
-_ = dt

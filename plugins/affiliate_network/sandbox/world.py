@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import zoneinfo
 from collections import OrderedDict
 from typing import Any
 
@@ -15,7 +16,6 @@ from affiliate_network.sandbox import choices
 from affiliate_network.sandbox import validate as v
 from affiliate_network.sandbox.config import DataConfig
 from affiliate_network.sandbox.data import (
-    DAY,
     DEV_FRAGS,
     GEO_FRAGS,
     KIND_CONVERSION,
@@ -482,8 +482,6 @@ class World:
         allowed = {k: p for k, p in choices.CONVERSION_FILTER_FIELDS.items() if k != "affiliate"}
         flt = self.filters(query.get("filters"), allowed)
 
-        import zoneinfo
-
         tz = zoneinfo.ZoneInfo(tzname)
         gen = self.gen
         cat = self.catalog
@@ -732,7 +730,6 @@ class World:
     # --- offers ----------------------------------------------------------------------------------
 
     def offer_record(self, oid: int, f: dict) -> dict:
-        cat = self.catalog
         nid = self.network_id
         adv = self.advertiser(f["network_advertiser_id"])
         category = self._category(f["network_category_id"])
@@ -856,7 +853,6 @@ class World:
                 },
             },
         }
-        _ = cat
         return record
 
     def _category(self, cid: int) -> dict | None:
@@ -1493,6 +1489,3 @@ def _reporting(a: dict[str, float]) -> dict[str, float]:
         "on_hold_conversion_count": int(a["oh"]),
         "on_hold_potential_revenue": round(a["oh_rev"], 2),
     }
-
-
-_ = DAY
