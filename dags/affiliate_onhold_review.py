@@ -129,7 +129,7 @@ def affiliate_onhold_review() -> None:
         max_reject_count=None if MAX_REJECT_COUNT is None else int(MAX_REJECT_COUNT),
         max_approved_payout=MAX_APPROVED_PAYOUT,
     )
-    requests = task(task_id="review_requests", retries=0)(build_review_requests)(review.output)
+    requests = task(task_id="review_requests")(build_review_requests)(review.output)
     human = HITLOperator.partial(
         task_id="human_review",
         options=REVIEW_OPTIONS,
@@ -140,7 +140,6 @@ def affiliate_onhold_review() -> None:
             )
         },
         response_timeout=REVIEW_TIMEOUT,
-        retries=0,
     ).expand_kwargs(requests)
     OnHoldReviewApplyOperator(
         task_id="apply_human_decisions",

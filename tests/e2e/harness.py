@@ -446,7 +446,9 @@ class AirflowCluster:
                 "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
-                "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+                # The scheduler's health endpoint (compose healthcheck), on a free port.
+                "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "True",
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(free_port()),
                 "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
                 "AIRFLOW__CELERY__RESULT_BACKEND": self.database.celery_result_backend,
                 "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_WORKER_CONCURRENCY),
@@ -509,8 +511,8 @@ class AirflowCluster:
         if self.settings.executor == "CeleryExecutor":
             self._spawn(
                 "celery-worker",
+                # Concurrency comes from AIRFLOW__CELERY__WORKER_CONCURRENCY, as in compose.
                 "celery", "worker",
-                "--concurrency", str(CELERY_WORKER_CONCURRENCY),
                 "--queues", self.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"],
                 "--celery-hostname", f"afn-e2e-{uuid.uuid4().hex[:6]}@%h",
                 "--without-gossip", "--without-mingle",

@@ -20,7 +20,6 @@ import pytest
 
 from .checks import (
     DAILY,
-    ONHOLD,
     SYNC,
     Stage,
     check_affiliate_partitions,
@@ -66,6 +65,19 @@ def test_offer_sync_applies_the_desired_state(local: Stage) -> None:
     with timed("local: wait + check affiliate_offer_sync"):
         wait_all_runs(local.cluster, SYNC)
         check_offer_sync_applied(local.sandbox)
+
+
+def test_component_health_checks_of_compose_pass(local: Stage) -> None:
+    """The commands and endpoints docker-compose.yaml uses as health checks."""
+    import requests
+
+    cluster = local.cluster
+    with timed("local: health checks"):
+        port = cluster.env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"]
+        assert requests.get(f"http://127.0.0.1:{port}/health", timeout=10).ok
+        for job_type in ("SchedulerJob", "TriggererJob", "DagProcessorJob"):
+            out = cluster.airflow("jobs", "check", "--job-type", job_type, "--local")
+            assert "alive" in out.lower(), out
 
 
 def _test_button(local: Stage, conn: dict[str, Any]) -> dict:

@@ -9,6 +9,7 @@ from affiliate_network.exceptions import (
     InvalidRequestError,
     OutcomeUnknownError,
     ReportRowLimitError,
+    ServerError,
 )
 
 
@@ -262,3 +263,21 @@ def test_pixels_filter_by_offer(network_conn, make_hook, sandbox):
     assert only
     assert {p["network_offer_id"] for p in only} == {offer_id}
     assert len(only) <= len(every)
+
+
+def test_create_gets_outcome_unknown_on_504_without_resending(network_conn, make_hook, sandbox):
+    sandbox.set_faults(fail_hard=504, paths=["/networks/categories"])
+    with pytest.raises(OutcomeUnknownError) as info:
+        make_hook(network_conn, max_attempts=5).create_category(name="gw", status="active")
+    assert info.value.status_code == 504
+    assert sum(1 for e in sandbox.requests_log() if e["path"].endswith("/networks/categories")) == 1
+
+
+def test_create_is_retried_on_503(network_conn, make_hook, sandbox, fake_time):
+    sandbox.set_faults(fail_hard=503, paths=["/networks/categories"])
+    hook = make_hook(network_conn, max_attempts=3, sleep=fake_time.sleep, clock=fake_time.clock)
+    with pytest.raises(ServerError):
+        hook.create_category(name="unavailable", status="active")
+    assert sum(1 for e in sandbox.requests_log() if e["path"].endswith("/networks/categories")) == 3
+    names = {c["name"] for c in sandbox.objects("categories").values()}
+    assert "unavailable" not in names  # the injected 503 came before the endpoint

@@ -6,7 +6,7 @@ import email.utils
 
 import pytest
 import requests
-from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from affiliate_network.hooks._retry import (
     RetryPolicy,
@@ -50,8 +50,9 @@ def test_retry_after_seconds_and_http_date():
 
 
 def test_only_unsent_requests_count_as_never_sent():
+    # requests wraps urllib3's MaxRetryError, whose reason says what failed
     refused = requests.exceptions.ConnectionError(
-        type("E", (), {"reason": NewConnectionError(None, "refused")})()
+        MaxRetryError(None, "/v1/x", reason=NewConnectionError(None, "refused"))
     )
     assert was_never_sent(refused)
     assert was_never_sent(requests.exceptions.ConnectTimeout())

@@ -181,6 +181,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
             while window:
                 page, future = window.popleft()
                 raw = future.result()
+                del future  # a done future keeps its result (the raw page) alive
                 # Refill the window before parsing so the workers never idle on us.
                 if next_page <= last_page:
                     window.append((next_page, executor.submit(self._fetch, next_page, page_size)))

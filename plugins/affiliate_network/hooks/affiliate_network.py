@@ -18,24 +18,21 @@ the API specification (``affiliate-network-api.md``) asks of a client:
 
 Idempotency (decides what may be re-sent after a timeout or a dropped connection):
 
-===============================================  ==========  ==================================
-Endpoint                                         Idempotent  Why
-===============================================  ==========  ==================================
-GET (payout/revenue, flowchart, offer URL, ...)  yes         reads
-PUT offers, offer groups, channels, tracking     yes         the spec: PUT replaces the whole
-domains, sale amount                                         object
-PATCH /networks/reporting/onhold                 yes         sets a fixed status
-PATCH /networks/patch/offerurls/apply            yes, unless ``overwrite``/``delete``/``clear``
-                                                 an append   converge; ``append`` may not
-POST reporting/conversions, entity/table,        yes         read-like: nothing is written
-tieredcommissions/table, pixelstable, encode
-POST /networks/custom/scrubrate, /categories     **no**      each call creates a record
-===============================================  ==========  ==================================
+* idempotent, re-sent: every GET (reads); every PUT (offers, offer groups, channels, tracking
+  domains, sale amount: the spec says PUT replaces the whole object); PATCH
+  ``/networks/reporting/onhold`` (sets a fixed status); PATCH ``/networks/patch/offerurls/apply``
+  when every operator is ``overwrite``, ``delete`` or ``clear`` (they converge when repeated);
+  the read-like POSTs (``reporting/conversions``, ``reporting/entity/table``,
+  ``tieredcommissions/table``, ``pixelstable``, ``encode``: nothing is written).
+* not idempotent, never re-sent once it may have arrived: POST ``/networks/custom/scrubrate``
+  and POST ``/networks/categories`` (each call creates a record), and the offer-URL PATCH with
+  an ``append`` operator.
 
 A non-idempotent request is re-sent only when it provably never left the client (connect
-timeout, connection refused) or the server rejected it without acting (429, 500, 502, 503). A
-read timeout, a dropped connection or a 504 (an upstream timeout: the upstream may have acted)
-raises :class:`OutcomeUnknownError` instead, so the caller reconciles rather than duplicates.
+timeout, connection refused) or on a status the spec's retry guidance names (429, 500, 502,
+503). A read timeout, a dropped connection or a 504 (an upstream timeout: the upstream may have
+acted) raises :class:`OutcomeUnknownError` instead, so the caller reconciles rather than
+creating a duplicate.
 """
 
 from __future__ import annotations

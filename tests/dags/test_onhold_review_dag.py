@@ -1,0 +1,146 @@
+"""The ``affiliate_onhold_review`` DAG: its shape, and a real run decided by a person.
+
+The run test starts ``airflow dags test`` against the sandbox; the human-in-the-loop tasks
+park in ``awaiting_input`` and the test answers them through Airflow's public REST API
+(``PATCH /api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/{map}/hitlDetails``), exactly as
+the "Required actions" page does. The run then resumes and applies the choices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.operators.onhold_review import KEEP_PARAM, OPTION_KEEP, OPTION_REJECT
+from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+
+DAG_ID = "affiliate_onhold_review"
+DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "affiliate_onhold_review.py"
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAG_FILE))
+    assert bag.import_errors == {}
+    return bag.dags[DAG_ID]
+
+
+def test_dag_shape(dag) -> None:
+    assert dag.max_active_runs == 1
+    assert dag.catchup is False
+    assert "0 * * * *" in str(dag.timetable)  # hourly by default
+    assert set(dag.tags) >= {"affiliate-network", "on-hold"}
+    assert dag.params["dry_run"] is False
+    assert dag.params.get_param("dry_run").schema["type"] == "boolean"
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "review",
+        "review_requests",
+        "human_review",
+        "apply_human_decisions",
+    ]
+    review = dag.get_task("review")
+    assert review.owner == "affiliate-ops" and review.retries >= 1
+    assert dag.get_task("apply_human_decisions").trigger_rule == "none_failed"
+    for words in ("`approve`", "`reject`", "`review`", "`hold`", "max_reject_share",
+                  "max_reject_count", "max_approved_payout", "Dry run", "Audit"):
+        assert words in dag.doc_md, words
+
+
+def test_dag_file_is_thin() -> None:
+    text = DAG_FILE.read_text()
+    for heavy in ("import requests", "import yaml", "open(", "Variable.get", "Hook("):
+        assert heavy not in text, heavy
+
+
+def _states(conn_id: str, first: str, last: str) -> dict[str, str]:
+    hook = AffiliateNetworkHook(affiliate_network_conn_id=conn_id)
+    return {
+        on_hold_conversion_id(r): on_hold_status(r)
+        for r in hook.iter_conversions(from_date=first, to_date=last, timezone_id=1)
+        if on_hold_conversion_id(r)
+    }
+
+
+def test_run_with_human_review_through_the_rest_api(
+    airflow_db, sandbox, network_conn, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("AFFILIATE_NETWORK_DATA_BASE", str(tmp_path / "data"))
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
+    day = sandbox.catalog()["last_date"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, day, "-c",
+         json.dumps({"dry_run": False})],
+        env=os.environ.copy(),
+        stdout=(tmp_path / "dag.log").open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        from fastapi.testclient import TestClient
+
+        from airflow.api_fastapi.app import create_app
+
+        client = TestClient(create_app("core"))
+        deadline = time.monotonic() + 400
+        audit: list[dict] = []
+        pending: list[dict] = []
+        while True:
+            assert proc.poll() is None, (tmp_path / "dag.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no human-in-the-loop request appeared"
+            files = list((tmp_path / "data").rglob("decisions-attempt-1.jsonl"))
+            if files and not audit:
+                rows = [json.loads(line) for line in files[0].read_text().splitlines()]
+                if not any("pending" in r["reason"] for r in rows):
+                    audit = rows
+            response = client.get(
+                f"/api/v2/dags/{DAG_ID}/dagRuns/~/hitlDetails", params={"response_received": False}
+            )
+            assert response.status_code == 200, response.text
+            pending = response.json()["hitl_details"]
+            review_rules = {r["rule_id"] for r in audit if r["action"] == "review"}
+            if audit and len(pending) == len(review_rules):
+                break
+            time.sleep(1)
+        assert review_rules == {"outlier-sale-amount", "ip-mismatch"}
+
+        # Reject the outliers; keep the IP mismatches on hold.
+        choices = {"outlier-sale-amount": OPTION_REJECT, "ip-mismatch": OPTION_KEEP}
+        for detail in pending:
+            rule_id = detail["subject"].rsplit(" rule ", 1)[1]
+            assert detail["options"] == ["Approve all", "Reject all", "Keep on hold"]
+            assert "| conversion | affiliate | offer |" in detail["body"]
+            ti = detail["task_instance"]
+            url = (
+                f"/api/v2/dags/{DAG_ID}/dagRuns/{ti['dag_run_id']}/taskInstances/"
+                f"{ti['task_id']}/{ti['map_index']}/hitlDetails"
+            )
+            answer = client.patch(
+                url, json={"chosen_options": [choices[rule_id]], "params_input": {KEEP_PARAM: ""}}
+            )
+            assert answer.status_code == 200, answer.text
+        assert proc.wait(timeout=300) == 0, (tmp_path / "dag.log").read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    states = _states(network_conn, sandbox.catalog()["first_date"], day)
+    by_rule: dict[str, set[str]] = {}
+    for row in audit:
+        by_rule.setdefault(row["rule_id"], set()).add(row["on_hold_conversion_id"])
+    assert {states[i] for i in by_rule["outlier-sale-amount"]} == {"rejected"}
+    assert {states[i] for i in by_rule["ip-mismatch"]} == {"on_hold"}
+    for rule_id in ("blocked-sub1", "duplicate-ip-24h", "click-to-conversion-under-10s"):
+        assert {states[i] for i in by_rule[rule_id]} == {"rejected"}, rule_id
+    human = list((tmp_path / "data").rglob("human-attempt-1.jsonl"))
+    assert len(human) == 1
+    rows = [json.loads(line) for line in human[0].read_text().splitlines()]
+    assert {r["human_choice"] for r in rows} == {OPTION_REJECT, OPTION_KEEP}
+    assert sandbox.keys["network"] not in (tmp_path / "dag.log").read_text()

@@ -1,0 +1,414 @@
+"""OnHoldReviewOperator and the human-decision operator against the real sandbox.
+
+The rules file below maps each planted pattern to one action, so the sandbox's ground truth
+(``/_sandbox/truth/planted``) says exactly which on-hold ids must end approved, rejected or
+still on hold. The sandbox's request log and state are the proof of what was (not) written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.operators.onhold_review import (
+    KEEP_PARAM,
+    OPTION_KEEP,
+    OPTION_REJECT,
+    GuardrailError,
+    OnHoldReviewApplyOperator,
+    OnHoldReviewOperator,
+    build_review_requests,
+    read_jsonl,
+)
+from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+
+RULES = """\
+lists:
+  blocked: [blk-botnet-01, blk-botnet-02, blk-incent-07, blk-cookie-stuff, blk-adware-33, blk-proxy-farm]
+rules:
+  - id: blocked-sub1
+    description: Blocklisted sub ID
+    action: reject
+    when: {field: sub1, in: $blocked}
+  - id: duplicate-ip
+    description: Three or more conversions from one IP within 24 hours
+    action: reject
+    when: {agg: {count_same: conversion_user_ip, within_hours: 24}, ge: 3}
+  - id: ip-mismatch-approved
+    description: Test rule approving the IP-mismatch pattern
+    action: approve
+    when: {field: ip_mismatch, eq: true}
+  - id: outlier-review
+    description: Big sale, ask a person
+    action: review
+    when: {field: sale_amount, ge: 5000}
+  - id: fast-click-hold
+    description: Keep fast clicks on hold
+    action: hold
+    when: {field: click_to_conversion_seconds, lt: 10}
+"""
+
+ONHOLD_PATH = "/v1/networks/reporting/onhold"
+
+
+@pytest.fixture
+def window(sandbox) -> tuple[str, str]:
+    catalog = sandbox.catalog()
+    return catalog["first_date"], catalog["last_date"]
+
+
+@pytest.fixture
+def rules_file(tmp_path) -> Path:
+    path = tmp_path / "onhold_rules_test.yaml"
+    path.write_text(RULES)
+    return path
+
+
+@pytest.fixture
+def truth(sandbox, window) -> dict[str, set[str]]:
+    """Planted on-hold ids per pattern."""
+    planted = sandbox.planted(*window)["on_hold_conversion_ids"]
+    return {name: set(ids) for name, ids in planted.items()}
+
+
+def review_op(rules_file: Path, window: tuple[str, str], tmp_path: Path, **kwargs: Any):
+    args: dict[str, Any] = {
+        "task_id": "review",
+        "rules_file": str(rules_file),
+        "to_date": window[1],
+        "lookback_days": 14,
+        "chunk_size": 50,
+        "base_path": str(tmp_path / "data"),
+        **kwargs,
+    }
+    return OnHoldReviewOperator(**args)
+
+
+def context(run_id: str = "test_run") -> dict[str, Any]:
+    return {"run_id": run_id}
+
+
+def patches(sandbox) -> list[dict]:
+    return [e for e in sandbox.requests_log() if e["method"] == "PATCH" and e["path"] == ONHOLD_PATH]
+
+
+def states(network_conn: str, window: tuple[str, str]) -> dict[str, str]:
+    """Current on-hold state of every held conversion of the window, read through the API."""
+    hook = AffiliateNetworkHook(affiliate_network_conn_id=network_conn)
+    out = {}
+    for record in hook.iter_conversions(from_date=window[0], to_date=window[1], timezone_id=1):
+        oh_id = on_hold_conversion_id(record)
+        if oh_id:
+            out[oh_id] = on_hold_status(record)
+    return out
+
+
+def test_applies_exactly_the_expected_decisions_per_rule(
+    sandbox, network_conn, rules_file, window, truth, tmp_path
+) -> None:
+    before = states(network_conn, window)
+    summary = review_op(rules_file, window, tmp_path).execute(context())
+
+    rejected = truth["blocklisted_sub"] | truth["duplicate_ip"]
+    approved = truth["ip_mismatch"]
+    after = states(network_conn, window)
+    assert {i for i, s in after.items() if s == "rejected"} == rejected
+    assert {i for i, s in after.items() if s == "approved"} == approved
+    still = {i for i, s in after.items() if s == "on_hold"}
+    assert still == {i for i, s in before.items() if s == "on_hold"} - rejected - approved
+    assert truth["outlier_sale_amount"] <= still and truth["fast_click"] <= still
+
+    assert summary["per_rule"] == {
+        "blocked-sub1": len(truth["blocklisted_sub"]),
+        "duplicate-ip": len(truth["duplicate_ip"]),
+        "ip-mismatch-approved": len(approved),
+        "outlier-review": len(truth["outlier_sale_amount"]),
+        "fast-click-hold": len(truth["fast_click"]),
+    }
+    assert summary["applied"] == {"approved": len(approved), "rejected": len(rejected)}
+    assert summary["readback_mismatches"] == 0 and summary["dry_run"] is False
+
+    # Each id sent once, in chunks of at most 50, with the right status.
+    sent = Counter()
+    for entry in patches(sandbox):
+        ids = entry["body"]["on_hold_conversion_ids"]
+        assert len(ids) <= 50
+        expected = approved if entry["body"]["status"] == "approved" else rejected
+        assert set(ids) <= expected
+        sent.update(ids)
+    assert set(sent) == approved | rejected and max(sent.values()) == 1
+
+    # The audit: one line per decision, with the matched values and the outcome.
+    rows = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
+    assert len(rows) == sum(summary["per_rule"].values())
+    some_reject = rows[next(iter(truth["blocklisted_sub"]))]
+    assert some_reject["rule_id"] == "blocked-sub1" and some_reject["action"] == "reject"
+    assert some_reject["matched"]["sub1"].startswith("blk-")
+    assert some_reject["applied"] is True and "confirmed" in some_reject["reason"]
+    outlier = rows[next(iter(truth["outlier_sale_amount"]))]
+    assert outlier["applied"] is False and outlier["reason"] == "waiting for a human decision"
+    assert rows[next(iter(truth["fast_click"]))]["reason"] == "rule says keep on hold"
+
+
+def test_summary_holds_counts_and_the_audit_path_only(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    summary = review_op(rules_file, window, tmp_path, dry_run=True).execute(context())
+    text = json.dumps(summary)
+    assert sandbox.keys["network"] not in text
+    assert len(text) < 2000
+    assert Path(summary["audit_path"]).name == "decisions-attempt-1.jsonl"
+    assert "test_run" in summary["audit_path"]
+    for key, value in summary.items():
+        if key not in ("audit_path", "window", "dry_run"):
+            assert isinstance(value, int | float | dict), key
+
+
+def test_dry_run_writes_nothing(sandbox, network_conn, rules_file, window, tmp_path) -> None:
+    truth_before = sandbox.truth(*window)
+    summary = review_op(rules_file, window, tmp_path, dry_run="True").execute(context())
+    assert patches(sandbox) == []
+    assert sandbox.truth(*window) == truth_before
+    assert summary["dry_run"] is True and summary["applied"] == {"approved": 0, "rejected": 0}
+    rows = read_jsonl(summary["audit_path"])
+    assert rows and all(not r["applied"] for r in rows)
+    assert {r["reason"] for r in rows if r["action"] in ("approve", "reject")} == {"dry run"}
+
+
+def test_rerun_sends_nothing_twice(sandbox, network_conn, rules_file, window, tmp_path) -> None:
+    review_op(rules_file, window, tmp_path).execute(context())
+    sandbox.clear_requests()
+    summary = review_op(rules_file, window, tmp_path).execute(context("rerun"))
+    assert patches(sandbox) == []
+    assert summary["decisions"]["approve"] == summary["decisions"]["reject"] == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"max_reject_share": 0.2}, "reject share"),
+        ({"max_reject_count": 100}, "rejections > max_reject_count 100"),
+        ({"max_approved_payout": 100.0}, "approved payout"),
+    ],
+)
+def test_guardrail_trips_before_any_write(
+    sandbox, network_conn, rules_file, window, truth, tmp_path, kwargs, words
+) -> None:
+    truth_before = sandbox.truth(*window)
+    with pytest.raises(GuardrailError) as info:
+        review_op(rules_file, window, tmp_path, **kwargs).execute(context())
+    message = str(info.value)
+    assert words in message and "stopped before any write" in message
+    # The top rejecting rules are named with their counts.
+    assert f"duplicate-ip ({len(truth['duplicate_ip'])})" in message
+    assert f"blocked-sub1 ({len(truth['blocklisted_sub'])})" in message
+    assert patches(sandbox) == []
+    assert sandbox.truth(*window) == truth_before
+    audit = tmp_path / "data" / "onhold_review"
+    rows = read_jsonl(next(audit.rglob("decisions-attempt-1.jsonl")))
+    assert {r["reason"] for r in rows if r["action"] == "reject"} == {
+        "guardrail tripped: nothing written"
+    }
+
+
+def test_readback_mismatch_is_reported(
+    sandbox, network_conn, rules_file, window, truth, tmp_path
+) -> None:
+    ignored = sorted(truth["ip_mismatch"])[:5]
+    sandbox.set_faults(onhold_ignore_ids=ignored)
+    summary = review_op(rules_file, window, tmp_path).execute(context())
+    assert summary["readback_mismatches"] == 5
+    rows = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
+    for oh_id in ignored:
+        assert rows[oh_id]["reason"] == "sent approved; read back shows on_hold"
+    after = states(network_conn, window)
+    assert {after[i] for i in ignored} == {"on_hold"}
+    # The next run picks them up again (they are still on hold) and, fault cleared, lands them.
+    sandbox.clear_faults()
+    rerun = review_op(rules_file, window, tmp_path).execute(context("next"))
+    assert rerun["applied"]["approved"] == 5 and rerun["readback_mismatches"] == 0
+
+
+def test_min_age_leaves_young_conversions_alone(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    summary = review_op(rules_file, window, tmp_path, min_age_hours=24 * 400).execute(context())
+    assert summary["eligible"] == 0 and summary["too_young"] == summary["on_hold"] > 0
+    assert patches(sandbox) == []
+
+
+def test_invalid_rules_fail_before_any_request(sandbox, network_conn, window, tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules:\n  - id: a\n    description: d\n    action: reject\n    when: {field: sub1, gt: 1}\n")
+    sandbox.clear_requests()
+    with pytest.raises(ConfigValidationError, match=r"bad.yaml:5: rule 'a': when.gt"):
+        review_op(bad, window, tmp_path).execute(context())
+    assert [e for e in sandbox.requests_log() if e["path"].startswith("/v1")] == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lookback_days": 0}, "lookback_days"),
+        ({"chunk_size": 0}, "chunk_size"),
+        ({"max_reject_share": 1.5}, "max_reject_share"),
+        ({"reject_status": "approved"}, "reject_status"),
+        ({"min_age_hours": -1}, "min_age_hours"),
+    ],
+)
+def test_operator_validates_arguments_in_init(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigValidationError, match=message):
+        OnHoldReviewOperator(task_id="x", **kwargs)
+
+
+_KILL_SCRIPT = """
+from affiliate_network.operators.onhold_review import OnHoldReviewOperator
+OnHoldReviewOperator(
+    task_id="review", rules_file={rules!r}, to_date={to!r}, lookback_days=14, chunk_size=20,
+    base_path={base!r},
+).execute({{"run_id": "killed"}})
+"""
+
+
+def test_killed_mid_apply_then_rerun_applies_each_id_once(
+    sandbox, network_conn, rules_file, window, truth, tmp_path
+) -> None:
+    # The first PATCH is applied, then its response hangs: the process dies right there.
+    sandbox.set_faults(apply_then_delay_paths=["/networks/reporting/onhold"], apply_then_delay_s=30)
+    script = _KILL_SCRIPT.format(rules=str(rules_file), to=window[1], base=str(tmp_path / "data"))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 120
+        while not patches(sandbox):
+            assert proc.poll() is None, "the review finished before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    first = patches(sandbox)
+    assert len(first) == 1 and len(first[0]["body"]["on_hold_conversion_ids"]) == 20
+    sandbox.clear_faults()
+
+    summary = review_op(rules_file, window, tmp_path).execute(context("rerun"))
+
+    approved, rejected = truth["ip_mismatch"], truth["blocklisted_sub"] | truth["duplicate_ip"]
+    sent = Counter(i for e in patches(sandbox) for i in e["body"]["on_hold_conversion_ids"])
+    assert set(sent) == approved | rejected
+    assert max(sent.values()) == 1, "an on-hold id was sent twice"
+    # The killed attempt's 20 are no longer on hold, so the rerun only decides the rest.
+    assert summary["applied"]["approved"] + summary["applied"]["rejected"] == len(sent) - 20
+    after = states(network_conn, window)
+    assert {i for i, s in after.items() if s == "approved"} == approved
+    assert {i for i, s in after.items() if s == "rejected"} == rejected
+    # The killed attempt left its intentions in its audit file (written before the first PATCH).
+    killed = read_jsonl(next((tmp_path / "data").rglob("killed/decisions-attempt-1.jsonl")))
+    assert {r["reason"] for r in killed if r["action"] == "approve"} == {"pending: not yet applied"}
+
+
+def test_human_choices_are_applied_once(
+    sandbox, network_conn, rules_file, window, truth, tmp_path
+) -> None:
+    summary = review_op(rules_file, window, tmp_path).execute(context())
+    requests = build_review_requests(summary)
+    assert len(requests) == 1
+    outliers = sorted(truth["outlier_sale_amount"])
+    assert requests[0]["subject"] == (
+        f"On-hold review: {len(outliers)} conversions flagged by rule outlier-review"
+    )
+    audit = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
+    keep = audit[outliers[0]]["conversion_id"]
+    assert keep in requests[0]["body"] or len(outliers) > 50
+    # The shape HITLOperator.execute_complete returns (HITLTriggerEventSuccessPayload).
+    responses = [
+        {
+            "chosen_options": [OPTION_REJECT],
+            "params_input": {KEEP_PARAM: keep},
+            "responded_by_user": {"id": "7", "name": "ana"},
+            "responded_at": "2026-11-22T08:00:00+00:00",
+        }
+    ]
+    sandbox.clear_requests()
+    apply = OnHoldReviewApplyOperator(
+        task_id="apply_human_decisions", summary=summary, requests=requests, responses=responses
+    )
+    result = apply.execute(context())
+    assert result["applied"] == {"rejected": len(outliers) - 1} and result["kept_on_hold"] == 1
+    after = states(network_conn, window)
+    assert after[outliers[0]] == "on_hold"
+    assert {after[i] for i in outliers[1:]} == {"rejected"}
+    human = {r["on_hold_conversion_id"]: r for r in read_jsonl(result["audit_path"])}
+    assert human[outliers[1]]["human_choice"] == OPTION_REJECT
+    assert human[outliers[1]]["responded_by"] == "ana" and human[outliers[1]]["applied"] is True
+    assert human[outliers[0]]["applied"] is False
+
+    # Rerunning the apply task (a retry) sends nothing.
+    sandbox.clear_requests()
+    again = apply.execute(context())
+    assert patches(sandbox) == [] and again["applied"] == {"rejected": 0}
+
+
+def test_keep_on_hold_choice_and_dry_run_requests(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    dry = review_op(rules_file, window, tmp_path, dry_run=True).execute(context("dry"))
+    assert build_review_requests(dry) == []
+    summary = review_op(rules_file, window, tmp_path).execute(context())
+    requests = build_review_requests(summary)
+    sandbox.clear_requests()
+    result = OnHoldReviewApplyOperator(
+        task_id="apply", summary=summary, requests=requests,
+        responses=[{"chosen_options": [OPTION_KEEP], "params_input": {}}],
+    ).execute(context())
+    assert patches(sandbox) == [] and result["kept_on_hold"] == summary["review_pending"]
+
+
+def test_ids_decided_elsewhere_mid_run_are_not_sent(
+    sandbox, network_conn, rules_file, window, truth, tmp_path
+) -> None:
+    # Each PATCH response hangs 1 s: while the operator sends its approvals, a person approves
+    # three conversions the rules want to reject. The re-check before the reject chunk sees it.
+    sandbox.set_faults(apply_then_delay_paths=["/networks/reporting/onhold"], apply_then_delay_s=1)
+    taken = sorted(truth["blocklisted_sub"])[:3]
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        result["summary"] = review_op(rules_file, window, tmp_path, chunk_size=100).execute(context())
+
+    import threading
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not patches(sandbox):
+        assert worker.is_alive() and time.monotonic() < deadline
+        time.sleep(0.02)
+    AffiliateNetworkHook(affiliate_network_conn_id=network_conn).set_on_hold_status(taken, "approved")
+    worker.join(timeout=120)
+    summary = result["summary"]
+
+    operator_sent = {
+        i
+        for e in patches(sandbox)
+        if e["body"]["status"] == "rejected"
+        for i in e["body"]["on_hold_conversion_ids"]
+    }
+    assert not operator_sent & set(taken)
+    assert summary["skipped_not_on_hold"] == 3
+    rows = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
+    assert {rows[i]["reason"] for i in taken} == {"no longer on hold: approved"}
+    after = states(network_conn, window)
+    assert {after[i] for i in taken} == {"approved"}
