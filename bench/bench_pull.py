@@ -344,7 +344,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20k and 100k rows")
     parser.add_argument("--per-day", type=int, default=100_000, help="sandbox conversions per day")
     parser.add_argument("--latency-ms", type=int, default=200)
-    parser.add_argument("--concurrency", type=int, default=8, help="hook workers")
+    parser.add_argument("--concurrency", type=int, default=4, help="hook workers (hook default 4)")
     parser.add_argument("--ceiling-mb", type=int, default=1024, help="stock way's memory ceiling")
     parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS)
     parser.add_argument("--worker", choices=CONTENDERS, help=argparse.SUPPRESS)

@@ -11,8 +11,7 @@ import os
 
 import pendulum
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import Param, dag, task
-from airflow.sdk import TriggerRule
+from airflow.sdk import Param, TriggerRule, dag, task
 
 from affiliate_network.operators.onhold_review import (
     KEEP_PARAM,
@@ -44,7 +43,9 @@ MAX_REJECT_COUNT = _env_float("AFFILIATE_ONHOLD_MAX_REJECT_COUNT", 1000)
 MAX_APPROVED_PAYOUT = _env_float("AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT", None)
 #: How long a review request waits; then "Keep on hold" applies and the next run asks again
 #: (max_active_runs=1: a waiting run holds back the next hourly run).
-REVIEW_TIMEOUT = pendulum.duration(minutes=int(os.environ.get("AFFILIATE_ONHOLD_REVIEW_MINUTES", "50")))
+REVIEW_TIMEOUT = pendulum.duration(
+    minutes=int(os.environ.get("AFFILIATE_ONHOLD_REVIEW_MINUTES", "50"))
+)
 
 DOC_MD = """
 ### On-hold review

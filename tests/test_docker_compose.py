@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from e2e.harness import CELERY_WORKER_CONCURRENCY, SANDBOX_SEED, SHARED_AIRFLOW_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +75,9 @@ def compose() -> Path:
     return binary
 
 
-def _run_config(compose: Path, *extra: str, env_file: Path | None = ENV_EXAMPLE) -> subprocess.CompletedProcess:
+def _run_config(
+    compose: Path, *extra: str, env_file: Path | None = ENV_EXAMPLE
+) -> subprocess.CompletedProcess:
     args = [str(compose), "--project-directory", str(PROJECT_ROOT), "-f", str(COMPOSE_FILE)]
     if env_file is not None:
         args += ["--env-file", str(env_file)]

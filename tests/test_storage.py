@@ -425,3 +425,15 @@ def test_report_column_validation(columns: list[str], message: str) -> None:
 
 def test_report_column_validation_accepts_dicts() -> None:
     assert validate_report_columns([{"column": "offer"}, {"column": "date"}]) == ["offer", "date"]
+
+
+def test_stale_staging_of_crashed_runs_is_removed(tmp_path: Path) -> None:
+    staging = tmp_path / "conversions" / STAGING_DIR
+    old = staging / f"date=2026-01-14.{int(time.time()) - 7 * 3600}-deadbeef0000"
+    young = staging / f"date=2026-01-13.{int(time.time()) - 60}-cafebabe0000"
+    for folder in (old, young):
+        folder.mkdir(parents=True)
+        (folder / "part-00000.parquet").write_bytes(b"half a file")
+    write_partition(tmp_path, "conversions", DAY, records(5), CONVERSION_SCHEMA, request={})
+    assert not old.exists()  # a crashed run's leftovers
+    assert young.exists()  # may belong to a writer still running

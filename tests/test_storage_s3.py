@@ -141,9 +141,7 @@ def _partition_prefix(day: str) -> str:
 
 def _pull_day(conn_id: str, day: str) -> Iterator[dict[str, Any]]:
     hook = AffiliateNetworkHook(conn_id)
-    return iter(
-        hook.iter_conversions(from_date=day, to_date=day, timezone_id=1, currency_id="USD")
-    )
+    return iter(hook.iter_conversions(from_date=day, to_date=day, timezone_id=1, currency_id="USD"))
 
 
 def _land_day(conn_id: str, day: str, records: Any = None) -> Any:
@@ -182,7 +180,9 @@ def test_day_report_lands_on_s3_with_manifest(s3: Any, sandbox: Any, network_con
     assert len(set(table.column("conversion_id").to_pylist())) == truth
     # Exactly the listed data file plus the manifest; nothing left in staging.
     listed = sorted([f"{_partition_prefix(day)}{f.name}" for f in manifest.files])
-    assert _keys(s3, _partition_prefix(day)) == sorted([*listed, _partition_prefix(day) + MANIFEST_NAME])
+    assert _keys(s3, _partition_prefix(day)) == sorted(
+        [*listed, _partition_prefix(day) + MANIFEST_NAME]
+    )
     assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []
     assert list(list_partitions(S3_BASE, "conversions")) == [f"date={day}"]
     # The network key never lands in the manifest (request parameters only).
@@ -202,14 +202,14 @@ def test_rerun_replaces_s3_partition_exactly(s3: Any, sandbox: Any, network_conn
     assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []
 
 
-class _PullCrashed(RuntimeError):
+class _PullCrashedError(RuntimeError):
     """Raised by the record stream to stand for a worker dying in the middle of a pull."""
 
 
 def _crash_after(records: Iterator[dict[str, Any]], n: int) -> Iterator[dict[str, Any]]:
     for i, record in enumerate(records):
         if i == n:
-            raise _PullCrashed(f"pull died after {n} records")
+            raise _PullCrashedError(f"pull died after {n} records")
         yield record
 
 
@@ -220,7 +220,7 @@ def test_failed_rerun_leaves_previous_s3_partition_complete(
     manifest_key = _partition_prefix(day) + MANIFEST_NAME
     manifest_before = s3.get_object(Bucket=BUCKET, Key=manifest_key)["Body"].read()
 
-    with pytest.raises(_PullCrashed):
+    with pytest.raises(_PullCrashedError):
         _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 100))
 
     partition = f"{S3_BASE}/conversions/date={day}"
@@ -233,7 +233,7 @@ def test_failed_rerun_leaves_previous_s3_partition_complete(
 def test_crashed_first_write_leaves_no_complete_s3_partition(
     s3: Any, sandbox: Any, network_conn: str, day: str
 ):
-    with pytest.raises(_PullCrashed):
+    with pytest.raises(_PullCrashedError):
         _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 100))
 
     assert not is_complete(f"{S3_BASE}/conversions/date={day}")

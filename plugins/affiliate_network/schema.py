@@ -18,12 +18,14 @@ Two record kinds are landed:
   reporting row"): one ``<column>`` / ``<column>_label`` pair per requested group column, then
   the reporting numbers.
 
-The second format, gzip JSON Lines, stores each API record exactly as received (keys sorted),
-one per line: lossless, no schema needed to read it back.
+The second format, gzip JSON Lines, stores each API record as received (keys sorted, with
+``relationship`` last), one per line: lossless, no schema needed to read it back.
 
-Content checksum: both formats share one definition, based on the canonical JSON of each API
-record (``orjson`` with sorted keys), so the same API data gives the same checksum whatever the
-format, the page order or the time of the pull (see :mod:`affiliate_network.storage`).
+Content checksum: both formats share one definition, based on a canonical byte form of each API
+record (:meth:`RecordSchema.prepare`: sorted-key JSON via ``orjson``; for conversions the fields
+other than ``relationship``, a newline, then ``relationship``, so the big nested object is
+serialised once per record). The same API data gives the same checksum whatever the format, the
+page order or the time of the pull (see :mod:`affiliate_network.storage`).
 """
 
 from __future__ import annotations
@@ -186,25 +188,32 @@ class RecordSchema:
         """One API record as a dict of column values (before type coercion)."""
         raise NotImplementedError
 
-    def to_record_batch(self, records: Sequence[dict[str, Any]]) -> pa.RecordBatch:
-        """Arrow batch of ``records`` under the explicit schema.
+    def prepare(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes, bytes]:
+        """``(row, canonical, line)`` of one API record, in one pass.
 
-        The fast path hands flattened dicts to Arrow's C++ converter. When a value has the
-        wrong JSON type (``"12"`` for an integer), each value is coerced in Python where that is
-        lossless, and otherwise :class:`SchemaMismatchError` names the field and the record.
+        ``row`` holds the column values for Arrow; ``canonical`` is the deterministic byte form
+        the content checksum hashes; ``line`` is the JSON Lines form (the record as received,
+        keys sorted). By default both byte forms are the sorted-key JSON of the record.
+        """
+        canonical = canonical_json(record)
+        return self.flatten(record), canonical, canonical
+
+    def to_record_batch(self, rows: Sequence[dict[str, Any]]) -> pa.RecordBatch:
+        """Arrow batch of prepared ``rows`` (from :meth:`prepare`) under the explicit schema.
+
+        The fast path hands the dicts to Arrow's C++ converter. When a value has the wrong JSON
+        type (``"12"`` for an integer), each value is coerced in Python where that is lossless,
+        and otherwise :class:`SchemaMismatchError` names the field and the record.
         """
         import pyarrow as pa
 
-        rows = [self.flatten(r) for r in records]
         try:
             return pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            coerced = [
-                self._coerce_row(row, record) for row, record in zip(rows, records, strict=True)
-            ]
+            coerced = [self._coerce_row(row) for row in rows]
             return pa.RecordBatch.from_pylist(coerced, schema=self.arrow_schema)
 
-    def _coerce_row(self, row: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    def _coerce_row(self, row: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, value in row.items():
             typ = self._types.get(name)
@@ -214,7 +223,7 @@ class RecordSchema:
             try:
                 out[name] = _coerce(value, typ)
             except (TypeError, ValueError) as err:
-                ident = record.get(self.key_field) if self.key_field else None
+                ident = row.get(self.key_field) if self.key_field else None
                 where = f" of record {self.key_field}={ident!r}" if ident is not None else ""
                 raise SchemaMismatchError(
                     f"{self.name} field {name!r}{where}: value {value!r} "
@@ -265,16 +274,23 @@ class ConversionSchema(RecordSchema):
         super().__init__("conversion", 1, _conversion_arrow_schema(), key_field="conversion_id")
 
     def flatten(self, record: dict[str, Any]) -> dict[str, Any]:
-        # Hot path (a million rows a day): no helper calls, bytes handed to Arrow as-is.
+        return self.prepare(record)[0]
+
+    def prepare(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes, bytes]:
+        # Hot path (a million rows a day): every value serialised once, no helper calls.
+        # canonical = sorted-key JSON of the fields other than relationship, "\n", then the
+        # sorted-key JSON of relationship; the JSONL line splices the two back into one object.
         row = record.copy()
         rel = row.pop("relationship", None)
-        extra_keys = row.keys() - _KNOWN_CONVERSION_FIELDS
-        if extra_keys:
-            extra = {k: row.pop(k) for k in extra_keys}
+        top = orjson.dumps(row, option=_SORTED)
+        if not row.keys() <= _KNOWN_CONVERSION_FIELDS:
+            extra = {k: row.pop(k) for k in row.keys() - _KNOWN_CONVERSION_FIELDS}
             row["extra_fields"] = orjson.dumps(extra, option=_SORTED)
-        if rel is None:
-            return row
-        row["relationship"] = orjson.dumps(rel, option=_SORTED)
+        if "relationship" not in record:
+            return row, top, top
+        rel_json = orjson.dumps(rel, option=_SORTED)
+        row["relationship"] = None if rel is None else rel_json
+        line = (top[:-1] + b"," if len(top) > 2 else b"{") + b'"relationship":' + rel_json + b"}"
         if isinstance(rel, dict):
             offer, aff, adv = rel.get("offer"), rel.get("affiliate"), rel.get("advertiser")
             if isinstance(offer, dict):
@@ -288,7 +304,7 @@ class ConversionSchema(RecordSchema):
             if isinstance(snaps, list) and snaps and isinstance(snaps[-1], dict):
                 row["rel_on_hold_conversion_id"] = snaps[-1].get("on_hold_conversion_id")
                 row["rel_on_hold_status"] = snaps[-1].get("status")
-        return row
+        return row, top + b"\n" + rel_json, line
 
 
 @functools.cache

@@ -23,12 +23,14 @@ Rules a reader relies on:
 * A rerun replaces the partition exactly: the previous files are removed, never appended to.
 
 The content checksum identifies the data, not the bytes or the moment: it is a multiset hash
-(sum modulo 2**256 of the SHA-256 of each record's canonical JSON, plus the row count), so it
-is independent of page order and of the pull time. The pull time is in the manifest
+(sum modulo 2**256 of the SHA-256 of each record's canonical bytes, see
+:meth:`~affiliate_network.schema.RecordSchema.prepare`, plus the row count), so it is
+independent of page order, of the format and of the pull time. The pull time is in the manifest
 (``pulled_at``) but not in the checksum. Duplicates by key inside one pull are dropped (first
-occurrence kept) and counted; the set of seen keys is the only memory that grows with the day
-(about 100 bytes per id: ~100 MB at 1,000,000 conversions), everything else is bounded by the
-row group size.
+occurrence kept) and counted. The set of seen keys is the only memory that grows with the day:
+a set of 32-character ids is fine at this scale (about 120-150 bytes per id with the set's
+table, so ~150 MB at 1,000,000 conversions); everything else is bounded by the row group size
+(10,000 rows, ~30 MB of Arrow data for conversion records, at most two in flight).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -52,7 +55,7 @@ from airflow.sdk import ObjectStoragePath
 
 from affiliate_network import __version__
 from affiliate_network.exceptions import AffiliateNetworkError, ConfigValidationError
-from affiliate_network.schema import FORMAT_SUFFIX, FORMATS, RecordSchema, canonical_json
+from affiliate_network.schema import FORMAT_SUFFIX, FORMATS, RecordSchema
 
 log = logging.getLogger(__name__)
 
@@ -291,6 +294,8 @@ class PartitionWriter:
         self._pq_writer: pq.ParquetWriter | None = None
         self._gz: gzip.GzipFile | None = None
         self._closed = False
+        self._executor: ThreadPoolExecutor | None = None
+        self._write_future: Future[None] | None = None
         self._committed = False
 
     # -- context management ------------------------------------------------------------------
@@ -319,7 +324,9 @@ class PartitionWriter:
             )
         else:
             # mtime=0 and no file name: the same records give the same gzip bytes.
-            self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._out, mtime=0)
+            self._gz = gzip.GzipFile(
+                filename="", mode="wb", fileobj=self._out, mtime=0, compresslevel=6
+            )
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -349,9 +356,11 @@ class PartitionWriter:
         self._open()
         if self._closed:
             raise StorageError("writer already closed")
-        kept: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
         lines: list[bytes] = []
         key = self.schema.key_field
+        prepare = self.schema.prepare
+        parquet = self._pq_writer is not None
         for record in records:
             if self.dedupe:
                 ident = record.get(key)
@@ -359,34 +368,57 @@ class PartitionWriter:
                     self.duplicates_dropped += 1
                     continue
                 self._seen.add(ident)
-            canonical = canonical_json(record)
+            row, canonical, line = prepare(record)
             self.checksum.add(canonical)
-            kept.append(record)
-            lines.append(canonical)
-        if not kept:
-            return
-        if self._pq_writer is not None:
-            rb = self.schema.to_record_batch(kept)
+            if parquet:
+                rows.append(row)
+            else:
+                lines.append(line)
+        if rows:
+            rb = self.schema.to_record_batch(rows)
             self._pending.append(rb)
             self._pending_rows += rb.num_rows
             if self._pending_rows >= self.row_group_rows:
                 self._flush_row_group()
-        else:
+        elif lines:
             assert self._gz is not None
             lines.append(b"")
             self._gz.write(b"\n".join(lines))
 
     def _flush_row_group(self) -> None:
+        """Hand the pending batches to a background thread as one row group.
+
+        Parquet encoding and compression run in C++ without the GIL, so they overlap with the
+        next pages being parsed and prepared. At most one row group is in flight: memory is
+        bounded by two row groups.
+        """
         if self._pending and self._pq_writer is not None:
             table = pa.Table.from_batches(self._pending, schema=self.schema.arrow_schema)
-            self._pq_writer.write_table(table, row_group_size=max(self._pending_rows, 1))
             self._pending = []
             self._pending_rows = 0
+            self._wait_for_write()
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="partition-writer")
+            self._write_future = self._executor.submit(
+                self._pq_writer.write_table, table, row_group_size=max(table.num_rows, 1)
+            )
+
+    def _wait_for_write(self) -> None:
+        if self._write_future is not None:
+            future, self._write_future = self._write_future, None
+            future.result()  # re-raises a write error here, on the caller's thread
+
+    def _shutdown_executor(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def _close_files(self) -> FileEntry:
         self._open()
         if self._pq_writer is not None:
             self._flush_row_group()
+            self._wait_for_write()
+            self._shutdown_executor()
             self._pq_writer.close()
         if self._gz is not None:
             self._gz.close()
@@ -489,6 +521,9 @@ class PartitionWriter:
 
     def abort(self) -> None:
         """Discard staged data; the published partition (if any) is not touched."""
+        with contextlib.suppress(Exception):
+            self._wait_for_write()
+        self._shutdown_executor()
         with contextlib.suppress(Exception):
             if self._pq_writer is not None and not self._closed:
                 self._pq_writer.close()

@@ -48,10 +48,20 @@ def test_dag_shape(dag) -> None:
         "apply_human_decisions",
     ]
     review = dag.get_task("review")
-    assert review.owner == "affiliate-ops" and review.retries >= 1
+    assert review.owner == "affiliate-ops"
+    assert review.retries >= 1
     assert dag.get_task("apply_human_decisions").trigger_rule == "none_failed"
-    for words in ("`approve`", "`reject`", "`review`", "`hold`", "max_reject_share",
-                  "max_reject_count", "max_approved_payout", "Dry run", "Audit"):
+    for words in (
+        "`approve`",
+        "`reject`",
+        "`review`",
+        "`hold`",
+        "max_reject_share",
+        "max_reject_count",
+        "max_approved_payout",
+        "Dry run",
+        "Audit",
+    ):
         assert words in dag.doc_md, words
 
 
@@ -77,16 +87,24 @@ def test_run_with_human_review_through_the_rest_api(
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
     day = sandbox.catalog()["last_date"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, day, "-c",
-         json.dumps({"dry_run": False})],
+        [
+            sys.executable,
+            "-m",
+            "airflow",
+            "dags",
+            "test",
+            DAG_ID,
+            day,
+            "-c",
+            json.dumps({"dry_run": False}),
+        ],
         env=os.environ.copy(),
         stdout=(tmp_path / "dag.log").open("w"),
         stderr=subprocess.STDOUT,
     )
     try:
-        from fastapi.testclient import TestClient
-
         from airflow.api_fastapi.app import create_app
+        from fastapi.testclient import TestClient
 
         client = TestClient(create_app("core"))
         deadline = time.monotonic() + 400

@@ -8,8 +8,8 @@ task summaries from the REST API. Shared by the LocalExecutor and CeleryExecutor
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,9 @@ def trigger_all(stage: Stage) -> None:
     stage.runs[DAILY] = [wait_scheduled_run(stage.cluster, DAILY)]
     stage.runs[ONHOLD] = [wait_scheduled_run(stage.cluster, ONHOLD)]
     # Manual runs as an operator starts them from the UI ("Trigger DAG w/ config").
-    stage.runs[DAILY].append(api.trigger(DAILY, conf={"trailing_days": 1},
-                                         logical_date=_days_ago(3)))
+    stage.runs[DAILY].append(
+        api.trigger(DAILY, conf={"trailing_days": 1}, logical_date=_days_ago(3))
+    )
     stage.runs[ONHOLD].append(api.trigger(ONHOLD, conf=onhold_conf(), logical_date=None))
     stage.runs[SYNC] = [api.trigger(SYNC, conf={"dry_run": False}, logical_date=None)]
 
@@ -71,7 +72,10 @@ def wait_scheduled_run(cluster: AirflowCluster, dag_id: str, timeout: float = 90
         return None
 
     return wait_for(
-        _scheduled, timeout=timeout, interval=2, what=f"scheduled run of {dag_id}",
+        _scheduled,
+        timeout=timeout,
+        interval=2,
+        what=f"scheduled run of {dag_id}",
         on_timeout=lambda: cluster.diagnostics(),
     )
 
@@ -85,7 +89,10 @@ def wait_all_runs(cluster: AirflowCluster, dag_id: str, timeout: float = 400) ->
         return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
 
     runs = wait_for(
-        _all_final, timeout=timeout, interval=2, what=f"all runs of {dag_id}",
+        _all_final,
+        timeout=timeout,
+        interval=2,
+        what=f"all runs of {dag_id}",
         on_timeout=lambda: "\n".join(
             cluster.diagnostics(dag_id, r["dag_run_id"])
             for r in cluster.api.dag_runs(dag_id)
@@ -166,7 +173,9 @@ def check_affiliate_partitions(data_base: str | Path, days: Iterable[str]) -> No
     affiliates = [a["affiliate_id"] for a in reports["affiliate_reports"]["affiliates"]]
     found = set(list_partitions(str(data_base), "affiliate_reports"))
     missing = [
-        f"affiliate={a}/date={d}" for a in affiliates for d in sorted(set(days))
+        f"affiliate={a}/date={d}"
+        for a in affiliates
+        for d in sorted(set(days))
         if f"affiliate={a}/date={d}" not in found
     ]
     if missing:
@@ -193,9 +202,11 @@ def check_offer_sync_applied(sandbox: Any) -> None:
             problems.append(f"offer group {group['network_offer_group_id']} not written")
             continue
         for name, value in group.items():
-            if name.endswith("_cap") or name in ("is_caps_enabled", "is_soft_cap", "name"):
-                if stored.get(name) != value:
-                    problems.append(f"offer group {group['key']}.{name}: {stored.get(name)!r} != {value!r}")
+            checked = name.endswith("_cap") or name in ("is_caps_enabled", "is_soft_cap", "name")
+            if checked and stored.get(name) != value:
+                problems.append(
+                    f"offer group {group['key']}.{name}: {stored.get(name)!r} != {value!r}"
+                )
 
     offers = sandbox.objects("offers")
     for offer in desired.get("offers", []):
@@ -205,7 +216,9 @@ def check_offer_sync_applied(sandbox: Any) -> None:
             continue
         for name in ("name", "offer_status", "destination_url"):
             if stored.get(name) != offer[name]:
-                problems.append(f"offer {offer['key']}.{name}: {stored.get(name)!r} != {offer[name]!r}")
+                problems.append(
+                    f"offer {offer['key']}.{name}: {stored.get(name)!r} != {offer[name]!r}"
+                )
 
     scrub_rates = list(_values(sandbox.objects("custom_scrub_rates")))
     for rate in desired.get("scrub_rates", []):
@@ -219,7 +232,9 @@ def check_offer_sync_applied(sandbox: Any) -> None:
             stored = _by_id(urls, url_id)
             status = (stored or {}).get("url_status")
             if status != entry["url_status"]:
-                problems.append(f"offer url {url_id}: url_status {status!r} != {entry['url_status']!r}")
+                problems.append(
+                    f"offer url {url_id}: url_status {status!r} != {entry['url_status']!r}"
+                )
     if problems:
         raise E2EError("offer sync not applied:\n" + "\n".join(problems))
 

@@ -33,7 +33,8 @@ import requests
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 AIRFLOW_BIN = str(VENV_BIN / "airflow")
-#: The Airflow plugins folder, as docker-compose.yaml mounts it (./plugins).
+#: The Airflow DAGs and plugins folders, as docker-compose.yaml mounts them.
+DAGS_FOLDER = PROJECT_ROOT / "dags"
 PLUGINS_FOLDER = PROJECT_ROOT / "plugins"
 
 PG_HOST = "127.0.0.1"
@@ -149,8 +150,22 @@ def wait_for(
 
 def _psql(sql: str, *, database: str = "postgres") -> None:
     subprocess.run(
-        ["psql", "-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER, "-d", database, "-q",
-         "-v", "ON_ERROR_STOP=1", "-c", sql],
+        [
+            "psql",
+            "-h",
+            PG_HOST,
+            "-p",
+            str(PG_PORT),
+            "-U",
+            PG_USER,
+            "-d",
+            database,
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -174,8 +189,10 @@ class MetadataDatabase:
     def celery_result_backend(self) -> str:
         return f"db+postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{self.name}"
 
-    def create(self) -> None:
-        _psql(f'CREATE DATABASE "{self.name}"')
+    def create(self, template: str | None = None) -> None:
+        """Create the database, empty or as a copy of a (migrated) ``template`` database."""
+        suffix = f' TEMPLATE "{template}"' if template else ""
+        _psql(f'CREATE DATABASE "{self.name}"{suffix}')
 
     def drop(self) -> None:
         # FORCE (PostgreSQL 13+) ends sessions a killed process may have left behind.
@@ -183,9 +200,12 @@ class MetadataDatabase:
 
 
 def postgres_available() -> bool:
-    return subprocess.run(
-        ["pg_isready", "-h", PG_HOST, "-p", str(PG_PORT)], capture_output=True, check=False
-    ).returncode == 0
+    return (
+        subprocess.run(
+            ["pg_isready", "-h", PG_HOST, "-p", str(PG_PORT)], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
 
 
 def redis_available() -> bool:
@@ -295,9 +315,7 @@ class AirflowApi:
             "reset_dag_runs": True,
             "include_downstream": True,
         }
-        return self.call("POST", f"/dags/{dag_id}/clearTaskInstances", json=body)[
-            "task_instances"
-        ]
+        return self.call("POST", f"/dags/{dag_id}/clearTaskInstances", json=body)["task_instances"]
 
     def backfills(self, dag_id: str) -> list[dict]:
         return self.call("GET", "/backfills", params={"dag_id": dag_id})["backfills"]
@@ -472,8 +490,7 @@ class AirflowCluster:
         config = self.home / "config"
         config.mkdir(exist_ok=True)
         (config / "airflow_local_settings.py").write_text(
-            "def task_policy(task):\n"
-            "    task.retries = 0\n"
+            "def task_policy(task):\n    task.retries = 0\n"
         )
 
     # CLI ----------------------------------------------------------------------------------
@@ -512,13 +529,20 @@ class AirflowCluster:
             self._spawn(
                 "celery-worker",
                 # Concurrency comes from AIRFLOW__CELERY__WORKER_CONCURRENCY, as in compose.
-                "celery", "worker",
-                "--queues", self.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"],
-                "--celery-hostname", f"afn-e2e-{uuid.uuid4().hex[:6]}@%h",
-                "--without-gossip", "--without-mingle",
+                "celery",
+                "worker",
+                "--queues",
+                self.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"],
+                "--celery-hostname",
+                f"afn-e2e-{uuid.uuid4().hex[:6]}@%h",
+                "--without-gossip",
+                "--without-mingle",
             )
         wait_for(
-            self._api_healthy, timeout=120, interval=1, what="api-server health",
+            self._api_healthy,
+            timeout=120,
+            interval=1,
+            what="api-server health",
             on_timeout=self.diagnostics,
         )
         self.api.login()
@@ -532,8 +556,9 @@ class AirflowCluster:
         """Raise with the process log when a component died."""
         for proc in self.processes:
             if not proc.alive():
+                code = proc.proc.returncode if proc.proc else "?"
                 raise E2EError(
-                    f"{proc.name} (pid {proc.pid}) exited with {proc.proc.returncode if proc.proc else '?'}"
+                    f"{proc.name} (pid {proc.pid}) exited with {code}"
                     f"\n--- {proc.log_path} ---\n{tail(proc.log_path, 80)}"
                 )
 
@@ -577,7 +602,10 @@ class AirflowCluster:
             return not missing
 
         wait_for(
-            _all_parsed, timeout=timeout, interval=2, what=f"DAGs parsed: {sorted(missing)}",
+            _all_parsed,
+            timeout=timeout,
+            interval=2,
+            what=f"DAGs parsed: {sorted(missing)}",
             on_timeout=lambda: self.diagnostics(components=("dag-processor",)),
         )
 
@@ -590,7 +618,10 @@ class AirflowCluster:
             return run if run["state"] in RUN_FINAL else None
 
         return wait_for(
-            _done, timeout=timeout, interval=2, what=f"run {dag_id}/{run_id}",
+            _done,
+            timeout=timeout,
+            interval=2,
+            what=f"run {dag_id}/{run_id}",
             on_timeout=lambda: self.diagnostics(dag_id, run_id),
         )
 
@@ -605,7 +636,10 @@ class AirflowCluster:
             return None
 
         return wait_for(
-            _reached, timeout=timeout, interval=2, what=f"{dag_id}/{run_id}/{task_id} in {states}",
+            _reached,
+            timeout=timeout,
+            interval=2,
+            what=f"{dag_id}/{run_id}/{task_id} in {states}",
             on_timeout=lambda: self.diagnostics(dag_id, run_id),
         )
 
@@ -613,8 +647,7 @@ class AirflowCluster:
         run = self.wait_run(dag_id, run_id, timeout)
         if run["state"] != "success":
             raise E2EError(
-                f"{dag_id} run {run_id} ended {run['state']}\n"
-                + self.diagnostics(dag_id, run_id)
+                f"{dag_id} run {run_id} ended {run['state']}\n" + self.diagnostics(dag_id, run_id)
             )
         return run
 
@@ -637,9 +670,7 @@ class AirflowCluster:
                 tis = self.api.task_instances(dag_id, run_id)
                 parts.append(
                     "task states: "
-                    + ", ".join(
-                        f"{t['task_id']}[{t['map_index']}]={t['state']}" for t in tis
-                    )
+                    + ", ".join(f"{t['task_id']}[{t['map_index']}]={t['state']}" for t in tis)
                 )
                 bad = [t["task_id"] for t in tis if t["state"] not in ("success", "skipped")]
             except Exception as exc:
@@ -687,7 +718,9 @@ class MotoS3:
         self.process.start(os.environ, self.workdir)
         wait_for(
             lambda: requests.get(f"{self.endpoint}/moto-api/", timeout=2).ok,
-            timeout=30, interval=0.2, what="moto server",
+            timeout=30,
+            interval=0.2,
+            what="moto server",
             on_timeout=lambda: tail(self.workdir / "moto.log"),
         )
         self.client().create_bucket(Bucket=self.bucket)

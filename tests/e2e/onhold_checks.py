@@ -62,7 +62,10 @@ def wait_onhold_runs(cluster: AirflowCluster, timeout: float = 400) -> tuple[lis
         return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
 
     runs = wait_for(
-        _all_final, timeout=timeout, interval=3, what=f"all runs of {ONHOLD}",
+        _all_final,
+        timeout=timeout,
+        interval=3,
+        what=f"all runs of {ONHOLD}",
         on_timeout=lambda: "\n".join(
             cluster.diagnostics(ONHOLD, r["dag_run_id"]) for r in cluster.api.dag_runs(ONHOLD)
         ),
@@ -111,7 +114,9 @@ def _current_states(sandbox: Any, on_hold_ids: list[str]) -> dict[str, str]:
                 for i in on_hold_ids[start : start + 50]
             ]
             for record in hook.iter_conversions(
-                from_date=catalog["first_date"], to_date=catalog["last_date"], timezone_id=1,
+                from_date=catalog["first_date"],
+                to_date=catalog["last_date"],
+                timezone_id=1,
                 search_terms=terms,
             ):
                 snapshots = (record.get("relationship") or {}).get("on_hold_snapshots") or []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,14 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def local(e2e_sandbox: Any) -> Iterator[Stage]:
+def local(e2e_sandbox: Any, migrated_template: str) -> Iterator[Stage]:
     e2e_sandbox.reset()
     workdir = Path(tempfile.mkdtemp(prefix="afn-e2e-local-"))
     env = connection_env(e2e_sandbox)
     env["AFFILIATE_NETWORK_DATA_BASE"] = str(workdir / "data")
-    with deployment("LocalExecutor", label="local", env=env, workdir=workdir) as cluster:
+    with deployment(
+        "LocalExecutor", label="local", template=migrated_template, env=env, workdir=workdir
+    ) as cluster:
         stage = Stage(cluster, e2e_sandbox, env["AFFILIATE_NETWORK_DATA_BASE"])
         with timed("local: unpause + trigger the three DAGs"):
             trigger_all(stage)
@@ -75,9 +78,18 @@ def test_component_health_checks_of_compose_pass(local: Stage) -> None:
     with timed("local: health checks"):
         port = cluster.env["AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT"]
         assert requests.get(f"http://127.0.0.1:{port}/health", timeout=10).ok
-        for job_type in ("SchedulerJob", "TriggererJob", "DagProcessorJob"):
-            out = cluster.airflow("jobs", "check", "--job-type", job_type, "--local")
-            assert "alive" in out.lower(), out
+        # The api-server's view of every component, then compose's CLI health checks.
+        health = cluster.api.call("GET", "/monitor/health")
+        for component in ("metadatabase", "scheduler", "triggerer", "dag_processor"):
+            assert health[component]["status"] == "healthy", health
+        job_types = ("TriggererJob", "DagProcessorJob")
+        with ThreadPoolExecutor(len(job_types)) as pool:  # three CLI start-ups at once
+            outputs = pool.map(
+                lambda job: cluster.airflow("jobs", "check", "--job-type", job, "--local"),
+                job_types,
+            )
+            for out in outputs:
+                assert "alive" in out.lower(), out
 
 
 def _test_button(local: Stage, conn: dict[str, Any]) -> dict:
@@ -100,7 +112,11 @@ def test_connection_test_button_works_for_default_and_eu_accounts(local: Stage) 
         eu = {
             **network,
             "password": local.sandbox.keys["eu"]["network"],
-            "extra": {"portal": "network", "region": "eu", "eu_base_url": local.sandbox.eu_base_url},
+            "extra": {
+                "portal": "network",
+                "region": "eu",
+                "eu_base_url": local.sandbox.eu_base_url,
+            },
         }
         ok_eu = _test_button(local, eu)
         assert ok_eu["status"] is True, ok_eu
@@ -122,8 +138,13 @@ def test_backfill_create_lands_one_partition_per_day(local: Stage) -> None:
         dry = local.cluster.airflow("backfill", "create", *window, "--dry-run")
         assert all(d in dry for d in days), dry
         local.cluster.airflow(
-            "backfill", "create", *window, "--max-active-runs", "3",
-            "--dag-run-conf", json.dumps({"trailing_days": 0}),
+            "backfill",
+            "create",
+            *window,
+            "--max-active-runs",
+            "3",
+            "--dag-run-conf",
+            json.dumps({"trailing_days": 0}),
         )
         assert len(local.cluster.api.backfills(DAILY)) == 1
         runs = wait_all_runs(local.cluster, DAILY)
@@ -163,7 +184,8 @@ def test_failed_report_task_cleared_through_rest_reruns_without_duplicates(local
         assert len(manifests[day].files) == 1
         # The rerun pulled its day from the network, successfully.
         pulls = [
-            r for r in sandbox.requests_log()
+            r
+            for r in sandbox.requests_log()
             if r["path"].endswith("/networks/reporting/conversions")
         ]
         assert pulls

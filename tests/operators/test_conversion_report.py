@@ -405,3 +405,33 @@ def test_affiliate_operator_validates_columns_in_init(columns: list[str], messag
         AffiliateReportOperator(
             task_id="bad", affiliate_network_conn_id="x", affiliate_id="1", columns=columns
         )
+
+
+def test_parquet_round_trip_of_sandbox_records(sandbox, network_conn, tmp_path, day) -> None:
+    """Every field of every API record comes back from Parquet with its value and type."""
+    import json
+
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.schema import conversion_schema
+
+    api = list(
+        AffiliateNetworkHook(network_conn).iter_conversions(
+            from_date=day, to_date=day, timezone_id=1, currency_id="USD", show_events=True
+        )
+    )
+    conversions_op(tmp_path).execute(interval_context(day))
+    table = read_partition(_partition(tmp_path, day))
+    assert table.schema.equals(conversion_schema().arrow_schema, check_metadata=False)
+    landed = {r["conversion_id"]: r for r in table.to_pylist()}
+    assert len(landed) == len(api)
+    for rec in api:
+        row = landed[rec["conversion_id"]]
+        for name, value in rec.items():
+            if name == "relationship":
+                assert json.loads(row[name]) == value
+            elif name in row:
+                assert row[name] == value, name
+                if isinstance(value, float):
+                    assert isinstance(row[name], float)
+            else:
+                assert name in json.loads(row["extra_fields"] or "{}"), name

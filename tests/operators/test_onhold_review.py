@@ -35,7 +35,8 @@ from affiliate_network.review.fields import on_hold_conversion_id, on_hold_statu
 
 RULES = """\
 lists:
-  blocked: [blk-botnet-01, blk-botnet-02, blk-incent-07, blk-cookie-stuff, blk-adware-33, blk-proxy-farm]
+  blocked: [blk-botnet-01, blk-botnet-02, blk-incent-07, blk-cookie-stuff, blk-adware-33,
+            blk-proxy-farm]
 rules:
   - id: blocked-sub1
     description: Blocklisted sub ID
@@ -100,7 +101,9 @@ def context(run_id: str = "test_run") -> dict[str, Any]:
 
 
 def patches(sandbox) -> list[dict]:
-    return [e for e in sandbox.requests_log() if e["method"] == "PATCH" and e["path"] == ONHOLD_PATH]
+    return [
+        e for e in sandbox.requests_log() if e["method"] == "PATCH" and e["path"] == ONHOLD_PATH
+    ]
 
 
 def states(network_conn: str, window: tuple[str, str]) -> dict[str, str]:
@@ -127,7 +130,8 @@ def test_applies_exactly_the_expected_decisions_per_rule(
     assert {i for i, s in after.items() if s == "approved"} == approved
     still = {i for i, s in after.items() if s == "on_hold"}
     assert still == {i for i, s in before.items() if s == "on_hold"} - rejected - approved
-    assert truth["outlier_sale_amount"] <= still and truth["fast_click"] <= still
+    assert truth["outlier_sale_amount"] <= still
+    assert truth["fast_click"] <= still
 
     assert summary["per_rule"] == {
         "blocked-sub1": len(truth["blocklisted_sub"]),
@@ -137,7 +141,8 @@ def test_applies_exactly_the_expected_decisions_per_rule(
         "fast-click-hold": len(truth["fast_click"]),
     }
     assert summary["applied"] == {"approved": len(approved), "rejected": len(rejected)}
-    assert summary["readback_mismatches"] == 0 and summary["dry_run"] is False
+    assert summary["readback_mismatches"] == 0
+    assert summary["dry_run"] is False
 
     # Each id sent once, in chunks of at most 50, with the right status.
     sent = Counter()
@@ -147,17 +152,21 @@ def test_applies_exactly_the_expected_decisions_per_rule(
         expected = approved if entry["body"]["status"] == "approved" else rejected
         assert set(ids) <= expected
         sent.update(ids)
-    assert set(sent) == approved | rejected and max(sent.values()) == 1
+    assert set(sent) == approved | rejected
+    assert max(sent.values()) == 1
 
     # The audit: one line per decision, with the matched values and the outcome.
     rows = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
     assert len(rows) == sum(summary["per_rule"].values())
     some_reject = rows[next(iter(truth["blocklisted_sub"]))]
-    assert some_reject["rule_id"] == "blocked-sub1" and some_reject["action"] == "reject"
+    assert some_reject["rule_id"] == "blocked-sub1"
+    assert some_reject["action"] == "reject"
     assert some_reject["matched"]["sub1"].startswith("blk-")
-    assert some_reject["applied"] is True and "confirmed" in some_reject["reason"]
+    assert some_reject["applied"] is True
+    assert "confirmed" in some_reject["reason"]
     outlier = rows[next(iter(truth["outlier_sale_amount"]))]
-    assert outlier["applied"] is False and outlier["reason"] == "waiting for a human decision"
+    assert outlier["applied"] is False
+    assert outlier["reason"] == "waiting for a human decision"
     assert rows[next(iter(truth["fast_click"]))]["reason"] == "rule says keep on hold"
 
 
@@ -180,9 +189,11 @@ def test_dry_run_writes_nothing(sandbox, network_conn, rules_file, window, tmp_p
     summary = review_op(rules_file, window, tmp_path, dry_run="True").execute(context())
     assert patches(sandbox) == []
     assert sandbox.truth(*window) == truth_before
-    assert summary["dry_run"] is True and summary["applied"] == {"approved": 0, "rejected": 0}
+    assert summary["dry_run"] is True
+    assert summary["applied"] == {"approved": 0, "rejected": 0}
     rows = read_jsonl(summary["audit_path"])
-    assert rows and all(not r["applied"] for r in rows)
+    assert rows
+    assert not any(r["applied"] for r in rows)
     assert {r["reason"] for r in rows if r["action"] in ("approve", "reject")} == {"dry run"}
 
 
@@ -209,7 +220,8 @@ def test_guardrail_trips_before_any_write(
     with pytest.raises(GuardrailError) as info:
         review_op(rules_file, window, tmp_path, **kwargs).execute(context())
     message = str(info.value)
-    assert words in message and "stopped before any write" in message
+    assert words in message
+    assert "stopped before any write" in message
     # The top rejecting rules are named with their counts.
     assert f"duplicate-ip ({len(truth['duplicate_ip'])})" in message
     assert f"blocked-sub1 ({len(truth['blocklisted_sub'])})" in message
@@ -237,20 +249,25 @@ def test_readback_mismatch_is_reported(
     # The next run picks them up again (they are still on hold) and, fault cleared, lands them.
     sandbox.clear_faults()
     rerun = review_op(rules_file, window, tmp_path).execute(context("next"))
-    assert rerun["applied"]["approved"] == 5 and rerun["readback_mismatches"] == 0
+    assert rerun["applied"]["approved"] == 5
+    assert rerun["readback_mismatches"] == 0
 
 
 def test_min_age_leaves_young_conversions_alone(
     sandbox, network_conn, rules_file, window, tmp_path
 ) -> None:
     summary = review_op(rules_file, window, tmp_path, min_age_hours=24 * 400).execute(context())
-    assert summary["eligible"] == 0 and summary["too_young"] == summary["on_hold"] > 0
+    assert summary["eligible"] == 0
+    assert summary["too_young"] == summary["on_hold"] > 0
     assert patches(sandbox) == []
 
 
 def test_invalid_rules_fail_before_any_request(sandbox, network_conn, window, tmp_path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("rules:\n  - id: a\n    description: d\n    action: reject\n    when: {field: sub1, gt: 1}\n")
+    bad.write_text(
+        "rules:\n  - id: a\n    description: d\n    action: reject\n"
+        "    when: {field: sub1, gt: 1}\n"
+    )
     sandbox.clear_requests()
     with pytest.raises(ConfigValidationError, match=r"bad.yaml:5: rule 'a': when.gt"):
         review_op(bad, window, tmp_path).execute(context())
@@ -300,7 +317,8 @@ def test_killed_mid_apply_then_rerun_applies_each_id_once(
         if proc.poll() is None:
             proc.kill()
     first = patches(sandbox)
-    assert len(first) == 1 and len(first[0]["body"]["on_hold_conversion_ids"]) == 20
+    assert len(first) == 1
+    assert len(first[0]["body"]["on_hold_conversion_ids"]) == 20
     sandbox.clear_faults()
 
     summary = review_op(rules_file, window, tmp_path).execute(context("rerun"))
@@ -346,19 +364,22 @@ def test_human_choices_are_applied_once(
         task_id="apply_human_decisions", summary=summary, requests=requests, responses=responses
     )
     result = apply.execute(context())
-    assert result["applied"] == {"rejected": len(outliers) - 1} and result["kept_on_hold"] == 1
+    assert result["applied"] == {"rejected": len(outliers) - 1}
+    assert result["kept_on_hold"] == 1
     after = states(network_conn, window)
     assert after[outliers[0]] == "on_hold"
     assert {after[i] for i in outliers[1:]} == {"rejected"}
     human = {r["on_hold_conversion_id"]: r for r in read_jsonl(result["audit_path"])}
     assert human[outliers[1]]["human_choice"] == OPTION_REJECT
-    assert human[outliers[1]]["responded_by"] == "ana" and human[outliers[1]]["applied"] is True
+    assert human[outliers[1]]["responded_by"] == "ana"
+    assert human[outliers[1]]["applied"] is True
     assert human[outliers[0]]["applied"] is False
 
     # Rerunning the apply task (a retry) sends nothing.
     sandbox.clear_requests()
     again = apply.execute(context())
-    assert patches(sandbox) == [] and again["applied"] == {"rejected": 0}
+    assert patches(sandbox) == []
+    assert again["applied"] == {"rejected": 0}
 
 
 def test_keep_on_hold_choice_and_dry_run_requests(
@@ -370,10 +391,13 @@ def test_keep_on_hold_choice_and_dry_run_requests(
     requests = build_review_requests(summary)
     sandbox.clear_requests()
     result = OnHoldReviewApplyOperator(
-        task_id="apply", summary=summary, requests=requests,
+        task_id="apply",
+        summary=summary,
+        requests=requests,
         responses=[{"chosen_options": [OPTION_KEEP], "params_input": {}}],
     ).execute(context())
-    assert patches(sandbox) == [] and result["kept_on_hold"] == summary["review_pending"]
+    assert patches(sandbox) == []
+    assert result["kept_on_hold"] == summary["review_pending"]
 
 
 def test_ids_decided_elsewhere_mid_run_are_not_sent(
@@ -386,7 +410,9 @@ def test_ids_decided_elsewhere_mid_run_are_not_sent(
     result: dict[str, Any] = {}
 
     def run() -> None:
-        result["summary"] = review_op(rules_file, window, tmp_path, chunk_size=100).execute(context())
+        result["summary"] = review_op(rules_file, window, tmp_path, chunk_size=100).execute(
+            context()
+        )
 
     import threading
 
@@ -394,9 +420,12 @@ def test_ids_decided_elsewhere_mid_run_are_not_sent(
     worker.start()
     deadline = time.monotonic() + 60
     while not patches(sandbox):
-        assert worker.is_alive() and time.monotonic() < deadline
+        assert worker.is_alive()
+        assert time.monotonic() < deadline
         time.sleep(0.02)
-    AffiliateNetworkHook(affiliate_network_conn_id=network_conn).set_on_hold_status(taken, "approved")
+    AffiliateNetworkHook(affiliate_network_conn_id=network_conn).set_on_hold_status(
+        taken, "approved"
+    )
     worker.join(timeout=120)
     summary = result["summary"]
 

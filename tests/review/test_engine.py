@@ -30,7 +30,11 @@ def rec(n: int, **fields: Any) -> dict[str, Any]:
             "affiliate": {"network_affiliate_id": 1, "account_status": "active"},
             "offer": {"network_offer_id": 7},
             "on_hold_snapshots": [
-                {"on_hold_conversion_id": f"oh{n}", "status": "on_hold", "unix_timestamp": NOW - 86_400}
+                {
+                    "on_hold_conversion_id": f"oh{n}",
+                    "status": "on_hold",
+                    "unix_timestamp": NOW - 86_400,
+                }
             ],
         },
     }
@@ -155,7 +159,12 @@ def test_derived_fields() -> None:
     assert set(decide(one_rule("{field: age_hours, lt: 1}"), records)) == {"c3"}
     assert set(decide(one_rule("{field: age_seconds, ge: 86400}"), records)) == {"c1", "c2", "c4"}
     assert set(decide(one_rule("{field: email_domain, eq: mailinator.com}"), records)) == {"c4"}
-    assert set(decide(one_rule("{field: hold_age_hours, ge: 24}"), records)) == {"c1", "c2", "c3", "c4"}
+    assert set(decide(one_rule("{field: hold_age_hours, ge: 24}"), records)) == {
+        "c1",
+        "c2",
+        "c3",
+        "c4",
+    }
 
 
 def test_count_same_within_a_time_window() -> None:
@@ -164,7 +173,10 @@ def test_count_same_within_a_time_window() -> None:
     shared = "185.1.1.1"
     records = [
         # Four conversions from one IP inside 24 h: all four are caught, not just the 4th.
-        *(rec(i, conversion_user_ip=shared, conversion_unix_timestamp=t0 + i * hour) for i in range(1, 5)),
+        *(
+            rec(i, conversion_user_ip=shared, conversion_unix_timestamp=t0 + i * hour)
+            for i in range(1, 5)
+        ),
         # The same IP again 3 days later, alone in its window.
         rec(5, conversion_user_ip=shared, conversion_unix_timestamp=t0 + 72 * hour),
         # Empty IPs never share a value.
@@ -188,7 +200,10 @@ def test_count_same_over_several_fields_and_per_group() -> None:
         rec(3, email="a@x.com", order_id="o2"),
         rec(4, email="b@x.com", order_id="o1", relationship={"offer": {"network_offer_id": 8}}),
     ]
-    assert set(decide(one_rule("{agg: {count_same: [email, order_id]}, gt: 1}"), records)) == {"c1", "c2"}
+    assert set(decide(one_rule("{agg: {count_same: [email, order_id]}, gt: 1}"), records)) == {
+        "c1",
+        "c2",
+    }
     per_offer = "{agg: {count_same: order_id, per: relationship.offer.network_offer_id}, gt: 1}"
     assert set(decide(one_rule(per_offer), records)) == {"c1", "c2"}
 
@@ -200,13 +215,23 @@ def test_share_count_distinct_and_ratio_to_median() -> None:
         rec(2, sub1="s-a", relationship={"affiliate": {"network_affiliate_id": 1}}),
         rec(3, sub1="s-a", relationship={"affiliate": {"network_affiliate_id": 1}}),
         rec(4, sub1="s-b", relationship={"affiliate": {"network_affiliate_id": 1}}),
-        rec(5, sub1="s-a", relationship={"affiliate": {"network_affiliate_id": 2}}, sale_amount=4000.0),
+        rec(
+            5,
+            sub1="s-a",
+            relationship={"affiliate": {"network_affiliate_id": 2}},
+            sale_amount=4000.0,
+        ),
     ]
     # s-a is 3/4 of affiliate 1's conversions, and 1/1 of affiliate 2's.
     share = f"{{agg: {{share_same: sub1, per: {aff}}}, ge: 0.75}}"
     assert set(decide(one_rule(share), records)) == {"c1", "c2", "c3", "c5"}
     # Affiliate 1 is 4/5 of the batch.
-    assert set(decide(one_rule(f"{{agg: {{share_same: {aff}}}, gt: 0.5}}"), records)) == {"c1", "c2", "c3", "c4"}
+    assert set(decide(one_rule(f"{{agg: {{share_same: {aff}}}, gt: 0.5}}"), records)) == {
+        "c1",
+        "c2",
+        "c3",
+        "c4",
+    }
     # Two distinct sub1 values for affiliate 1.
     distinct = f"{{agg: {{count_distinct: sub1, per: {aff}}}, ge: 2}}"
     assert set(decide(one_rule(distinct), records)) == {"c1", "c2", "c3", "c4"}
@@ -223,9 +248,7 @@ def test_aggregates_count_ineligible_records_but_decide_only_eligible() -> None:
 
 def test_matched_values_and_counts_per_rule() -> None:
     ruleset = RuleSet(
-        loads_rules(
-            one_rule("{all: [{field: sub1, eq: blk}, {agg: {count_same: sub1}, ge: 2}]}")
-        )
+        loads_rules(one_rule("{all: [{field: sub1, eq: blk}, {agg: {count_same: sub1}, ge: 2}]}"))
     )
     records = [rec(1, sub1="blk"), rec(2, sub1="blk"), rec(3)]
     evaluation = ruleset.evaluate(records, now=NOW)

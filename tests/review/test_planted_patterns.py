@@ -56,6 +56,7 @@ def test_include_rules_decide_exactly_the_planted_conversions(sandbox, network_c
         for r in records
         if r["conversion_id"] in clean and now - on_hold_since(r) >= 72 * 3600
     }
-    assert old_enough and len(old_enough) < len(clean)
+    assert old_enough
+    assert len(old_enough) < len(clean)
     assert decided["clean-after-72h"] == old_enough
     assert evaluation.unmatched == len(clean) - len(old_enough)

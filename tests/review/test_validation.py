@@ -352,7 +352,8 @@ def test_every_problem_of_a_file_is_reported_at_once_in_line_order(tmp_path) -> 
 
 def test_yaml_syntax_error_reports_its_line(tmp_path) -> None:
     _, errors = _errors(tmp_path, "rules:\n  - id: a\n    description: [unclosed\n")
-    assert errors[0].line == 4 and "not valid YAML" in errors[0].message
+    assert errors[0].line == 4
+    assert "not valid YAML" in errors[0].message
 
 
 def test_empty_file_and_missing_file_are_clear(tmp_path) -> None:
@@ -385,7 +386,9 @@ def test_include_has_the_default_rules_file() -> None:
 
 def test_cli_validate_exit_codes_and_messages(tmp_path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("rules:\n  - id: x\n    description: d\n    action: nope\n    when: {field: sub1, eq: a}\n")
+    bad.write_text(
+        "rules:\n  - id: x\n    description: d\n    action: nope\n    when: {field: sub1, eq: a}\n"
+    )
     good = include_dir() / "onhold_rules.yaml"
     ok = subprocess.run(
         [sys.executable, "-m", "affiliate_network.review", "validate", str(good)],
@@ -393,9 +396,15 @@ def test_cli_validate_exit_codes_and_messages(tmp_path) -> None:
         text=True,
         check=False,
     )
-    assert ok.returncode == 0 and "OK (" in ok.stdout
+    assert ok.returncode == 0
+    assert "OK (" in ok.stdout
     failed = subprocess.run(
-        [Path(sys.executable).with_name("affiliate-network-rules"), "validate", str(good), str(bad)],
+        [
+            Path(sys.executable).with_name("affiliate-network-rules"),
+            "validate",
+            str(good),
+            str(bad),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -403,3 +412,12 @@ def test_cli_validate_exit_codes_and_messages(tmp_path) -> None:
     assert failed.returncode == 1
     assert f"{bad}:4: rule 'x': action: unknown action 'nope'" in failed.stderr
     assert "1 of 2 file(s) invalid" in failed.stderr
+
+
+def test_the_documented_example_validates() -> None:
+    import affiliate_network.review as review
+
+    doc = review.__doc__ or ""
+    block = doc.split("::\n\n", 1)[1].split("\n\nActions:", 1)[0]
+    rules_file = loads_rules(textwrap.dedent(block), "docstring")
+    assert [r.id for r in rules_file.rules] == ["blocked-sub1", "duplicate-ip-24h", "risky-big-sale"]

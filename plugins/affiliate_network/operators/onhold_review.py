@@ -1,4 +1,4 @@
-"""On-hold review: decide held conversions with rules, apply safely, and hand doubtful ones to a human.
+"""On-hold review: decide held conversions with rules, apply safely, ask a human about the rest.
 
 Three pieces, used by the ``affiliate_onhold_review`` DAG:
 
@@ -62,7 +62,7 @@ _KEEP_MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
 
 
 class GuardrailError(AffiliateNetworkError):
-    """A safety ceiling (reject share or count, approved payout) was crossed: nothing was written."""
+    """A safety ceiling (reject share/count, approved payout) was crossed: nothing was written."""
 
 
 def resolve_data_base(explicit: str | None = None) -> str:
@@ -352,7 +352,7 @@ class OnHoldReviewOperator(BaseOperator):
         self, hook: AffiliateNetworkHook, ruleset: RuleSet, from_date: str, to_date: str
     ) -> tuple[list[dict[str, Any]], int]:
         """Conversions currently on hold in the window, projected to what rules and audit need."""
-        keep = {*ruleset.prefetch, *_KEEP_FIELDS}
+        keep = {*(p.split(".", 1)[0] for p in ruleset.prefetch), *_KEEP_FIELDS}
         members = {*ruleset.relationship_members(), *_KEEP_MEMBERS}
         pulled = 0
         candidates: list[dict[str, Any]] = []
@@ -396,7 +396,8 @@ class OnHoldReviewOperator(BaseOperator):
             )
             if payout > self.max_approved_payout:
                 problems.append(
-                    f"approved payout {payout:.2f} > max_approved_payout {self.max_approved_payout:.2f}"
+                    f"approved payout {payout:.2f} > max_approved_payout "
+                    f"{self.max_approved_payout:.2f}"
                 )
         if problems:
             top = Counter(d.rule_id for d in rejects).most_common(5)
@@ -430,7 +431,8 @@ class OnHoldReviewOperator(BaseOperator):
         ]
         evaluation = ruleset.evaluate(candidates, now=now, eligible=eligible)
         self.log.info(
-            "Window %s..%s: pulled %d conversions, %d on hold, %d old enough, decided %d in %.3f s CPU",
+            "Window %s..%s: pulled %d conversions, %d on hold, %d old enough, decided %d "
+            "in %.3f s CPU",
             from_date,
             to_date,
             pulled,

@@ -13,13 +13,13 @@ anyone, and a condition on ``None`` is false (``missing`` is true).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from affiliate_network.review.model import Aggregate
 
-#: ``codes`` of a column: one int per record (``None`` when missing) and the number of codes.
+#: Codes of a column: one int per record (``None`` when missing), and the number of codes.
 Codes = tuple[list[int | None], int]
 
 #: Value types that cannot be dict keys as they are (tuples may hold lists: checked too).
@@ -35,19 +35,28 @@ def _hashable(value: Any) -> Hashable:
 
 
 def factorize(column: Sequence[Any]) -> Codes:
-    """Map each distinct present value to 0..m-1; missing/empty values to ``None``."""
-    if _UNHASHABLE & set(map(type, column)):
-        column = [_hashable(v) for v in column]  # rare: untyped paths yielding lists/objects
+    """Map each distinct present value to 0..m-1; missing/empty values to ``None``.
+
+    One pass (the values are scattered objects: every extra pass costs a cache miss per value).
+    """
     mapping: dict[Any, int] = {}
     setdefault = mapping.setdefault
-    codes = [
-        None if (v is None or v == "" or v == ()) else setdefault(v, len(mapping)) for v in column
-    ]
+    try:
+        codes = [
+            None if (v is None or v == "" or v == ()) else setdefault(v, len(mapping))
+            for v in column
+        ]
+    except TypeError:
+        # Rare: untyped paths yielding lists/objects, which cannot be dict keys as they are.
+        return factorize([_hashable(v) for v in column])
     return codes, len(mapping)
 
 
 def combine(parts: Sequence[Codes]) -> Codes:
-    """Codes of a composite key (all parts present), from the parts' codes."""
+    """Codes of a composite key (``None`` when any part is missing), from the parts' codes.
+
+    ``a * size_b + b`` is unique per pair; counts are dict-based, so codes need not be dense.
+    """
     codes, size = parts[0]
     for other, other_size in parts[1:]:
         codes = [
@@ -55,31 +64,27 @@ def combine(parts: Sequence[Codes]) -> Codes:
             for a, b in zip(codes, other, strict=True)
         ]
         size *= other_size
-    if size > 4 * len(codes) + 16:
-        codes, size = factorize(codes)  # keep codes dense so counts fit in a list
     return codes, size
 
 
-def _counts(codes: Sequence[int | None], size: int) -> list[int]:
-    counts = [0] * (size + 1)
-    for c in codes:
-        if c is not None:
-            counts[c] += 1
+def _count_lookup(codes: Sequence[int | None]) -> dict[int | None, int | None]:
+    """Code -> number of records with it (C-level counting); ``None`` -> ``None``."""
+    counts: dict[int | None, int | None] = dict(Counter(codes))
+    counts[None] = None
     return counts
 
 
 def count_same(key: Codes) -> list[float | None]:
-    codes, size = key
-    counts = _counts(codes, size)
-    return [None if c is None else counts[c] for c in codes]
+    codes = key[0]
+    return list(map(_count_lookup(codes).__getitem__, codes))
 
 
 def count_same_within(
     key: Codes, times: Sequence[float | None], window_s: float
 ) -> list[float | None]:
     """For each record: how many records with its key lie within ``window_s`` of its time."""
-    codes, size = key
-    counts = _counts(codes, size)
+    codes = key[0]
+    counts = _count_lookup(codes)
     result: list[float | None] = [
         None if c is None or t is None else (1 if counts[c] == 1 else 0)
         for c, t in zip(codes, times, strict=True)
@@ -98,30 +103,26 @@ def count_same_within(
 
 def share_same(key: Codes, per: Codes | None) -> list[float | None]:
     """Share of the batch (or of the ``per`` group) that has this record's value."""
-    codes, size = key
+    codes = key[0]
     if per is None:
-        counts = _counts(codes, size)
+        counts = _count_lookup(codes)
         total = len(codes)
-        return [None if c is None else counts[c] / total for c in codes]
-    pair_codes, pair_size = combine([key, per])
-    pair_counts = _counts(pair_codes, pair_size)
-    group_counts = _counts(per[0], per[1])
+        return [None if c is None else counts[c] / total for c in codes]  # type: ignore[operator]
+    pair_codes = combine([key, per])[0]
+    pair_counts = _count_lookup(pair_codes)
+    group_counts = _count_lookup(per[0])
     return [
-        None if pc is None else pair_counts[pc] / group_counts[g]  # type: ignore[index]
+        None if pc is None else pair_counts[pc] / group_counts[g]  # type: ignore[operator]
         for pc, g in zip(pair_codes, per[0], strict=True)
     ]
 
 
 def count_distinct(values: Codes, per: Codes) -> list[float | None]:
     """Number of distinct values in the record's ``per`` group."""
-    value_codes, value_size = values
-    pairs = {
-        (g, v) for g, v in zip(per[0], value_codes, strict=True) if g is not None and v is not None
-    }
-    distinct = [0] * (per[1] + 1)
-    for g, _ in pairs:
-        distinct[g] += 1
-    return [None if g is None else distinct[g] for g in per[0]]
+    pairs = set(zip(per[0], values[0], strict=True))
+    distinct = Counter(g for g, v in pairs if g is not None and v is not None)
+    lookup: dict[int | None, int | None] = {None: None, **distinct}
+    return [lookup.get(g, 0) for g in per[0]]
 
 
 def ratio_to_median(numbers: Sequence[float | None], per: Codes | None) -> list[float | None]:

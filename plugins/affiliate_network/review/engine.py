@@ -64,6 +64,24 @@ def _present(value: Any) -> bool:
 _NUMERIC_TYPES = frozenset((int, float, type(None)))
 
 
+def _fetch(rows: Sequence[Any], keys: list[str], *, nested: bool) -> list[Sequence[Any]]:
+    """Columns of ``keys`` read from ``rows`` (dicts, or anything for nested levels) in one pass."""
+    if nested:
+        # Nested levels may hold None or non-dicts: guard them with an empty dict.
+        empty: dict = {}
+        rows = [r if type(r) is dict else empty for r in rows]
+    if len(keys) == 1:
+        key = keys[0]
+        return [[r.get(key) for r in rows]]
+    try:
+        # itemgetter is the fastest single pass; it needs every key present...
+        table = list(map(itemgetter(*keys), rows))
+    except KeyError:
+        # ...otherwise dict.get per key, still one pass over the rows.
+        table = [tuple(map(r.get, keys)) for r in rows]
+    return list(zip(*table, strict=True))
+
+
 class Batch:
     """The records being decided, with a cache of columns computed on first use.
 
@@ -73,7 +91,8 @@ class Batch:
 
     :param records: conversion records (dicts in the spec's conversion record shape).
     :param now: evaluation time (unix seconds) for age-based derived fields.
-    :param prefetch: top-level field names to fetch in the first pass.
+    :param prefetch: plain dotted paths (no index) to fetch up front: every level is read in
+        one pass per parent (``relationship`` once for all its members, and so on).
     """
 
     def __init__(self, records: Sequence[dict], now: float, prefetch: Sequence[str] = ()) -> None:
@@ -83,27 +102,33 @@ class Batch:
         self._numeric: dict[str, Sequence[Any]] = {}
         self._aggregates: dict[str, Sequence[Any]] = {}
         self._codes: dict[str, Codes] = {}
-        if prefetch and records:
-            keys = list(prefetch)
-            try:
-                # itemgetter is the fastest single pass; it needs every key present...
-                rows = list(map(itemgetter(*keys), records)) if len(keys) > 1 else None
-            except KeyError:
-                rows = None
-            if rows is None:
-                # ...otherwise (or for one key) dict.get per key, still one pass per record.
-                rows = [tuple(map(r.get, keys)) for r in records]
-            self._columns.update(zip(keys, zip(*rows, strict=True), strict=True))
+        if not records:
+            return
+        children: dict[str, dict[str, None]] = {}
+        for path in prefetch:
+            parent = ""
+            for key in path.split("."):
+                children.setdefault(parent, {})[key] = None
+                parent = f"{parent}.{key}" if parent else key
+        # Breadth first: a parent's column exists before its children are read from it.
+        queue = [""]
+        while queue:
+            parent = queue.pop(0)
+            keys = list(children.get(parent, ()))
+            if not keys:
+                continue
+            rows = self.records if not parent else self._columns[parent]
+            prefix = f"{parent}." if parent else ""
+            for key, column in zip(keys, _fetch(rows, keys, nested=bool(parent)), strict=True):
+                self._columns[prefix + key] = column
+                queue.append(prefix + key)
 
     def column(self, path: str) -> Sequence[Any]:
         """Raw values of a path (or derived field), one per record; tuples for multi paths."""
         col = self._columns.get(path)
         if col is None:
             derived = DERIVED_FIELDS.get(path)
-            if derived is not None:
-                col = derived.compute(self)
-            else:
-                col = self._extract(path)
+            col = derived.compute(self) if derived is not None else self._extract(path)
             self._columns[path] = col
         return col
 
@@ -442,7 +467,7 @@ def compile_condition(condition: Any, lists: dict[str, list]) -> CompiledConditi
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Decision:
     """The outcome of the rules for one record.
 
@@ -519,7 +544,7 @@ class RuleSet:
             for rule in rules_file.rules
             if rule.enabled
         ]
-        self.prefetch: tuple[str, ...] = _top_level_fields(
+        self.prefetch: tuple[str, ...] = _prefetch_paths(
             t for c in self.compiled for t in c.tests
         )
 
@@ -536,7 +561,7 @@ class RuleSet:
                 paths = [test.field] if test.field else [*test.agg.fields, *test.agg.per_fields]  # type: ignore[union-attr]
                 for path in paths:
                     if path in DERIVED_FIELDS:
-                        if "relationship" in DERIVED_FIELDS[path].needs:
+                        if any(n.startswith("relationship.") for n in DERIVED_FIELDS[path].needs):
                             members["on_hold_snapshots"] = None
                         continue
                     segments = parse_path(path)
@@ -614,18 +639,31 @@ class RuleSet:
         )
 
 
-def _top_level_fields(tests: Any) -> tuple[str, ...]:
-    """Record fields read by the rules (directly, via derived fields or via aggregates)."""
-    keys: dict[str, None] = {}
+def _prefetch_paths(tests: Any) -> tuple[str, ...]:
+    """Plain paths the rules read (directly, via derived fields or via aggregates).
+
+    Paths with an index or through a list stop at their last plain prefix (the list itself).
+    """
+    found: dict[str, None] = {}
     for test in tests:
         paths = [test.field] if test.field is not None else [*test.agg.fields, *test.agg.per_fields]
         if test.agg is not None and test.agg.within_hours is not None:
             paths.append("conversion_unix_timestamp")
         for path in paths:
             derived = DERIVED_FIELDS.get(path)
-            for key in derived.needs if derived is not None else (parse_path(path)[0].key,):
-                keys[key] = None
-    return tuple(keys)
+            if derived is not None:
+                found.update(dict.fromkeys(derived.needs))
+                continue
+            plain: list[str] = []
+            for segment in parse_path(path):
+                plain.append(segment.key)
+                if segment.index is not None or path_is_multi(".".join(plain)):
+                    break
+            if path_is_multi(".".join(plain)):
+                plain.pop()
+            if plain:
+                found[".".join(plain)] = None
+    return tuple(found)
 
 
 def _jsonable(value: Any) -> Any:

@@ -384,7 +384,7 @@ def compile_getter(path: str) -> Callable[[dict], Any]:
 
 
 def _path_is_multi(segments: Sequence[Segment]) -> bool:
-    """A path is multi-valued when it goes through a known list member without an index or uses [*]."""
+    """Multi-valued: goes through a known list member without an index, or uses ``[*]``."""
     if any(seg.index == "*" for seg in segments):
         return True
     if len(segments) >= 2 and segments[0].key == "relationship":
@@ -423,7 +423,7 @@ class DerivedField:
     :param description: one line for the docs and ``affiliate-network-rules fields``.
     :param compute: ``batch -> list`` of one value per record (``None`` when unknown), built
         from the batch's cached columns.
-    :param needs: top-level record fields it reads (fetched in the batch's single first pass).
+    :param needs: plain paths it reads (prefetched with the columns the rules read).
     """
 
     type: FieldType
@@ -567,16 +567,16 @@ DERIVED_FIELDS: dict[str, DerivedField] = {
         "number",
         "hours since the conversion went on hold (first on-hold snapshot)",
         _hold_age_hours,
-        ("relationship",),
+        ("relationship.on_hold_snapshots",),
     ),
     "on_hold_status": DerivedField(
         "string",
         "current on-hold state: status of the LAST relationship.on_hold_snapshots entry",
         lambda b: _last_snapshot_values(b, "status"),
-        ("relationship",),
+        ("relationship.on_hold_snapshots",),
     ),
     "on_hold_conversion_id": DerivedField(
-        "string", "the on-hold ID the approve/reject PATCH takes", _on_hold_ids, ("relationship",)
+        "string", "the on-hold ID the approve/reject PATCH takes", _on_hold_ids, ("relationship.on_hold_snapshots",)
     ),
     "email_domain": DerivedField(
         "string", "lower-cased part of email after '@'", _email_domain, ("email",)

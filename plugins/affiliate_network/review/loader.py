@@ -102,10 +102,9 @@ def _clean_loc(loc: tuple, data: Any) -> Loc:
     out: list[str | int] = []
     current = data
     for part in loc:
-        if isinstance(current, dict) and part in current:
-            out.append(part)
-            current = current[part]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+        in_dict = isinstance(current, dict) and part in current
+        in_list = isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        if in_dict or in_list:
             out.append(part)
             current = current[part]
         elif (
@@ -177,7 +176,8 @@ def _message(error: dict, loc: Loc, data: Any) -> str:
         parent = _get(data, loc[:-1])
         if isinstance(parent, dict) and ("field" in parent or "agg" in parent):
             return (
-                f"unknown key {last!r} in a condition: expected field or agg, then op + value or one "
+                f"unknown key {last!r} in a condition: expected field or agg, then op + value or "
+                "one "
                 f"operator key ({', '.join(OPERATORS)})"
             )
         if len(loc) == 3 and loc[0] == "rules":
@@ -249,7 +249,8 @@ def loads_rules(text: str, source: str = "<string>") -> RulesFile:
             line,
             _rule_id(data, loc),
             _format_loc(loc[2:] if loc[:1] == ("rules",) and len(loc) > 2 else loc),
-            f"key {loc[-1]!r} appears twice (first at line {first}); YAML would silently keep the last",
+            f"key {loc[-1]!r} appears twice (first at line {first}); "
+            "YAML would silently keep the last",
         )
         for loc, line, first in duplicates
     ]
