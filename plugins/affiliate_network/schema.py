@@ -198,8 +198,8 @@ class RecordSchema:
         canonical = canonical_json(record)
         return self.flatten(record), canonical, canonical
 
-    def to_record_batch(self, rows: Sequence[dict[str, Any]]) -> pa.RecordBatch:
-        """Arrow batch of prepared ``rows`` (from :meth:`prepare`) under the explicit schema.
+    def to_table(self, rows: Sequence[dict[str, Any]]) -> pa.Table:
+        """Arrow table of prepared ``rows`` (from :meth:`prepare`) under the explicit schema.
 
         The fast path hands the dicts to Arrow's C++ converter. When a value has the wrong JSON
         type (``"12"`` for an integer), each value is coerced in Python where that is lossless,
@@ -208,10 +208,10 @@ class RecordSchema:
         import pyarrow as pa
 
         try:
-            return pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
+            return pa.Table.from_pylist(rows, schema=self.arrow_schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             coerced = [self._coerce_row(row) for row in rows]
-            return pa.RecordBatch.from_pylist(coerced, schema=self.arrow_schema)
+            return pa.Table.from_pylist(coerced, schema=self.arrow_schema)
 
     def _coerce_row(self, row: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}

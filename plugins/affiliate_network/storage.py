@@ -288,7 +288,7 @@ class PartitionWriter:
         self.checksum = ContentChecksum()
         self.duplicates_dropped = 0
         self._seen: set[Any] = set()
-        self._pending: list[pa.RecordBatch] = []
+        self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._out: _HashingWriter | None = None
         self._pq_writer: pq.ParquetWriter | None = None
@@ -375,9 +375,9 @@ class PartitionWriter:
             else:
                 lines.append(line)
         if rows:
-            rb = self.schema.to_record_batch(rows)
-            self._pending.append(rb)
-            self._pending_rows += rb.num_rows
+            chunk = self.schema.to_table(rows)
+            self._pending.append(chunk)
+            self._pending_rows += chunk.num_rows
             if self._pending_rows >= self.row_group_rows:
                 self._flush_row_group()
         elif lines:
@@ -393,7 +393,7 @@ class PartitionWriter:
         bounded by two row groups.
         """
         if self._pending and self._pq_writer is not None:
-            table = pa.Table.from_batches(self._pending, schema=self.schema.arrow_schema)
+            table = pa.concat_tables(self._pending)
             self._pending = []
             self._pending_rows = 0
             self._wait_for_write()

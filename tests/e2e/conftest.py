@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -30,10 +31,20 @@ from .harness import (
     redis_available,
 )
 
-pytestmark = pytest.mark.e2e
-
 #: DAGs of the project the stage runs.
 DAG_IDS = ("affiliate_daily_reports", "affiliate_onhold_review", "affiliate_offer_sync")
+
+#: Failed e2e tests so far (a deployment keeps its logs when one of its tests failed).
+_FAILURES = [0]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    if report.failed and "e2e" in item.keywords:
+        _FAILURES[0] += 1
+    return report
+
 
 #: Wall time per part of the stage, printed at the end of the session (-rA not needed).
 TIMINGS: dict[str, float] = {}
@@ -166,27 +177,37 @@ def deployment(
 
     :param template: migrated database the fresh one is copied from.
     :param env: connections, output base... for every component.
-    :param before_start: CLI set-up on the migrated DB (connections, variables).
+    :param before_start: CLI set-up on the fresh DB (connections, variables), run while the
+        components start.
 
-    Stopping (by PID) and dropping the database happen in ``finally``, whatever failed.
+    Stopping (by PID) and dropping the database happen in ``finally``, whatever failed. The work
+    folder (AIRFLOW_HOME, process and task logs, local outputs) is removed after a passing
+    stage and kept, with its path printed, after a failing one.
     """
     workdir = workdir or Path(tempfile.mkdtemp(prefix=f"afn-e2e-{label}-"))
     database = MetadataDatabase()
     cluster = AirflowCluster(
         workdir, database, ClusterSettings(executor, harness.DAGS_FOLDER, dict(env))
     )
+    failures_before = _FAILURES[0]
     try:
-        with timed(f"{label}: fresh metadata DB + set-up commands"):
+        with timed(f"{label}: start components (+ set-up commands)"):
             database.create(template=template)
-            if before_start is not None:
-                before_start(cluster)
-        with timed(f"{label}: start components"):
-            cluster.start()
+            cluster.start(
+                while_starting=None if before_start is None else lambda: before_start(cluster)
+            )
             cluster.wait_dags_parsed(DAG_IDS)
         yield cluster
+    except BaseException:
+        _FAILURES[0] += 1
+        raise
     finally:
         with timed(f"{label}: stop components + drop DB"):
             try:
                 cluster.stop()
             finally:
                 database.drop()
+        if _FAILURES[0] == failures_before:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"\ne2e {label}: logs kept in {workdir}")

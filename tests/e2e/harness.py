@@ -520,7 +520,12 @@ class AirflowCluster:
         proc.start(self.env, self.workdir)
         return proc
 
-    def start(self) -> None:
+    def start(self, while_starting: Callable[[], None] | None = None) -> None:
+        """Start every component; run ``while_starting`` (CLI set-up) meanwhile; wait for health.
+
+        :param while_starting: commands to run while the components start (they only need the
+            metadata DB, and nothing is triggered before the api-server is healthy).
+        """
         self._spawn("api-server", "api-server", "--host", "127.0.0.1", "--port", str(self.api_port))
         self._spawn("scheduler", "scheduler")
         self._spawn("dag-processor", "dag-processor")
@@ -538,6 +543,8 @@ class AirflowCluster:
                 "--without-gossip",
                 "--without-mingle",
             )
+        if while_starting is not None:
+            while_starting()
         wait_for(
             self._api_healthy,
             timeout=120,

@@ -130,13 +130,11 @@ BACKFILL_FROM_DAYS_AGO = 11
 
 
 def test_backfill_create_lands_one_partition_per_day(local: Stage) -> None:
-    """The runbook's backfill commands, then the three runs and their partitions."""
+    """The runbook's backfill command, then the three runs and their partitions."""
     first = pendulum.now("UTC").start_of("day").subtract(days=BACKFILL_FROM_DAYS_AGO)
     days = [first.add(days=i).to_date_string() for i in range(3)]
     with timed("local: backfill 3 days"):
         window = ["--dag-id", DAILY, "--from-date", days[0], "--to-date", days[-1]]
-        dry = local.cluster.airflow("backfill", "create", *window, "--dry-run")
-        assert all(d in dry for d in days), dry
         local.cluster.airflow(
             "backfill",
             "create",

@@ -441,3 +441,29 @@ def test_ids_decided_elsewhere_mid_run_are_not_sent(
     assert {rows[i]["reason"] for i in taken} == {"no longer on hold: approved"}
     after = states(network_conn, window)
     assert {after[i] for i in taken} == {"approved"}
+
+
+def test_unsupported_reject_status_fails_before_any_request(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    sandbox.clear_requests()
+    with pytest.raises(ConfigValidationError, match="reject_status 'declined'"):
+        review_op(rules_file, window, tmp_path, reject_status="declined").execute(context())
+    assert [e for e in sandbox.requests_log() if e["path"].startswith("/v1")] == []
+
+
+def test_failed_write_leaves_an_audit_and_the_retry_finishes(
+    sandbox, network_conn, rules_file, window, truth, tmp_path
+) -> None:
+    from affiliate_network.exceptions import InvalidRequestError
+
+    sandbox.set_faults(fail_hard=400, paths=["/networks/reporting/onhold"])
+    with pytest.raises(InvalidRequestError):
+        review_op(rules_file, window, tmp_path).execute(context())
+    rows = read_jsonl(next((tmp_path / "data").rglob("decisions-attempt-1.jsonl")))
+    assert {r["reason"] for r in rows if r["action"] == "approve"} == {
+        "not applied: failed (InvalidRequestError)"
+    }
+    sandbox.clear_faults()
+    summary = review_op(rules_file, window, tmp_path).execute(context("retry"))
+    assert summary["applied"]["approved"] == len(truth["ip_mismatch"])

@@ -420,4 +420,8 @@ def test_the_documented_example_validates() -> None:
     doc = review.__doc__ or ""
     block = doc.split("::\n\n", 1)[1].split("\n\nActions:", 1)[0]
     rules_file = loads_rules(textwrap.dedent(block), "docstring")
-    assert [r.id for r in rules_file.rules] == ["blocked-sub1", "duplicate-ip-24h", "risky-big-sale"]
+    assert [r.id for r in rules_file.rules] == [
+        "blocked-sub1",
+        "duplicate-ip-24h",
+        "risky-big-sale",
+    ]

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from affiliate_network.exceptions import AffiliateNetworkError
+from affiliate_network.hooks._memory import pin_mmap_threshold
 
 
 def loads_without_gc(content: bytes) -> Any:
@@ -171,6 +172,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
 
             next_page = 2
             if last_page >= next_page:
+                pin_mmap_threshold()  # worker-read page buffers must not pile up in arenas
                 executor = ThreadPoolExecutor(
                     max_workers=min(self._concurrency, last_page - 1),
                     thread_name_prefix="affiliate-network-page",

@@ -85,6 +85,17 @@ def _as_bool(value: Any, name: str) -> bool:
     raise ConfigValidationError(f"{name} must be a boolean, got {value!r}")
 
 
+def check_reject_status(status: str) -> None:
+    """Fail before anything is pulled or approved, not halfway through the writes."""
+    from affiliate_network.hooks.affiliate_network import ON_HOLD_STATUSES
+
+    if status not in ON_HOLD_STATUSES:
+        raise ConfigValidationError(
+            f"reject_status {status!r} is not accepted by the hook "
+            f"(allowed: {', '.join(ON_HOLD_STATUSES)})"
+        )
+
+
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "run"
 
@@ -194,9 +205,14 @@ class OnHoldWriter:
                     states[oh_id] = on_hold_status(record)
         return states
 
-    def apply(self, on_hold_ids: Sequence[str], status: str) -> ApplyOutcome:
-        """Send ``status`` for every id still on hold, chunk by chunk, then read back."""
-        outcome = ApplyOutcome()
+    def apply(
+        self, on_hold_ids: Sequence[str], status: str, outcome: ApplyOutcome | None = None
+    ) -> ApplyOutcome:
+        """Send ``status`` for every id still on hold, chunk by chunk, then read back.
+
+        :param outcome: filled as chunks go (so a caller still has it when a chunk fails).
+        """
+        outcome = outcome if outcome is not None else ApplyOutcome()
         for chunk in _chunks(list(dict.fromkeys(on_hold_ids)), self.chunk_size):
             # Right before the write: a rerun, a person or the network may have decided some.
             states = self.current_states(chunk)
@@ -231,6 +247,19 @@ class OnHoldWriter:
                 ", ".join(sorted(outcome.mismatches)[:20]),
             )
         return outcome
+
+
+def _outcome_reasons(outcomes: dict[str, ApplyOutcome], into: dict[str, tuple[bool, str]]) -> None:
+    """On-hold id -> (applied, why) for the audit."""
+    for status, outcome in outcomes.items():
+        for i in outcome.applied:
+            if i in outcome.mismatches:
+                seen = outcome.mismatches[i] or "not found"
+                into[i] = (True, f"sent {status}; read back shows {seen}")
+            else:
+                into[i] = (True, f"{status}; confirmed by read-back")
+        for i, why in outcome.skipped.items():
+            into[i] = (False, why)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,6 +444,7 @@ class OnHoldReviewOperator(BaseOperator):
         from affiliate_network.review.engine import RuleSet
 
         dry_run = _as_bool(self.dry_run, "dry_run")
+        check_reject_status(self.reject_status)
         rules_path = self._rules_path()
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled
         self.log.info("Rules %s: %d enabled rules", rules_path, len(ruleset.compiled))
@@ -482,22 +512,25 @@ class OnHoldReviewOperator(BaseOperator):
                 chunk_size=self.chunk_size,
                 log=self.log,
             )
-            for ids, status in ((approve_ids, APPROVED), (reject_ids, self.reject_status)):
-                if not ids:
-                    continue
-                outcome = writer.apply(ids, status)
+            outcomes = {APPROVED: ApplyOutcome(), self.reject_status: ApplyOutcome()}
+            try:
+                for ids, status in ((approve_ids, APPROVED), (reject_ids, self.reject_status)):
+                    if ids:
+                        writer.apply(ids, status, outcomes[status])
+            except Exception as err:
+                # Record what did land before failing: the retry only re-sends what is on hold.
+                _outcome_reasons(outcomes, outcome_by_id)
+                self._finish_rows(
+                    rows, outcome_by_id, f"not applied: failed ({type(err).__name__})"
+                )
+                write_jsonl_atomic(audit_path, rows)
+                raise
+            _outcome_reasons(outcomes, outcome_by_id)
+            for status, outcome in outcomes.items():
                 summary_applied[status] = len(outcome.applied)
                 mismatches += len(outcome.mismatches)
                 skipped += len(outcome.skipped)
                 chunks += outcome.chunks
-                for i in outcome.applied:
-                    if i in outcome.mismatches:
-                        seen = outcome.mismatches[i] or "not found"
-                        outcome_by_id[i] = (True, f"sent {status}; read back shows {seen}")
-                    else:
-                        outcome_by_id[i] = (True, f"{status}; confirmed by read-back")
-                for i, why in outcome.skipped.items():
-                    outcome_by_id[i] = (False, why)
             self._finish_rows(rows, outcome_by_id, "not applied")
         count = write_jsonl_atomic(audit_path, rows)
         self.log.info("Audit: %d decisions -> %s", count, audit_path)
@@ -659,6 +692,7 @@ class OnHoldReviewApplyOperator(BaseOperator):
         self.timezone_id = timezone_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        check_reject_status(self.reject_status)
         summary = self.summary or {}
         requests = list(self.requests or [])
         responses = list(self.responses or [])

@@ -17,6 +17,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from affiliate_network.review.model import Aggregate
 
 #: Codes of a column: one int per record (``None`` when missing), and the number of codes.
@@ -37,8 +39,23 @@ def _hashable(value: Any) -> Hashable:
 def factorize(column: Sequence[Any]) -> Codes:
     """Map each distinct present value to 0..m-1; missing/empty values to ``None``.
 
-    One pass (the values are scattered objects: every extra pass costs a cache miss per value).
+    Scalar columns are hashed by Arrow (``dictionary_encode``, in C: about twice as fast as a
+    Python dict on 100,000 distinct strings); anything Arrow cannot type goes the Python way.
     """
+    try:
+        encoded = pa.array(column).dictionary_encode()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        return _factorize_python(column)
+    codes = encoded.indices.to_pylist()  # nulls (None) stay None
+    dictionary = encoded.dictionary
+    if pa.types.is_string(dictionary.type) or pa.types.is_large_string(dictionary.type):
+        empty = dictionary.index("").as_py()
+        if empty is not None and empty >= 0:
+            codes = [None if c == empty else c for c in codes]
+    return codes, len(dictionary)
+
+
+def _factorize_python(column: Sequence[Any]) -> Codes:
     mapping: dict[Any, int] = {}
     setdefault = mapping.setdefault
     try:
@@ -48,7 +65,7 @@ def factorize(column: Sequence[Any]) -> Codes:
         ]
     except TypeError:
         # Rare: untyped paths yielding lists/objects, which cannot be dict keys as they are.
-        return factorize([_hashable(v) for v in column])
+        return _factorize_python([_hashable(v) for v in column])
     return codes, len(mapping)
 
 
@@ -119,10 +136,14 @@ def share_same(key: Codes, per: Codes | None) -> list[float | None]:
 
 def count_distinct(values: Codes, per: Codes) -> list[float | None]:
     """Number of distinct values in the record's ``per`` group."""
-    pairs = set(zip(per[0], values[0], strict=True))
-    distinct = Counter(g for g, v in pairs if g is not None and v is not None)
-    lookup: dict[int | None, int | None] = {None: None, **distinct}
-    return [lookup.get(g, 0) for g in per[0]]
+    value_size = values[1] or 1
+    # (group, value) as one int; a set of them is the distinct pairs, in C.
+    pairs = set(combine([per, (values[0], value_size)])[0])
+    pairs.discard(None)
+    distinct: dict[int | None, int | None] = dict(Counter([k // value_size for k in pairs]))
+    distinct[None] = None
+    get = distinct.get
+    return [get(g, 0) for g in per[0]]
 
 
 def ratio_to_median(numbers: Sequence[float | None], per: Codes | None) -> list[float | None]:

@@ -143,10 +143,17 @@ class Batch:
             # relationship.<list>.<key>: every element's key, from the cached list column.
             lists = self.column(path.rpartition(".")[0])
             key = segments[2].key
-            return [
-                tuple([e.get(key) for e in lst if type(e) is dict]) if type(lst) is list else ()
-                for lst in lists
-            ]
+            try:
+                # Fast path: lists of dicts that all carry the key.
+                getter = itemgetter(key)
+                return [tuple(map(getter, lst)) if lst else () for lst in lists]
+            except (TypeError, KeyError):
+                return [
+                    tuple([e.get(key) for e in lst if type(e) is dict])
+                    if type(lst) is list
+                    else ()
+                    for lst in lists
+                ]
         if any(s.index is not None for s in segments) or path_is_multi(path):
             getter = compile_getter(path)
             return [getter(r) for r in self.records]
@@ -467,20 +474,36 @@ def compile_condition(condition: Any, lists: dict[str, list]) -> CompiledConditi
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class Decision:
     """The outcome of the rules for one record.
 
     :param index: position of the record in the evaluated batch.
     :param rule_id: the first rule that matched.
     :param action: that rule's action.
-    :param matched: the values the rule tested, by field path or aggregate label.
+    :param columns: ``(label, column)`` of each value the rule tested; ``matched`` reads them.
     """
 
-    index: int
-    rule_id: str
-    action: str
-    matched: dict[str, Any]
+    __slots__ = ("_columns", "action", "index", "rule_id")
+
+    def __init__(
+        self, index: int, rule_id: str, action: str, columns: Sequence[tuple[str, Sequence]]
+    ) -> None:
+        self.index = index
+        self.rule_id = rule_id
+        self.action = action
+        self._columns = columns
+
+    @property
+    def matched(self) -> dict[str, Any]:
+        """The values the rule tested for this record, by field path or aggregate label.
+
+        Built on access (for the audit), not while deciding.
+        """
+        i = self.index
+        return {label: _jsonable(col[i]) for label, col in self._columns}
+
+    def __repr__(self) -> str:
+        return f"Decision({self.index}, {self.rule_id!r}, {self.action!r}, {self.matched!r})"
 
 
 @dataclass
@@ -544,9 +567,7 @@ class RuleSet:
             for rule in rules_file.rules
             if rule.enabled
         ]
-        self.prefetch: tuple[str, ...] = _prefetch_paths(
-            t for c in self.compiled for t in c.tests
-        )
+        self.prefetch: tuple[str, ...] = _prefetch_paths(t for c in self.compiled for t in c.tests)
 
     @classmethod
     def from_file(cls, path: str | Path) -> RuleSet:
@@ -613,8 +634,12 @@ class RuleSet:
         evaluated = len(remaining)
         decisions: list[Decision] = []
         per_rule: dict[str, int] = {}
+        decided = bytearray(len(records))
+        stale = 0  # decided records still listed in `remaining`
         for compiled in self.compiled:
             hit = compiled.run(batch, remaining) if remaining else []
+            if stale and hit:
+                hit = [i for i in hit if not decided[i]]
             per_rule[compiled.rule.id] = len(hit)
             if not hit:
                 continue
@@ -623,14 +648,14 @@ class RuleSet:
                 for t in compiled.tests
             ]
             rule_id, action = compiled.rule.id, compiled.rule.action
+            decisions.extend([Decision(i, rule_id, action, columns) for i in hit])
             for i in hit:
-                decisions.append(
-                    Decision(
-                        i, rule_id, action, {label: _jsonable(col[i]) for label, col in columns}
-                    )
-                )
-            hit_set = set(hit)
-            remaining = [i for i in remaining if i not in hit_set]
+                decided[i] = 1
+            stale += len(hit)
+            # Rebuilding `remaining` costs a pass: do it once enough of it is decided.
+            if stale * 20 > len(remaining):
+                remaining = [i for i in remaining if not decided[i]]
+                stale = 0
         return Evaluation(
             decisions=decisions,
             evaluated=evaluated,

@@ -518,6 +518,12 @@ def _on_hold_ids(b: ColumnSource) -> list[Any]:
 
 def _hold_age_hours(b: ColumnSource) -> list[Any]:
     now = b.now
+    column = b.column("relationship.on_hold_snapshots")
+    try:
+        # Fast path: every record has snapshots with a numeric first timestamp.
+        return [(now - snaps[0]["unix_timestamp"]) / 3600.0 for snaps in column]
+    except (TypeError, KeyError, IndexError):
+        pass
     out: list[Any] = []
     for snaps in b.column("relationship.on_hold_snapshots"):
         first = snaps[0] if type(snaps) is list and snaps else None
@@ -576,7 +582,10 @@ DERIVED_FIELDS: dict[str, DerivedField] = {
         ("relationship.on_hold_snapshots",),
     ),
     "on_hold_conversion_id": DerivedField(
-        "string", "the on-hold ID the approve/reject PATCH takes", _on_hold_ids, ("relationship.on_hold_snapshots",)
+        "string",
+        "the on-hold ID the approve/reject PATCH takes",
+        _on_hold_ids,
+        ("relationship.on_hold_snapshots",),
     ),
     "email_domain": DerivedField(
         "string", "lower-cased part of email after '@'", _email_domain, ("email",)
