@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 
 
 def get_provider_info() -> dict:
-    """Return the provider metadata Airflow reads through the ``apache_airflow_provider`` entry point."""
+    """Provider metadata, read by Airflow through the ``apache_airflow_provider`` entry point."""
     from affiliate_network.provider_info import PROVIDER_INFO
 
     return PROVIDER_INFO
