@@ -104,10 +104,6 @@ def test_dag_run_lands_conversions_and_affiliate_reports(airflow_db, sandbox, tm
              "extra": {"portal": portal}}
         )  # fmt: skip
     env["AFFILIATE_NETWORK_DATA_BASE"] = str(base)
-    # The package is installed; an empty plugins folder keeps Airflow from importing every
-    # module of plugins/ (the sandbox CLI included) as a plugin in the task process.
-    (tmp_path / "no_plugins").mkdir()
-    env["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(tmp_path / "no_plugins")
     # A run at ``last`` 00:00 has the data interval [day, last): it lands ``day``.
     done = subprocess.run(
         [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, last.isoformat(),

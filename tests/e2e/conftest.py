@@ -67,23 +67,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:  # pragma: no cover 
         terminalreporter.write_line(f"{'total':<45} {sum(TIMINGS.values()):7.1f}")
 
 
-def _missing_runtime_dependencies() -> list[str]:
-    problems = []
+def _missing(module: str, why: str) -> list[str]:
     try:
-        importlib.import_module("asyncpg")
-    except ImportError:
-        problems.append(
-            "asyncpg is not installed: Airflow 3.3 opens an async engine on its metadata DB "
-            "(postgresql -> asyncpg); add 'asyncpg' to the dev group and the celery extra"
-        )
-    try:
-        importlib.import_module("airflow.providers.celery.executors.celery_executor_utils")
+        importlib.import_module(module)
     except ImportError as err:
-        problems.append(
-            f"the Celery provider cannot import ({err}); celery 5.7 removed "
-            "celery.backends.database.retry: pin 'celery[redis]>=5.5,<5.7'"
-        )
-    return problems
+        return [f"{why} ({err})"]
+    return []
 
 
 @pytest.fixture(scope="session")
@@ -92,9 +81,26 @@ def e2e_prerequisites() -> None:
         pytest.skip("e2e: PostgreSQL is not reachable on 127.0.0.1:5432")
     if not redis_available():
         pytest.skip("e2e: Redis is not reachable on 127.0.0.1:6379")
-    problems = _missing_runtime_dependencies()
+    problems = _missing(
+        "asyncpg",
+        "Airflow 3.3 opens an async engine on a PostgreSQL metadata DB (postgresql -> asyncpg): "
+        "add 'asyncpg' to the dev group (and to the extra that documents PostgreSQL)",
+    )
     if problems:
         pytest.fail("e2e prerequisites missing:\n- " + "\n- ".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def celery_prerequisites(e2e_prerequisites: None) -> None:
+    problems = _missing(
+        "airflow.providers.celery.executors.celery_executor_utils",
+        "the Celery provider cannot import its executor: celery 5.7 removed "
+        "celery.backends.database.retry; pin 'celery[redis]>=5.5,<5.7'",
+    )
+    if problems:
+        pytest.fail(
+            "CeleryExecutor prerequisites missing:\n- " + "\n- ".join(problems), pytrace=False
+        )
 
 
 @pytest.fixture(scope="session")
@@ -115,6 +121,7 @@ def migrated_template(e2e_prerequisites: None) -> Iterator[str]:
         yield template.name
     finally:
         template.drop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

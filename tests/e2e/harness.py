@@ -29,6 +29,7 @@ from typing import Any
 
 import psutil
 import requests
+from cryptography.fernet import Fernet
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -457,6 +458,10 @@ class AirflowCluster:
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database.sqlalchemy_url,
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__API__PORT": str(self.api_port),
+                # One Fernet key for every component. Unset, each process that finds no
+                # airflow.cfg writes one with a key of its own: a Variable set by the CLI is then
+                # unreadable to the api-server (tasks got the encrypted token as the value).
+                "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
                 # Every component signs/validates task tokens with the same secret.
                 "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
                 "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),

@@ -37,7 +37,7 @@ S3_CONN_ID = "aws_reports"
 
 
 @pytest.fixture(scope="module")
-def celery(e2e_sandbox: Any, migrated_template: str) -> Iterator[Stage]:
+def celery(celery_prerequisites: None, e2e_sandbox: Any, migrated_template: str) -> Iterator[Stage]:
     e2e_sandbox.reset()  # writes of the LocalExecutor stage are forgotten
     workdir = Path(tempfile.mkdtemp(prefix="afn-e2e-celery-"))
     moto = MotoS3(workdir)

@@ -295,3 +295,29 @@ def test_records_with_missing_fields_do_not_break_evaluation() -> None:
         " {agg: {count_same: email, within_hours: 1}, ge: 1}, {field: hold_age_hours, gt: 1}]}"
     )
     assert decide(rules, records) == {"c1": "r"}
+
+
+def test_untyped_paths_with_objects_and_lists() -> None:
+    records = [
+        rec(1, relationship={"usm_data": {"campaign": "spring-sale", "tags": ["a"]}}),
+        rec(2, relationship={"usm_data": {"campaign": {"nested": True}, "tags": "b"}}),
+        rec(3),
+    ]
+    assert decide(
+        one_rule("{field: relationship.usm_data.campaign, regex: '^spring'}"), records
+    ) == {"c1": "r"}
+    assert set(decide(one_rule("{field: relationship.usm_data.tags, in: [b, a]}"), records)) == {
+        "c2"
+    }
+    assert set(decide(one_rule("{field: relationship.usm_data.tags, not_in: [b]}"), records)) == {
+        "c1",
+        "c3",
+    }
+    assert set(
+        decide(one_rule("{field: relationship.usm_data.campaign, exists: true}"), records)
+    ) == {
+        "c1",
+        "c2",
+    }
+    first_snapshot = "{field: 'relationship.on_hold_snapshots[0]', exists: true}"
+    assert set(decide(one_rule(first_snapshot), records)) == {"c1", "c2", "c3"}

@@ -62,6 +62,7 @@ def _present(value: Any) -> bool:
 
 
 _NUMERIC_TYPES = frozenset((int, float, type(None)))
+_CONTAINERS = frozenset((list, dict, tuple))
 
 
 def _fetch(rows: Sequence[Any], keys: list[str], *, nested: bool) -> list[Sequence[Any]]:
@@ -149,9 +150,7 @@ class Batch:
                 return [tuple(map(getter, lst)) if lst else () for lst in lists]
             except (TypeError, KeyError):
                 return [
-                    tuple([e.get(key) for e in lst if type(e) is dict])
-                    if type(lst) is list
-                    else ()
+                    tuple([e.get(key) for e in lst if type(e) is dict]) if type(lst) is list else ()
                     for lst in lists
                 ]
         if any(s.index is not None for s in segments) or path_is_multi(path):
@@ -275,8 +274,10 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
         if positive == "eq":
             return _compile_multi_eq(value, negate, raw)
         return _compile_multi_in(frozenset(value), negate, raw)
-    if multi or ftype in ("any", "object"):
-        # Slow but general: any element (multi) / the value (untyped) must satisfy the test.
+    untyped = ftype in ("any", "object")
+    if multi or (untyped and op in ("exists", "missing")):
+        # Slow but general: any element (multi) must satisfy the test; for untyped values,
+        # presence also looks at empty lists/objects.
         pred = _predicate(positive, value)
         if multi:
 
@@ -312,6 +313,22 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
             return [i for i in idx if col[i] != value]
 
         return run_ne
+    if op in ("in", "not_in") and untyped:
+        # Untyped values may be lists/objects (unhashable): never "in" a list of scalars.
+        items = frozenset(value)
+        if op == "in":
+
+            def run_in_untyped(batch: Batch, idx: Idx) -> Idx:
+                col = raw(batch)
+                return [i for i in idx if type(x := col[i]) not in _CONTAINERS and x in items]
+
+            return run_in_untyped
+
+        def run_not_in_untyped(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if type(x := col[i]) in _CONTAINERS or x not in items]
+
+        return run_not_in_untyped
     if op in ("in", "not_in"):
         items = frozenset(value)
         if op == "in":
@@ -335,7 +352,10 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
         def run_regex(batch: Batch, idx: Idx) -> Idx:
             col = raw(batch)
             # Run the pattern once per distinct value (user agents, domains repeat a lot).
-            values = {col[i] for i in idx}
+            try:
+                values = {col[i] for i in idx}
+            except TypeError:  # untyped paths may hold lists/objects
+                return [i for i in idx if isinstance(x := col[i], str) and search(x) is not None]
             matching = {v for v in values if type(v) is str and search(v) is not None}
             return [i for i in idx if col[i] in matching] if matching else []
 
