@@ -75,7 +75,8 @@ state is reported (`readback_mismatches`) and re-checked by the next run. A reru
 approves or rejects twice.
 
 **Dry run**: trigger with `dry_run` ticked to decide and write the audit without changing
-anything.
+anything; a guardrail that would trip is reported (`guardrail_tripped` in the summary, a warning
+in the log) instead of failing the task.
 
 **Human review**: each request lists the conversions the rule flagged (highest payout first),
 with the values that matched. Choose *Approve all*, *Reject all* or *Keep on hold*; list

@@ -467,3 +467,14 @@ def test_failed_write_leaves_an_audit_and_the_retry_finishes(
     sandbox.clear_faults()
     summary = review_op(rules_file, window, tmp_path).execute(context("retry"))
     assert summary["applied"]["approved"] == len(truth["ip_mismatch"])
+
+
+def test_dry_run_reports_a_guardrail_instead_of_failing(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    op = review_op(rules_file, window, tmp_path, dry_run=True, max_reject_count=1)
+    summary = op.execute(context())
+    assert summary["guardrail_tripped"] is True
+    assert patches(sandbox) == []
+    rows = read_jsonl(summary["audit_path"])
+    assert {r["reason"] for r in rows if r["action"] == "reject"} == {"dry run; guardrail"}

@@ -488,18 +488,23 @@ class OnHoldReviewOperator(BaseOperator):
         outcome_by_id: dict[str, tuple[bool, str]] = {}
         approve_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "approve"]
         reject_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "reject"]
+        guardrail: str | None = None
         try:
             self._guardrails(evaluation, candidates, len(eligible))
         except GuardrailError as err:
-            self._finish_rows(rows, {}, "guardrail tripped: nothing written")
-            write_jsonl_atomic(audit_path, rows)
-            self.log.error("%s Audit: %s", err, audit_path)
-            raise
+            if not dry_run:
+                self._finish_rows(rows, {}, "guardrail tripped: nothing written")
+                write_jsonl_atomic(audit_path, rows)
+                self.log.error("%s Audit: %s", err, audit_path)
+                raise
+            # A dry run reports the verdict instead of failing: on-call wants to see the decisions.
+            guardrail = str(err)
+            self.log.warning("Dry run: a real run would stop here. %s", err)
 
         summary_applied = {APPROVED: 0, self.reject_status: 0}
         mismatches = skipped = chunks = 0
         if dry_run:
-            self._finish_rows(rows, {}, "dry run")
+            self._finish_rows(rows, {}, "dry run" if guardrail is None else "dry run; guardrail")
         else:
             # Intentions first: if the task dies mid-apply the audit still shows what was planned.
             self._finish_rows(rows, {}, "pending: not yet applied")
@@ -551,6 +556,7 @@ class OnHoldReviewOperator(BaseOperator):
             "patch_requests": chunks,
             "review_pending": per_action.get("review", 0),
             "dry_run": dry_run,
+            "guardrail_tripped": guardrail is not None,
             "audit_path": str(audit_path),
             "elapsed_s": round(time.monotonic() - started, 3),
         }
