@@ -56,6 +56,10 @@ class ServerError(AffiliateNetworkError):
     """5xx after every retry attempt was spent."""
 
 
+class TransportError(AffiliateNetworkError):
+    """No HTTP answer (connection refused, reset or timed out) after every retry attempt."""
+
+
 class ReportRowLimitError(AffiliateNetworkError):
     """An aggregated report reached the 10,000-row cap: the result is incomplete.
 

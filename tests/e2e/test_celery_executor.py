@@ -102,12 +102,20 @@ def test_offer_sync_applies_the_desired_state_through_celery(celery: Stage) -> N
 
 
 def test_every_task_ran_on_the_celery_worker(celery: Stage) -> None:
-    queue = celery.cluster.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"]
+    """Each task instance that ran went through our queue to the worker, which logged it."""
+    cluster = celery.cluster
+    queue = cluster.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"]
+    worker_log = (cluster.process_logs / "celery-worker.log").read_text(errors="replace")
+    not_on_worker = []
     for dag_id in celery.runs:
-        for run in celery.cluster.api.dag_runs(dag_id):
-            for ti in celery.cluster.api.task_instances(dag_id, run["dag_run_id"]):
+        for run in cluster.api.dag_runs(dag_id):
+            for ti in cluster.api.task_instances(dag_id, run["dag_run_id"]):
                 if ti["state"] not in ("success", "failed"):
                     continue  # never ran (skipped, upstream_failed): no worker to check
-                assert "CeleryExecutor" in (ti.get("executor") or "CeleryExecutor"), ti
                 assert ti["queue"] == queue, ti
                 assert ti["hostname"], ti
+                # The worker logs "Executing workload in Celery: ... log_path='dag_id=.../...'".
+                key = f"dag_id={dag_id}/run_id={run['dag_run_id']}/task_id={ti['task_id']}/"
+                if key not in worker_log:
+                    not_on_worker.append(key)
+    assert not not_on_worker, f"not executed by the Celery worker: {not_on_worker}"

@@ -99,10 +99,21 @@ def test_on_hold_status_is_applied(network_conn, make_hook, sandbox):
     assert record["status"] == "approved"
 
 
-def test_on_hold_status_rejects_unknown_values_without_sending(network_conn, make_hook, sandbox):
-    with pytest.raises(InvalidRequestError):
-        make_hook(network_conn).set_on_hold_status(["1"], "maybe")
+def test_on_hold_status_that_is_no_status_word_is_refused_without_sending(
+    network_conn, make_hook, sandbox
+):
+    with pytest.raises(InvalidRequestError, match="status word"):
+        make_hook(network_conn).set_on_hold_status(["1"], "Reject me!")
     assert sandbox.requests_log() == []
+
+
+def test_on_hold_rejecting_status_is_sent_as_configured(network_conn, make_hook, sandbox):
+    """The spec does not show the rejecting value: the hook sends it, the server decides."""
+    on_hold_id = sandbox.catalog()["on_hold_conversion_ids"][0]
+    with pytest.raises(InvalidRequestError, match="Invalid parameters"):
+        make_hook(network_conn).set_on_hold_status([on_hold_id], "declined")
+    (sent,) = [e for e in sandbox.requests_log() if e["path"].endswith("/reporting/onhold")]
+    assert sent["body"]["status"] == "declined"
 
 
 def test_sale_amount(network_conn, make_hook, sandbox):

@@ -8,7 +8,6 @@ import pytest
 import requests
 
 from affiliate_network.exceptions import (
-    AffiliateNetworkError,
     AuthenticationError,
     InvalidRequestError,
     MethodNotAllowedError,
@@ -16,6 +15,7 @@ from affiliate_network.exceptions import (
     PermissionDeniedError,
     RateLimitError,
     ServerError,
+    TransportError,
 )
 
 
@@ -211,7 +211,8 @@ def test_4xx_is_never_retried(network_conn, make_hook, sandbox, fake_time):
 def test_connection_refused_is_retried_then_reported(make_connection, make_hook, fake_time):
     conn = make_connection("an_nowhere", host="http://127.0.0.1:9/v1", key="some-long-test-key")
     hook = make_hook(conn, max_attempts=3, sleep=fake_time.sleep, clock=fake_time.clock)
-    with pytest.raises(AffiliateNetworkError) as info:
+    with pytest.raises(TransportError) as info:
         hook.get_offer_url(1)
     assert "connection error on attempt 3 of 3" in str(info.value)
+    assert info.value.status_code is None
     assert len(fake_time.sleeps) == 2

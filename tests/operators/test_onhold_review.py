@@ -447,8 +447,8 @@ def test_unsupported_reject_status_fails_before_any_request(
     sandbox, network_conn, rules_file, window, tmp_path
 ) -> None:
     sandbox.clear_requests()
-    with pytest.raises(ConfigValidationError, match="reject_status 'declined'"):
-        review_op(rules_file, window, tmp_path, reject_status="declined").execute(context())
+    with pytest.raises(ConfigValidationError, match="reject_status 'Declined!'"):
+        review_op(rules_file, window, tmp_path, reject_status="Declined!").execute(context())
     assert [e for e in sandbox.requests_log() if e["path"].startswith("/v1")] == []
 
 

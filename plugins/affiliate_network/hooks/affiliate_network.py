@@ -41,6 +41,7 @@ import contextlib
 import datetime as dt
 import queue
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -66,6 +67,7 @@ from affiliate_network.exceptions import (
     PermissionDeniedError,
     PortalMismatchError,
     ReportRowLimitError,
+    TransportError,
     error_for_status,
 )
 from affiliate_network.hooks._paging import PagedIterator, PullStats, RawPage
@@ -95,7 +97,10 @@ DEFAULT_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 10.0
 ENTITY_TABLE_ROW_CAP = 10_000  # spec, "Limits": rows returned by aggregated reporting
 TIME_COLUMNS = frozenset({"hour", "date", "week", "month", "year"})
+#: Statuses the spec shows (``approved``) or implies (rejection exists; its value is not shown, so
+#: any lowercase status word is sent as given and the server decides).
 ON_HOLD_STATUSES = ("approved", "rejected")
+ON_HOLD_STATUS_FORM = re.compile(r"[a-z][a-z_]*\Z")
 #: Statuses after which a non-idempotent request may have been acted on (never re-sent).
 UNSAFE_RETRY_STATUSES = frozenset({504})
 #: Extras HttpHook reads as transport options. Only these reach HttpHook: it copies every other
@@ -571,7 +576,7 @@ class AffiliateNetworkHook(HttpHook):
                         f"trying again ({detail})"
                     ) from None
                 if attempt >= policy.max_attempts or (cancel is not None and cancel.is_set()):
-                    raise AffiliateNetworkError(
+                    raise TransportError(
                         f"{method} {path}: {kind} on attempt {attempt} of {policy.max_attempts} "
                         f"({detail})"
                     ) from None
@@ -763,11 +768,14 @@ class AffiliateNetworkHook(HttpHook):
         """Approve or reject on-hold conversions in bulk (``PATCH /networks/reporting/onhold``).
 
         :param on_hold_conversion_ids: on-hold conversion IDs (strings).
-        :param status: ``approved`` or ``rejected``.
+        :param status: ``approved``, or the network's rejecting status (``rejected`` by default
+            in this package; the spec does not show the value).
         :return: the server's ``result``.
         """
-        if status not in ON_HOLD_STATUSES:
-            raise InvalidRequestError(f"status must be one of {ON_HOLD_STATUSES}, got {status!r}")
+        if not isinstance(status, str) or not ON_HOLD_STATUS_FORM.match(status):
+            raise InvalidRequestError(
+                f"status must be a lowercase status word such as {ON_HOLD_STATUSES}, got {status!r}"
+            )
         if isinstance(on_hold_conversion_ids, str) or not on_hold_conversion_ids:
             raise InvalidRequestError("on_hold_conversion_ids must be a non-empty list of IDs")
         body = {

@@ -87,12 +87,12 @@ def _as_bool(value: Any, name: str) -> bool:
 
 def check_reject_status(status: str) -> None:
     """Fail before anything is pulled or approved, not halfway through the writes."""
-    from affiliate_network.hooks.affiliate_network import ON_HOLD_STATUSES
+    from affiliate_network.hooks.affiliate_network import ON_HOLD_STATUS_FORM
 
-    if status not in ON_HOLD_STATUSES:
+    if not isinstance(status, str) or not ON_HOLD_STATUS_FORM.match(status):
         raise ConfigValidationError(
-            f"reject_status {status!r} is not accepted by the hook "
-            f"(allowed: {', '.join(ON_HOLD_STATUSES)})"
+            f"reject_status {status!r} is not a status word (lowercase letters and '_', "
+            f"e.g. 'rejected')"
         )
 
 
