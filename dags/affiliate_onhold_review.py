@@ -7,6 +7,7 @@ apply_human_decisions. Thin: the work lives in ``affiliate_network.operators.onh
 
 from __future__ import annotations
 
+import datetime
 import os
 
 import pendulum
@@ -43,7 +44,8 @@ MAX_REJECT_COUNT = _env_float("AFFILIATE_ONHOLD_MAX_REJECT_COUNT", 1000)
 MAX_APPROVED_PAYOUT = _env_float("AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT", None)
 #: How long a review request waits; then "Keep on hold" applies and the next run asks again
 #: (max_active_runs=1: a waiting run holds back the next hourly run).
-REVIEW_TIMEOUT = pendulum.duration(
+#: A plain timedelta: the HITL request is serialized, and pendulum's Duration is not supported.
+REVIEW_TIMEOUT = datetime.timedelta(
     minutes=int(os.environ.get("AFFILIATE_ONHOLD_REVIEW_MINUTES", "50"))
 )
 

@@ -26,6 +26,9 @@ DEMO_DAGS: list[tuple[str, dict[str, Any]]] = [
     ("affiliate_onhold_review", {"dry_run": False}),
     ("affiliate_offer_sync", {"dry_run": False}),
 ]
+#: Nobody answers the human-review requests in a demo: they time out to "Keep on hold" after
+#: this many minutes instead of the DAG's 50 (answer them yourself with ``--ui``).
+DEMO_REVIEW_MINUTES = "1"
 DEMO_SEED = 42
 
 
@@ -141,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([*airflow, "db", "migrate"], check=True, capture_output=True)
         if args.ui:
             return _standalone(airflow, args.ui_port, root)
+        os.environ["AFFILIATE_ONHOLD_REVIEW_MINUTES"] = DEMO_REVIEW_MINUTES
+        print(
+            f"[demo] human-review requests are left unanswered: they keep their conversions on "
+            f"hold after {DEMO_REVIEW_MINUTES} min (use --ui to answer them yourself)"
+        )
 
         failures = 0
         for dag_id, conf in DEMO_DAGS:

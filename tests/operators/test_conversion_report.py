@@ -286,6 +286,19 @@ def test_window_resolution(tmp_path) -> None:
     ]
 
 
+def test_manual_run_without_logical_date_lands_the_day_before_run_after(tmp_path) -> None:
+    """Airflow 3 lets a manual run have no logical date, hence no data interval."""
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(run_after=pendulum.datetime(2026, 3, 11, 9, 30, tz="UTC"))
+    ctx = {"data_interval_start": None, "data_interval_end": None, "dag_run": run}
+    assert conversions_op(tmp_path).days(ctx) == [dt.date(2026, 3, 10)]
+    trailing = conversions_op(tmp_path, lookback_days="2")
+    assert trailing.days(ctx) == [dt.date(2026, 3, 8), dt.date(2026, 3, 9)]
+    with pytest.raises(ConfigValidationError, match="pass from_date"):
+        conversions_op(tmp_path).days({"data_interval_start": None})
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

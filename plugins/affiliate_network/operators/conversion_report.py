@@ -195,6 +195,12 @@ class _ReportOperatorBase(BaseOperator):
         network timezone (interval ``[D 00:00, D+1 00:00)`` gives the single day D).
         """
         tz = self.network_timezone or self._network_defaults()["timezone"]
+        if not self.from_date and context.get("data_interval_start") is None:
+            # A manual run triggered without a logical date has no data interval (Airflow 3):
+            # land the last complete day before the run, as the scheduled run would.
+            day = _last_complete_day(context, tz)
+            self.log.info("no data interval in this run: reporting %s, the day before it", day)
+            return day, day
         if self.from_date:
             start = _parse_date(self.from_date, "from_date")
         else:
@@ -231,6 +237,19 @@ class _ReportOperatorBase(BaseOperator):
                 event.extra = extra
                 if keys:
                     event.add_partitions(keys)
+
+
+def _last_complete_day(context: Context, tz: str) -> dt.date:
+    """The day before the run's ``run_after`` in the network timezone."""
+    import pendulum
+
+    dag_run = context.get("dag_run")
+    moment = getattr(dag_run, "run_after", None) or context.get("logical_date")
+    if moment is None:
+        raise ConfigValidationError(
+            "no data interval and no run_after in the task context: pass from_date"
+        )
+    return pendulum.instance(moment).in_timezone(tz).date() - dt.timedelta(days=1)
 
 
 def _interval_bound(context: Context, name: str, tz: str) -> dt.datetime:
