@@ -26,9 +26,8 @@ DEMO_DAGS: list[tuple[str, dict[str, Any]]] = [
     ("affiliate_onhold_review", {"dry_run": False}),
     ("affiliate_offer_sync", {"dry_run": False}),
 ]
-#: Nobody answers the human-review requests in a demo: they time out to "Keep on hold" after
-#: this many minutes instead of the DAG's 50 (answer them yourself with ``--ui``).
-DEMO_REVIEW_MINUTES = "1"
+#: The demo answers human-review requests itself with this option (``--ui`` to answer yourself).
+DEMO_REVIEW_ANSWER = "Keep on hold"
 DEMO_SEED = 42
 
 
@@ -54,6 +53,20 @@ def _airflow_env(root: Path) -> dict[str, str]:
     }
 
 
+def _quiet_airflow_in_process() -> None:
+    """Import Airflow in this process with WARNING logs: its API's access log would print a line
+    per poll. The ``airflow dags test`` subprocesses keep the configured level."""
+    previous = os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL")
+    os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
+    try:
+        import airflow.settings  # noqa: F401  (configures logging once, at import)
+    finally:
+        if previous is None:
+            del os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"]
+        else:
+            os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = previous
+
+
 def _print_summaries(dag_id: str, run_id: str) -> None:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -72,7 +85,48 @@ def _print_summaries(dag_id: str, run_id: str) -> None:
                 with contextlib.suppress(ValueError):
                     value = json.loads(value)
             label = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"
-            print(f"    {label}: {json.dumps(value, default=str)}")
+            print(f"    {label}: {json.dumps(_abbreviated(value), default=str)}")
+
+
+def _abbreviated(value: Any) -> Any:
+    """Long lists (partitions, paths) shown by their length: the summary line stays readable."""
+    if isinstance(value, dict):
+        return {k: _abbreviated(v) for k, v in value.items()}
+    if isinstance(value, list) and len(value) > 2:
+        return f"[{len(value)} items]"
+    return value
+
+
+def _wait_answering_reviews(proc: subprocess.Popen, dag_id: str) -> None:
+    """Wait for ``airflow dags test``; answer its human-review requests as a reviewer would.
+
+    ``dags test`` waits for human-in-the-loop input without a triggerer, so nobody's answer
+    would mean waiting forever. The answer goes through Airflow's REST API (in process, on the
+    same metadata DB), exactly as the UI sends it.
+    """
+    client = None
+    while proc.poll() is None:
+        time.sleep(1)
+        if dag_id != "affiliate_onhold_review":
+            continue
+        if client is None:
+            os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] = "True"
+            from airflow.api_fastapi.app import create_app
+            from fastapi.testclient import TestClient
+
+            client = TestClient(create_app("core"))
+        pending = client.get(
+            f"/api/v2/dags/{dag_id}/dagRuns/~/hitlDetails", params={"response_received": False}
+        )
+        for detail in pending.json().get("hitl_details", []) if pending.is_success else []:
+            ti = detail["task_instance"]
+            answer = client.patch(
+                f"/api/v2/dags/{dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/"
+                f"{ti['task_id']}/{ti['map_index']}/hitlDetails",
+                json={"chosen_options": [DEMO_REVIEW_ANSWER], "params_input": {"keep_on_hold": ""}},
+            )
+            status = answer.status_code
+            print(f"    review request '{detail['subject']}' -> {DEMO_REVIEW_ANSWER} ({status})")
 
 
 def _latest_run_id(dag_id: str) -> str | None:
@@ -142,13 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         airflow = [sys.executable, "-m", "airflow"]
         print("[demo] migrating the metadata DB (SQLite in .airflow/) ...")
         subprocess.run([*airflow, "db", "migrate"], check=True, capture_output=True)
+        _quiet_airflow_in_process()
         if args.ui:
             return _standalone(airflow, args.ui_port, root)
-        os.environ["AFFILIATE_ONHOLD_REVIEW_MINUTES"] = DEMO_REVIEW_MINUTES
-        print(
-            f"[demo] human-review requests are left unanswered: they keep their conversions on "
-            f"hold after {DEMO_REVIEW_MINUTES} min (use --ui to answer them yourself)"
-        )
 
         failures = 0
         for dag_id, conf in DEMO_DAGS:
@@ -160,12 +210,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             t0 = time.monotonic()
             with log_path.open("w") as log:
-                proc = subprocess.run(
+                proc = subprocess.Popen(
                     [*airflow, "dags", "test", dag_id, args.date, "-c", json.dumps(conf)],
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    check=False,
                 )
+                _wait_answering_reviews(proc, dag_id)
             state = "success" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
             if "state=failed" in log_path.read_text():
                 state = "FAILED (a task failed)"
