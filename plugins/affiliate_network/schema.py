@@ -38,6 +38,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from affiliate_network.exceptions import AffiliateNetworkError, ConfigValidationError
+from affiliate_network.record_fields import (
+    BOOLEAN_FIELDS,
+    INTEGER_FIELDS,
+    NUMBER_FIELDS,
+    STRING_FIELDS,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,60 +76,6 @@ def canonical_json(record: dict[str, Any]) -> bytes:
 # Conversion record
 # --------------------------------------------------------------------------------------------
 
-_CONVERSION_STRINGS: tuple[str, ...] = (
-    *(f"adv{i}" for i in range(1, 11)),
-    "android_id",
-    "android_id_md5",
-    "android_id_sha1",
-    "app_id",
-    "brand",
-    "browser",
-    "carrier",
-    "city",
-    "conversion_id",
-    "conversion_user_ip",
-    "country",
-    "coupon_code",
-    "currency_id",
-    "device_model",
-    "device_type",
-    "email",
-    "error_message",
-    "event",
-    "google_ad_id",
-    "google_ad_id_md5",
-    "google_ad_id_sha1",
-    "http_user_agent",
-    "idfa",
-    "idfa_md5",
-    "idfa_sha1",
-    "isp",
-    "language",
-    "notes",
-    "order_id",
-    "os_version",
-    "payout_type",
-    "platform",
-    "referer",
-    "region",
-    "revenue_type",
-    "session_user_ip",
-    "source_id",
-    "status",
-    *(f"sub{i}" for i in range(1, 11)),
-    "transaction_id",
-    "url",
-)
-_CONVERSION_INTS: tuple[str, ...] = (
-    "click_unix_timestamp",
-    "conversion_unix_timestamp",
-    "dma",
-    "error_code",
-    "network_offer_payout_revenue_id",
-    "previous_network_offer_id",
-)
-_CONVERSION_FLOATS: tuple[str, ...] = ("payout", "revenue", "sale_amount")
-_CONVERSION_BOOLS: tuple[str, ...] = ("is_event", "is_scrub", "is_view_through")
 
 #: Columns flattened from ``relationship`` for convenience (the JSON column stays complete).
 _REL_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -135,7 +87,7 @@ _REL_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 _KNOWN_CONVERSION_FIELDS = frozenset(
-    (*_CONVERSION_STRINGS, *_CONVERSION_INTS, *_CONVERSION_FLOATS, *_CONVERSION_BOOLS)
+    (*STRING_FIELDS, *INTEGER_FIELDS, *NUMBER_FIELDS, *BOOLEAN_FIELDS)
 ) | {"relationship"}
 
 
@@ -143,10 +95,10 @@ def _conversion_arrow_schema() -> pa.Schema:
     import pyarrow as pa
 
     fields: list[pa.Field] = [pa.field("conversion_id", pa.string(), nullable=False)]
-    fields += [pa.field(n, pa.string()) for n in _CONVERSION_STRINGS if n != "conversion_id"]
-    fields += [pa.field(n, pa.int64()) for n in _CONVERSION_INTS]
-    fields += [pa.field(n, pa.float64()) for n in _CONVERSION_FLOATS]
-    fields += [pa.field(n, pa.bool_()) for n in _CONVERSION_BOOLS]
+    fields += [pa.field(n, pa.string()) for n in STRING_FIELDS if n != "conversion_id"]
+    fields += [pa.field(n, pa.int64()) for n in INTEGER_FIELDS]
+    fields += [pa.field(n, pa.float64()) for n in NUMBER_FIELDS]
+    fields += [pa.field(n, pa.bool_()) for n in BOOLEAN_FIELDS]
     fields.append(
         pa.field("relationship", pa.string(), metadata={"encoding": "json", "keys": "sorted"})
     )

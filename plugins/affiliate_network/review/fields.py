@@ -19,69 +19,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from affiliate_network.record_fields import (
+    BOOLEAN_FIELDS,
+    INTEGER_FIELDS,
+    NUMBER_FIELDS,
+    STRING_FIELDS,
+)
+
 FieldType = Literal["string", "integer", "number", "boolean", "object", "any"]
 
-_STRING_FIELDS = (
-    *(f"adv{n}" for n in range(1, 11)),
-    "android_id",
-    "android_id_md5",
-    "android_id_sha1",
-    "app_id",
-    "brand",
-    "browser",
-    "carrier",
-    "city",
-    "conversion_id",
-    "conversion_user_ip",
-    "country",
-    "coupon_code",
-    "currency_id",
-    "device_model",
-    "device_type",
-    "email",
-    "error_message",
-    "event",
-    "google_ad_id",
-    "google_ad_id_md5",
-    "google_ad_id_sha1",
-    "http_user_agent",
-    "idfa",
-    "idfa_md5",
-    "idfa_sha1",
-    "isp",
-    "language",
-    "notes",
-    "order_id",
-    "os_version",
-    "payout_type",
-    "platform",
-    "referer",
-    "region",
-    "revenue_type",
-    "session_user_ip",
-    "source_id",
-    "status",
-    *(f"sub{n}" for n in range(1, 11)),
-    "transaction_id",
-    "url",
-)
-_INTEGER_FIELDS = (
-    "click_unix_timestamp",
-    "conversion_unix_timestamp",
-    "dma",
-    "error_code",
-    "network_offer_payout_revenue_id",
-    "previous_network_offer_id",
-)
-_NUMBER_FIELDS = ("payout", "revenue", "sale_amount")
-_BOOLEAN_FIELDS = ("is_event", "is_scrub", "is_view_through")
 
 #: Top-level fields of the conversion record and their JSON types (spec: Conversion record).
 RECORD_FIELDS: dict[str, FieldType] = {
-    **dict.fromkeys(_STRING_FIELDS, "string"),
-    **dict.fromkeys(_INTEGER_FIELDS, "integer"),
-    **dict.fromkeys(_NUMBER_FIELDS, "number"),
-    **dict.fromkeys(_BOOLEAN_FIELDS, "boolean"),
+    **dict.fromkeys(STRING_FIELDS, "string"),
+    **dict.fromkeys(INTEGER_FIELDS, "integer"),
+    **dict.fromkeys(NUMBER_FIELDS, "number"),
+    **dict.fromkeys(BOOLEAN_FIELDS, "boolean"),
     "relationship": "object",
 }
 
