@@ -145,18 +145,34 @@ def _standalone(airflow: list[str], port: int, root: Path) -> int:
     os.environ["AIRFLOW__CORE__PARALLELISM"] = "4"  # 2-core machines: the default spawns 32
     os.environ["AIRFLOW__API__PORT"] = str(port)
     os.environ["AIRFLOW__CORE__TEST_CONNECTION"] = "Enabled"
+    # standalone starts its components as `airflow ...`: this environment's bin must come first.
+    bin_dir = str(Path(sys.executable).parent)
+    os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
     print(f"[demo] airflow standalone on http://127.0.0.1:{port} (login printed below and kept in")
     print(f"       {root / '.airflow'}/simple_auth_manager_passwords.json.generated); Ctrl-C stops")
+    os.environ["AIRFLOW__API__HOST"] = "127.0.0.1"  # a dev UI: loopback only
+
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C or SIGTERM (even where SIGINT was inherited as ignored, as in background jobs).
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
     proc = subprocess.Popen([*airflow, "standalone"], start_new_session=True)
     try:
         return proc.wait()
     except KeyboardInterrupt:
+        print("[demo] stopping airflow standalone ...")
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         return 0
+    finally:
+        # Components standalone started live in its process group: none may outlive it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:
