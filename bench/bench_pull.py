@@ -31,13 +31,14 @@ import datetime as dt
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _measure import cpu_self_s, peak_rss_mb  # bench/ is sys.path[0]
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -47,15 +48,6 @@ ENDPOINT = "/networks/reporting/conversions"
 
 
 # --------------------------------------------------------------------------- workers
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def _cpu_self() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _body(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "show_conversions": True,
@@ -71,8 +63,8 @@ def worker_hook(args: argparse.Namespace) -> dict[str, Any]:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 
     hook = AffiliateNetworkHook("bench_network", concurrency=args.concurrency)
-    baseline = _peak_rss_mb()
-    started, cpu_started = time.perf_counter(), _cpu_self()
+    baseline = peak_rss_mb()
+    started, cpu_started = time.perf_counter(), cpu_self_s()
     pull = hook.iter_conversions(from_date=args.from_date, to_date=args.to_date, timezone_id=1)
     rows = 0
     for _record in pull:
@@ -83,7 +75,7 @@ def worker_hook(args: argparse.Namespace) -> dict[str, Any]:
         "pages": pull.stats.pages,
         "retries": pull.stats.retries,
         "elapsed_s": elapsed,
-        "client_cpu_s": _cpu_self() - cpu_started,
+        "client_cpu_s": cpu_self_s() - cpu_started,
         "baseline_rss_mb": baseline,
         "stopped_at_ceiling": False,
     }
@@ -121,8 +113,8 @@ def worker_stock(args: argparse.Namespace) -> dict[str, Any]:
         pagination_function=next_page,
         response_filter=all_rows,
     )
-    baseline = _peak_rss_mb()
-    started, cpu_started = time.perf_counter(), _cpu_self()
+    baseline = peak_rss_mb()
+    started, cpu_started = time.perf_counter(), cpu_self_s()
     rows = operator.execute(context={})
     elapsed = time.perf_counter() - started
     return {
@@ -130,7 +122,7 @@ def worker_stock(args: argparse.Namespace) -> dict[str, Any]:
         "pages": state["page"],
         "retries": 0,
         "elapsed_s": elapsed,
-        "client_cpu_s": _cpu_self() - cpu_started,
+        "client_cpu_s": cpu_self_s() - cpu_started,
         "baseline_rss_mb": baseline,
         "stopped_at_ceiling": state["stopped"],
     }
@@ -141,8 +133,8 @@ def worker_plain(args: argparse.Namespace) -> dict[str, Any]:
 
     session = requests.Session()
     session.headers["X-Svc-Api-Key"] = os.environ["BENCH_KEY"]
-    baseline = _peak_rss_mb()
-    started, cpu_started = time.perf_counter(), _cpu_self()
+    baseline = peak_rss_mb()
+    started, cpu_started = time.perf_counter(), cpu_self_s()
     rows, page, total = 0, 1, None
     while total is None or (page - 1) * PAGE_SIZE < total:
         response = session.post(
@@ -162,7 +154,7 @@ def worker_plain(args: argparse.Namespace) -> dict[str, Any]:
         "pages": page - 1,
         "retries": 0,
         "elapsed_s": elapsed,
-        "client_cpu_s": _cpu_self() - cpu_started,
+        "client_cpu_s": cpu_self_s() - cpu_started,
         "baseline_rss_mb": baseline,
         "stopped_at_ceiling": False,
     }
@@ -356,7 +348,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         result = WORKERS[args.worker](args)
-        result["peak_rss_mb"] = _peak_rss_mb()
+        result["peak_rss_mb"] = peak_rss_mb()
         print(json.dumps(result))
         return
     if args.quick:

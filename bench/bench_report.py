@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -33,18 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _measure import cpu_self_s, peak_rss_mb  # bench/ is sys.path[0]
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 CONTENDERS = ("pull", "parquet", "jsonl")
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def _cpu_self_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # --------------------------------------------------------------------------- workers
@@ -55,8 +47,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     from affiliate_network.storage import as_storage_path
 
     as_storage_path(args.out).fs  # noqa: B018 - registers Airflow's filesystems up front
-    baseline = _peak_rss_mb()
-    cpu0 = _cpu_self_s()
+    baseline = peak_rss_mb()
+    cpu0 = cpu_self_s()
     started = time.perf_counter()
     if args.worker == "pull":
         hook = AffiliateNetworkHook("bench_network", concurrency=args.concurrency)
@@ -91,9 +83,9 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         "rows": rows,
         "pages": pages,
         "elapsed_s": elapsed,
-        "cpu_s": _cpu_self_s() - cpu0,
+        "cpu_s": cpu_self_s() - cpu0,
         "baseline_rss_mb": baseline,
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
         **extra,
     }
 

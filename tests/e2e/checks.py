@@ -16,7 +16,7 @@ from typing import Any
 import pendulum
 import yaml
 
-from .harness import PROJECT_ROOT, AirflowCluster, E2EError, wait_for
+from .harness import PROJECT_ROOT, AirflowCluster, E2EError, wait_all_runs, wait_for
 from .onhold_checks import onhold_conf
 
 DAILY = "affiliate_daily_reports"
@@ -78,37 +78,6 @@ def wait_scheduled_run(cluster: AirflowCluster, dag_id: str, timeout: float = 90
         what=f"scheduled run of {dag_id}",
         on_timeout=lambda: cluster.diagnostics(),
     )
-
-
-def wait_all_runs(cluster: AirflowCluster, dag_id: str, timeout: float = 400) -> list[dict]:
-    """Wait until every run of ``dag_id`` is final; fail with diagnostics if one failed."""
-
-    def _all_final() -> list[dict] | None:
-        cluster.check_alive()
-        runs = cluster.api.dag_runs(dag_id)
-        return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
-
-    runs = wait_for(
-        _all_final,
-        timeout=timeout,
-        interval=2,
-        what=f"all runs of {dag_id}",
-        on_timeout=lambda: "\n".join(
-            cluster.diagnostics(dag_id, r["dag_run_id"])
-            for r in cluster.api.dag_runs(dag_id)
-            if r["state"] not in ("success", "failed")
-        ),
-    )
-    failed = [r for r in runs if r["state"] != "success"]
-    if failed:
-        raise E2EError(
-            "\n".join(
-                f"{dag_id} run {r['dag_run_id']} ended {r['state']}\n"
-                + cluster.diagnostics(dag_id, r["dag_run_id"])
-                for r in failed
-            )
-        )
-    return runs
 
 
 # -- affiliate_daily_reports ---------------------------------------------------------------

@@ -762,3 +762,46 @@ class MotoS3:
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
+
+
+def wait_all_runs(
+    cluster: AirflowCluster,
+    dag_id: str,
+    timeout: float = 400,
+    *,
+    interval: float = 2,
+    on_poll: Callable[[], object] | None = None,
+) -> list[dict]:
+    """Wait until every run of ``dag_id`` is final; fail with diagnostics if one failed.
+
+    :param on_poll: called on every poll before the runs are read (e.g. to answer reviews).
+    """
+
+    def _all_final() -> list[dict] | None:
+        cluster.check_alive()
+        if on_poll is not None:
+            on_poll()
+        runs = cluster.api.dag_runs(dag_id)
+        return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
+
+    runs = wait_for(
+        _all_final,
+        timeout=timeout,
+        interval=interval,
+        what=f"all runs of {dag_id}",
+        on_timeout=lambda: "\n".join(
+            cluster.diagnostics(dag_id, r["dag_run_id"])
+            for r in cluster.api.dag_runs(dag_id)
+            if r["state"] not in ("success", "failed")
+        ),
+    )
+    failed = [r for r in runs if r["state"] != "success"]
+    if failed:
+        raise E2EError(
+            "\n".join(
+                f"{dag_id} run {r['dag_run_id']} ended {r['state']}\n"
+                + cluster.diagnostics(dag_id, r["dag_run_id"])
+                for r in failed
+            )
+        )
+    return runs

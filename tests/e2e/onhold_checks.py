@@ -16,7 +16,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from .harness import AirflowCluster, E2EError, wait_for
+from .harness import AirflowCluster, E2EError, wait_all_runs
 
 ONHOLD = "affiliate_onhold_review"
 #: The reviewer's choice (one of the DAG's HITL options) and the state it leads to.
@@ -54,31 +54,11 @@ def wait_onhold_runs(cluster: AirflowCluster, timeout: float = 400) -> tuple[lis
     """Wait for every run to finish, answering review requests as they appear."""
     answered = 0
 
-    def _all_final() -> list[dict] | None:
+    def _answer() -> None:
         nonlocal answered
-        cluster.check_alive()
         answered += answer_pending_reviews(cluster)
-        runs = cluster.api.dag_runs(ONHOLD)
-        return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
 
-    runs = wait_for(
-        _all_final,
-        timeout=timeout,
-        interval=3,
-        what=f"all runs of {ONHOLD}",
-        on_timeout=lambda: "\n".join(
-            cluster.diagnostics(ONHOLD, r["dag_run_id"]) for r in cluster.api.dag_runs(ONHOLD)
-        ),
-    )
-    failed = [r for r in runs if r["state"] != "success"]
-    if failed:
-        raise E2EError(
-            "\n".join(
-                f"{ONHOLD} run {r['dag_run_id']} ended {r['state']}\n"
-                + cluster.diagnostics(ONHOLD, r["dag_run_id"])
-                for r in failed
-            )
-        )
+    runs = wait_all_runs(cluster, ONHOLD, timeout, interval=3, on_poll=_answer)
     return runs, answered
 
 
