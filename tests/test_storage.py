@@ -200,14 +200,16 @@ _KILL_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from test_storage import make_conversion
     from affiliate_network.schema import conversion_schema
+    from affiliate_network import storage
     from affiliate_network.storage import write_partition
 
     marker = Path({marker!r})
+    storage.SINK_BUFFER_BYTES = 4096  # small rows: let the first row groups reach the disk
 
     def rows():
         for i in range(1_000_000):
             if i == 6000:
-                marker.write_text("mid-write")  # two row groups are on disk by now
+                marker.write_text("mid-write")  # row groups are being written by now
                 time.sleep(120)
             yield make_conversion(i)
 
@@ -237,9 +239,13 @@ def test_killed_process_keeps_previous_partition(tmp_path: Path) -> None:
             assert proc.poll() is None, "writer exited before reaching the middle of the write"
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        staged = list((base / "conversions" / STAGING_DIR).rglob("*.parquet"))
-        assert staged  # really killed mid-write: data is on disk, not yet published
-        assert staged[0].stat().st_size > 0
+        # Really killed mid-write: row groups are on disk (the writer thread may still be
+        # writing them when the marker appears), not yet published.
+        staged: list[Path] = []
+        while not (staged and staged[0].stat().st_size > 0):
+            assert time.monotonic() < deadline, "no staged data reached the disk"
+            time.sleep(0.05)
+            staged = list((base / "conversions" / STAGING_DIR).rglob("*.parquet"))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -337,6 +343,68 @@ def test_type_coercion_and_mismatch(tmp_path: Path) -> None:
         write_partition(tmp_path, "conversions", DAY, bad, CONVERSION_SCHEMA, request={})
     # The failed write did not touch the published partition.
     assert read_partition(part(tmp_path)).num_rows == 5
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    rec = make_conversion(20)  # has on_hold_snapshots
+    for key, value in changes.items():
+        if value is _DROP:
+            rec.pop(key)
+        else:
+            rec[key] = value
+    return rec
+
+
+_DROP = object()
+
+#: Records that push the Parquet fast path (JSON lines parsed by Arrow) to its edges.
+_EDGE_RECORDS = {
+    "plain": _with(),
+    "number for a string column": _with(sub1=123),
+    "numeric string for a float": _with(payout="5.5"),
+    "numeric string for an int": _with(dma="12"),
+    "integral float for an int": _with(dma=3.0),
+    "0/1 and text for booleans": _with(is_scrub=1, is_event="true"),
+    "null relationship": _with(relationship=None),
+    "no relationship": _with(relationship=_DROP),
+    "relationship a list": _with(relationship=[1, 2]),
+    "unknown top-level field": _with(new_field={"a": [1, None]}),
+    "unknown fields named like ours": _with(rel_network_offer_id=7, extra_fields="zz"),
+    "null and unicode strings": _with(sub1=None, sub2='é\u2028"\\\n'),
+    "extreme numbers": _with(conversion_unix_timestamp=2**62, payout=1e300, sale_amount=-0.0),
+    "string id in relationship": _with(
+        relationship={"offer": {"network_offer_id": "12"}, "on_hold_snapshots": [{}]}
+    ),
+    "empty record": {},
+}
+
+
+@pytest.mark.parametrize("name", list(_EDGE_RECORDS))
+def test_parquet_fast_path_equals_row_path(name: str) -> None:
+    """The encoded path (Arrow's JSON reader) lands exactly what the row path would."""
+    batch = [_EDGE_RECORDS[name], *records(3)]
+    rows = [CONVERSION_SCHEMA.prepare(r) for r in batch]
+    expected = CONVERSION_SCHEMA.to_table([row for row, _, _ in rows])
+    payload, canonicals = CONVERSION_SCHEMA.encode(batch, "parquet")
+    assert canonicals == [canonical for _, canonical, _ in rows]  # same checksum input
+    table = CONVERSION_SCHEMA.to_arrow(payload)
+    assert table.equals(expected, check_metadata=True)
+    assert table.to_pylist() == expected.to_pylist()
+
+
+def test_parquet_fast_path_needs_no_fallback_for_spec_typed_records() -> None:
+    """Well-typed records go through Arrow's reader alone (the row path is only a fallback)."""
+    batch = [*records(40), _with(relationship=None), _with(relationship=_DROP)]
+    (lines, rels), _ = CONVERSION_SCHEMA.encode(batch, "parquet")
+    table = CONVERSION_SCHEMA.table_from_lines(lines, rels)  # raises instead of falling back
+    expected = CONVERSION_SCHEMA.to_table([CONVERSION_SCHEMA.prepare(r)[0] for r in batch])
+    assert table.equals(expected, check_metadata=True)
+
+
+def test_parquet_fast_path_mismatch_names_field() -> None:
+    payload, _ = CONVERSION_SCHEMA.encode([*records(2), _with(dma="north")], "parquet")
+    with pytest.raises(SchemaMismatchError, match=r"'dma'.*conversion_id='c150000020'"):
+        CONVERSION_SCHEMA.to_arrow(payload)
 
 
 def test_object_store_publish_and_rerun() -> None:

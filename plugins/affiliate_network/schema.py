@@ -150,6 +150,26 @@ class RecordSchema:
         canonical = canonical_json(record)
         return self.flatten(record), canonical, canonical
 
+    def encode(self, records: Iterable[dict[str, Any]], format: str) -> tuple[Any, list[bytes]]:
+        """``(payload, canonicals)`` of a batch of API records, on the caller's thread.
+
+        ``canonicals`` are the byte forms the content checksum hashes, one per record. For
+        ``jsonl`` the payload is the list of JSON Lines; for ``parquet`` it is whatever
+        :meth:`to_arrow` turns into a table (here: the prepared rows).
+        """
+        payload: list[Any] = []
+        canonicals: list[bytes] = []
+        parquet = format == "parquet"
+        for record in records:
+            row, canonical, line = self.prepare(record)
+            canonicals.append(canonical)
+            payload.append(row if parquet else line)
+        return payload, canonicals
+
+    def to_arrow(self, payload: Any) -> pa.Table:
+        """Arrow table of an :meth:`encode` payload (may run on a writer thread)."""
+        return self.to_table(payload)
+
     def to_table(self, rows: Sequence[dict[str, Any]]) -> pa.Table:
         """Arrow table of prepared ``rows`` (from :meth:`prepare`) under the explicit schema.
 
@@ -244,19 +264,131 @@ class ConversionSchema(RecordSchema):
         row["relationship"] = None if rel is None else rel_json
         line = (top[:-1] + b"," if len(top) > 2 else b"{") + b'"relationship":' + rel_json + b"}"
         if isinstance(rel, dict):
-            offer, aff, adv = rel.get("offer"), rel.get("affiliate"), rel.get("advertiser")
-            if isinstance(offer, dict):
-                row["rel_network_offer_id"] = offer.get("network_offer_id")
-            if isinstance(aff, dict):
-                row["rel_network_affiliate_id"] = aff.get("network_affiliate_id")
-            if isinstance(adv, dict):
-                row["rel_network_advertiser_id"] = adv.get("network_advertiser_id")
-            # The current on-hold state is the LAST snapshot's.
-            snaps = rel.get("on_hold_snapshots")
-            if isinstance(snaps, list) and snaps and isinstance(snaps[-1], dict):
-                row["rel_on_hold_conversion_id"] = snaps[-1].get("on_hold_conversion_id")
-                row["rel_on_hold_status"] = snaps[-1].get("status")
+            _rel_columns(rel, row)
         return row, top + b"\n" + rel_json, line
+
+    def encode(self, records: Iterable[dict[str, Any]], format: str) -> tuple[Any, list[bytes]]:
+        """Conversions to Parquet skip the per-value Python -> Arrow conversion.
+
+        Each record becomes one JSON line of its scalar columns (the sorted-key JSON already
+        serialised for the checksum, plus the ``rel_*`` and ``extra_fields`` values) and the
+        sorted-key JSON of ``relationship``. :meth:`to_arrow` parses the lines with Arrow's C++
+        JSON reader, which runs without the GIL on the writer thread, and takes the
+        ``relationship`` bytes as they are: together about three times cheaper on the pulling
+        thread than building Arrow rows from Python dicts (measured on 3.6 kB sandbox records).
+        """
+        if format != "parquet":
+            return super().encode(records, format)
+        lines: list[bytes] = []
+        rels: list[bytes | None] = []
+        canonicals: list[bytes] = []
+        known = _KNOWN_CONVERSION_FIELDS
+        dumps = orjson.dumps
+        for record in records:
+            row = record.copy()
+            rel = row.pop("relationship", _ABSENT)
+            if not row.keys() <= known:
+                # Rare: top-level fields the spec does not list go to extra_fields, by the
+                # row path (its keys may even collide with our rel_* names).
+                prepared, canonical, _ = self.prepare(record)
+                rel_json = prepared.pop("relationship", None)
+                prepared["extra_fields"] = prepared["extra_fields"].decode()
+                lines.append(dumps(prepared))
+                rels.append(rel_json)
+                canonicals.append(canonical)
+                continue
+            top = dumps(row, option=_SORTED)
+            if rel is _ABSENT:
+                lines.append(top)
+                rels.append(None)
+                canonicals.append(top)
+                continue
+            rel_json = dumps(rel, option=_SORTED)
+            rels.append(None if rel is None else rel_json)
+            canonicals.append(top + b"\n" + rel_json)
+            tail: dict[str, Any] = {}
+            if isinstance(rel, dict):
+                _rel_columns(rel, tail)
+            if tail and len(top) > 2:
+                lines.append(top[:-1] + b"," + dumps(tail)[1:])  # splice: {...top, ...tail}
+            else:
+                lines.append(dumps(tail) if tail else top)
+        return (lines, rels), canonicals
+
+    def to_arrow(self, payload: Any) -> pa.Table:
+        import pyarrow as pa
+
+        lines, rels = payload
+        if not lines:
+            return self.arrow_schema.empty_table()
+        try:
+            return self.table_from_lines(lines, rels)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            # A value of the wrong JSON type ("12" for an integer...): the row path coerces
+            # what is lossless and names the field and record otherwise.
+            return self.to_table(_rows_from_lines(lines, rels))
+
+    def table_from_lines(self, lines: Sequence[bytes], rels: Sequence[bytes | None]) -> pa.Table:
+        """The Arrow table of encoded lines, by Arrow's JSON reader alone (no coercion).
+
+        :raises pyarrow.ArrowInvalid: when a value does not have its column's JSON type.
+        """
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        # A block must hold the longest line. One thread: this already runs beside the pull.
+        block = max(1 << 20, 2 * max(map(len, lines)))
+        table = pj.read_json(
+            pa.BufferReader(b"\n".join(lines)),
+            read_options=pj.ReadOptions(block_size=block, use_threads=False),
+            parse_options=pj.ParseOptions(
+                explicit_schema=self._scalar_schema, unexpected_field_behavior="ignore"
+            ),
+        )
+        relationship = pa.array(rels, pa.string())
+        columns = [
+            relationship if name == "relationship" else table.column(name)
+            for name in self.arrow_schema.names
+        ]
+        return pa.Table.from_arrays(columns, schema=self.arrow_schema)
+
+    @functools.cached_property
+    def _scalar_schema(self) -> pa.Schema:
+        """The Arrow schema without ``relationship`` (handed over as bytes, not parsed)."""
+        import pyarrow as pa
+
+        return pa.schema(
+            [f.with_nullable(True) for f in self.arrow_schema if f.name != "relationship"]
+        )
+
+
+_ABSENT: Any = object()
+
+
+def _rel_columns(rel: dict[str, Any], out: dict[str, Any]) -> None:
+    """The ``rel_*`` convenience columns of one ``relationship`` object, into ``out``."""
+    offer, aff, adv = rel.get("offer"), rel.get("affiliate"), rel.get("advertiser")
+    if isinstance(offer, dict):
+        out["rel_network_offer_id"] = offer.get("network_offer_id")
+    if isinstance(aff, dict):
+        out["rel_network_affiliate_id"] = aff.get("network_affiliate_id")
+    if isinstance(adv, dict):
+        out["rel_network_advertiser_id"] = adv.get("network_advertiser_id")
+    # The current on-hold state is the LAST snapshot's.
+    snaps = rel.get("on_hold_snapshots")
+    if isinstance(snaps, list) and snaps and isinstance(snaps[-1], dict):
+        out["rel_on_hold_conversion_id"] = snaps[-1].get("on_hold_conversion_id")
+        out["rel_on_hold_status"] = snaps[-1].get("status")
+
+
+def _rows_from_lines(lines: Sequence[bytes], rels: Sequence[bytes | None]) -> list[dict[str, Any]]:
+    rows = []
+    for line, rel in zip(lines, rels, strict=True):
+        row = orjson.loads(line)
+        if rel is not None:
+            row["relationship"] = rel
+        rows.append(row)
+    return rows
 
 
 @functools.cache

@@ -185,7 +185,9 @@ def test_failure_mid_pull_keeps_previous_partition(sandbox, network_conn, tmp_pa
 
 _KILL_SCRIPT = textwrap.dedent(
     """
+    from affiliate_network import storage
     from affiliate_network.operators.conversion_report import ConversionReportOperator
+    storage.SINK_BUFFER_BYTES = 4096  # a small day: let the first row groups reach the disk
     op = ConversionReportOperator(
         task_id="killed", from_date={day!r}, base_path={base!r}, timezone_id=1,
         network_timezone="UTC", currency_id="USD", show_events=True, page_size=50,
