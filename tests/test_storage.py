@@ -379,32 +379,77 @@ _EDGE_RECORDS = {
 }
 
 
+def _page(recs: list[dict[str, Any]]) -> bytes:
+    """A reporting page as the API sends it."""
+    paging = {"page": 1, "page_size": 2000, "total_count": len(recs)}
+    return orjson.dumps({"conversions": recs, "paging": paging})
+
+
 @pytest.mark.parametrize("name", list(_EDGE_RECORDS))
-def test_parquet_fast_path_equals_row_path(name: str) -> None:
-    """The encoded path (Arrow's JSON reader) lands exactly what the row path would."""
+def test_raw_page_path_equals_row_path(name: str) -> None:
+    """A page landed without Python dicts lands exactly what the row path would."""
     batch = [_EDGE_RECORDS[name], *records(3)]
     rows = [CONVERSION_SCHEMA.prepare(r) for r in batch]
     expected = CONVERSION_SCHEMA.to_table([row for row, _, _ in rows])
-    payload, canonicals = CONVERSION_SCHEMA.encode(batch, "parquet")
+    payload, canonicals, dropped = CONVERSION_SCHEMA.encode_page(
+        _page(batch), "conversions", set(), "parquet"
+    )
+    assert dropped == 0
     assert canonicals == [canonical for _, canonical, _ in rows]  # same checksum input
     table = CONVERSION_SCHEMA.to_arrow(payload)
     assert table.equals(expected, check_metadata=True)
     assert table.to_pylist() == expected.to_pylist()
 
 
-def test_parquet_fast_path_needs_no_fallback_for_spec_typed_records() -> None:
-    """Well-typed records go through Arrow's reader alone (the row path is only a fallback)."""
-    batch = [*records(40), _with(relationship=None), _with(relationship=_DROP)]
-    (lines, rels), _ = CONVERSION_SCHEMA.encode(batch, "parquet")
-    table = CONVERSION_SCHEMA.table_from_lines(lines, rels)  # raises instead of falling back
-    expected = CONVERSION_SCHEMA.to_table([CONVERSION_SCHEMA.prepare(r)[0] for r in batch])
+def test_raw_page_path_needs_no_fallback_for_spec_typed_records() -> None:
+    """Well-typed pages go through Arrow's reader alone (the row path is only a fallback)."""
+    batch = [*records(20), _with(relationship=None), _with(relationship=_DROP, conversion_id="x")]
+    batch.append(dict(batch[5]))  # a duplicate id: masked out
+    seen: set[Any] = set()
+    payload, _, dropped = CONVERSION_SCHEMA.encode_page(
+        _page(batch), "conversions", seen, "parquet"
+    )
+    assert dropped == 1
+    assert len(seen) == 22
+    table = CONVERSION_SCHEMA.table_from_page(payload)  # raises instead of falling back
+    expected = CONVERSION_SCHEMA.to_table([CONVERSION_SCHEMA.prepare(r)[0] for r in batch[:-1]])
     assert table.equals(expected, check_metadata=True)
 
 
-def test_parquet_fast_path_mismatch_names_field() -> None:
-    payload, _ = CONVERSION_SCHEMA.encode([*records(2), _with(dma="north")], "parquet")
+def test_raw_page_path_mismatch_names_field() -> None:
+    page = _page([*records(2), _with(dma="north")])
+    payload, _, _ = CONVERSION_SCHEMA.encode_page(page, "conversions", None, "parquet")
     with pytest.raises(SchemaMismatchError, match=r"'dma'.*conversion_id='c150000020'"):
         CONVERSION_SCHEMA.to_arrow(payload)
+
+
+def test_raw_page_with_a_non_object_record_fails_and_the_next_page_lands() -> None:
+    with pytest.raises(SchemaMismatchError, match="not an object") as failed:
+        CONVERSION_SCHEMA.encode_page(_page([*records(2), 7]), "conversions", None, "parquet")
+    # The failure's traceback still holds the first page's document: the next page must land.
+    assert failed.value.__traceback__ is not None
+    payload, canonicals, _ = CONVERSION_SCHEMA.encode_page(
+        _page(records(3)), "conversions", None, "parquet"
+    )
+    assert CONVERSION_SCHEMA.to_arrow(payload).num_rows == len(canonicals) == 3
+
+
+def test_raw_pages_and_records_land_the_same_partition(tmp_path: Path) -> None:
+    from affiliate_network.hooks._paging import Page
+
+    recs = records(2500)
+    pages = [Page(1, _page(recs[:2000]), "conversions", 2000)]
+    pages.append(Page(2, _page(recs[1990:]), "conversions", 510))  # 10 shifted duplicates
+    for fmt in ("parquet", "jsonl"):
+        with PartitionWriter(tmp_path / "raw", fmt, DAY, CONVERSION_SCHEMA, format=fmt) as w:
+            assert w.write_pages(pages) == 2500
+            raw = w.commit(request={}).manifest
+        dicts = write_partition(
+            tmp_path / "dicts", fmt, DAY, recs, CONVERSION_SCHEMA, request={}, format=fmt
+        ).manifest
+        assert raw.duplicates_dropped == 10
+        assert (raw.row_count, raw.content_checksum) == (dicts.row_count, dicts.content_checksum)
+        assert raw.files[0].sha256 == dicts.files[0].sha256  # byte-identical files
 
 
 def test_object_store_publish_and_rerun() -> None:

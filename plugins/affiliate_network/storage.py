@@ -389,6 +389,34 @@ class PartitionWriter:
         if batch:
             self.write_batch(batch)
 
+    def write_pages(self, pages: Iterable[Any]) -> int:
+        """Consume unparsed pages (:class:`~affiliate_network.hooks._paging.Page`, from a pull
+        with ``raw_pages=True``); return how many records were written (not dropped).
+
+        Needs a schema with ``encode_page`` (conversions): records never become Python dicts.
+        """
+        self._open()
+        encode_page = getattr(self.schema, "encode_page", None)
+        if encode_page is None:
+            raise StorageError(f"{self.schema.name} records cannot be written from raw pages")
+        before = self.rows
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # as in write(): nothing here makes reference cycles
+        try:
+            for page in pages:
+                if self._closed:
+                    raise StorageError("writer already closed")
+                seen = self._seen if self.dedupe else None
+                payload, canonicals, dropped = encode_page(
+                    page.content, page.key, seen, self.format
+                )
+                self.duplicates_dropped += dropped
+                self._submit(payload, canonicals)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        return self.rows - before
+
     def write_batch(self, records: list[dict[str, Any]]) -> None:
         """Write one batch (typically one API page).
 
@@ -413,7 +441,11 @@ class PartitionWriter:
             records = kept
         if not records:
             return
-        payload, canonicals = self.schema.encode(records, self.format)
+        self._submit(*self.schema.encode(records, self.format))
+
+    def _submit(self, payload: Any, canonicals: list[bytes]) -> None:
+        if not canonicals:
+            return
         # Hashed here, not on the writer thread: hashlib drops and retakes the GIL for every
         # record over 2 kB, and each retake there would wait out this thread's switch interval.
         self.checksum.add_many(canonicals)

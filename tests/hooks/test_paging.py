@@ -133,3 +133,48 @@ def test_tiered_commissions_and_pixels_page_completely(network_conn, make_hook):
         assert list(paged) == whole
         assert paged.stats.pages == max(1, len(whole))
         assert paged.stats.total_count == len(whole)
+
+
+def test_raw_pages_carry_the_same_records_unparsed(network_conn, make_hook, sandbox, window):
+    first, last = window
+    truth = sandbox.truth(first, last, timezone_id=1)
+    hook = make_hook(network_conn, concurrency=3)
+    expected = _ids(hook.iter_conversions(from_date=first, to_date=last, timezone_id=1))
+    pull = hook.iter_conversions(
+        from_date=first, to_date=last, timezone_id=1, page_size=500, raw_pages=True
+    )
+    pages = list(pull)
+    assert [p.number for p in pages] == list(range(1, len(pages) + 1))
+    assert all(isinstance(p.content, bytes) and p.key == "conversions" for p in pages)
+    records = [r for p in pages for r in orjson.loads(p.content)["conversions"]]
+    assert [p.rows for p in pages] == [len(orjson.loads(p.content)["conversions"]) for p in pages]
+    assert _ids(records) == expected
+    assert pull.stats.rows == pull.stats.total_count == truth["conversions"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"conversions": [', "not valid JSON"),
+        (b'{"conversions": []}', "no paging envelope"),
+        (b'{"rows": [], "paging": {"total_count": 0}}', "no 'conversions' list"),
+    ],
+)
+def test_raw_pages_check_the_envelope(body: bytes, message: str) -> None:
+    """A server body is checked before a page is handed over (the fetcher stands in for HTTP)."""
+    import logging
+
+    from affiliate_network.exceptions import AffiliateNetworkError
+    from affiliate_network.hooks._paging import PagedIterator, RawPage
+
+    pull = PagedIterator(
+        lambda page, size: RawPage(body, 0),
+        key="conversions",
+        page_size=10,
+        concurrency=1,
+        label="POST /networks/reporting/conversions",
+        log=logging.getLogger("test"),
+        raw=True,
+    )
+    with pytest.raises(AffiliateNetworkError, match=message):
+        list(pull)

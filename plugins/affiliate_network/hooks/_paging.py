@@ -72,6 +72,21 @@ class RawPage(NamedTuple):
     retries: int
 
 
+class Page(NamedTuple):
+    """One page handed over unparsed (``raw=True``): its body, and what the envelope said.
+
+    :param number: 1-based page number.
+    :param content: the response body, a JSON object holding ``key`` and ``paging``.
+    :param key: name of the record list in ``content``.
+    :param rows: number of records in that list.
+    """
+
+    number: int
+    content: bytes
+    key: str
+    rows: int
+
+
 #: ``fetch(page, page_size) -> RawPage``; raises an ``AffiliateNetworkError`` on failure.
 PageFetcher = Callable[[int, int], RawPage]
 
@@ -90,6 +105,8 @@ class PagedIterator(Iterator[dict[str, Any]]):
     :param log: logger of the owning hook.
     :param cancel: set when the pull stops (done, failed or closed early), so a fetcher that is
         waiting to retry gives up instead of working for nobody.
+    :param raw: yield one :class:`Page` per page (body unparsed, envelope checked) instead of
+        records: for consumers that parse pages themselves without building Python objects.
     """
 
     def __init__(
@@ -102,6 +119,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         label: str,
         log: logging.Logger,
         cancel: threading.Event | None = None,
+        raw: bool = False,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -115,6 +133,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         self._label = label
         self._log = log
         self._cancel = cancel or threading.Event()
+        self._raw = raw
         self._gen = self._generate()
 
     def __iter__(self) -> PagedIterator:
@@ -133,7 +152,9 @@ class PagedIterator(Iterator[dict[str, Any]]):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _parse(self, raw: RawPage, page: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def _parse(self, raw: RawPage, page: int) -> tuple[Any, dict[str, Any]]:
+        if self._raw:
+            return self._parse_envelope(raw, page)
         try:
             doc = loads_without_gc(raw.content)
         except orjson.JSONDecodeError:
@@ -146,7 +167,27 @@ class PagedIterator(Iterator[dict[str, Any]]):
             )
         return records, paging
 
-    def _generate(self) -> Iterator[dict[str, Any]]:
+    def _parse_envelope(self, raw: RawPage, page: int) -> tuple[list[Page], dict[str, Any]]:
+        """Check the envelope of an unparsed page: simdjson's index, no Python objects."""
+        import simdjson
+
+        parser = simdjson.Parser()
+        try:
+            doc = parser.parse(raw.content)
+        except (ValueError, RuntimeError):
+            raise AffiliateNetworkError(f"{self._label}: page {page} is not valid JSON") from None
+        records = doc.get(self._key) if isinstance(doc, simdjson.Object) else None
+        paging = doc.get("paging") if isinstance(doc, simdjson.Object) else None
+        if not isinstance(records, simdjson.Array) or not isinstance(paging, simdjson.Object):
+            raise AffiliateNetworkError(
+                f"{self._label}: page {page} has no '{self._key}' list or no paging envelope"
+            )
+        return [Page(page, raw.content, self._key, len(records))], paging.as_dict()
+
+    def _count(self, records: list[Any]) -> int:
+        return records[0].rows if self._raw else len(records)
+
+    def _generate(self) -> Iterator[Any]:
         started = time.monotonic()
         stats = self.stats
         executor: ThreadPoolExecutor | None = None
@@ -161,11 +202,12 @@ class PagedIterator(Iterator[dict[str, Any]]):
             stats.total_count = total
             # Some endpoints enforce a smaller maximum than asked for: page by what was served.
             page_size = int(paging.get("page_size") or self._page_size)
-            if 0 < len(records) < page_size < total:
-                page_size = len(records)
+            served = self._count(records)
+            if 0 < served < page_size < total:
+                page_size = served
             last_page = max(1, math.ceil(total / page_size)) if page_size else 1
             stats.pages = 1
-            stats.rows += len(records)
+            stats.rows += self._count(records)
             stats.elapsed_s = time.monotonic() - started
             yield from records
             del records
@@ -201,7 +243,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
                         page,
                     )
                 stats.pages += 1
-                stats.rows += len(records)
+                stats.rows += self._count(records)
                 stats.elapsed_s = time.monotonic() - started
                 yield from records
                 del records

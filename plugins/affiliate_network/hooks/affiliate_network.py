@@ -680,6 +680,7 @@ class AffiliateNetworkHook(HttpHook):
         body: Any = None,
         method: str = "POST",
         page_size: int | None = None,
+        raw_pages: bool = False,
     ) -> PagedIterator:
         """Records of every page of a paginated endpoint, in page order (lazy, memory bounded).
 
@@ -688,6 +689,8 @@ class AffiliateNetworkHook(HttpHook):
         :param body: JSON body (POST) sent unchanged with every page.
         :param method: ``POST`` or ``GET``; paging always travels in the query string.
         :param page_size: rows per page (default: the hook's page size, at most 2000).
+        :param raw_pages: yield one unparsed :class:`~affiliate_network.hooks._paging.Page` per
+            page (envelope checked) instead of records.
         """
         self._guard(method, path)  # fail at the call, not at the first next()
         size = self._page_size if page_size is None else int(page_size)
@@ -714,6 +717,7 @@ class AffiliateNetworkHook(HttpHook):
             label=f"{method} {path}",
             log=self.log,
             cancel=cancel,
+            raw=raw_pages,
         )
 
     # ------------------------------------------------------------------ network: reporting
@@ -729,6 +733,7 @@ class AffiliateNetworkHook(HttpHook):
         filters: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         search_terms: Sequence[Mapping[str, Any]] | None = None,
         page_size: int | None = None,
+        raw_pages: bool = False,
     ) -> PagedIterator:
         """Conversion records of ``POST /networks/reporting/conversions`` over all pages.
 
@@ -742,6 +747,7 @@ class AffiliateNetworkHook(HttpHook):
             ``{"offer": [1, 2], "status": "approved"}`` as a shorthand.
         :param search_terms: items ``{"search_type", "value"}``.
         :param page_size: rows per page (default 2000).
+        :param raw_pages: yield unparsed pages instead of records (see :meth:`iter_pages`).
         :return: a :class:`PagedIterator`; its ``stats`` fill as it is consumed.
         """
         start, end = _as_date(from_date, "from_date"), _as_date(to_date, "to_date")
@@ -761,7 +767,11 @@ class AffiliateNetworkHook(HttpHook):
         if currency_id:
             body["currency_id"] = currency_id
         return self.iter_pages(
-            "/networks/reporting/conversions", key="conversions", body=body, page_size=page_size
+            "/networks/reporting/conversions",
+            key="conversions",
+            body=body,
+            page_size=page_size,
+            raw_pages=raw_pages,
         )
 
     def set_on_hold_status(self, on_hold_conversion_ids: Sequence[str], status: str) -> bool:

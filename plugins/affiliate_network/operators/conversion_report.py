@@ -456,6 +456,7 @@ class ConversionReportOperator(_ReportOperatorBase):
                 filters=self.filters,
                 search_terms=self.search_terms,
                 page_size=self.page_size,
+                raw_pages=True,  # landed by Arrow and simdjson, never as Python dicts
             )
             with (
                 pull,
@@ -468,7 +469,7 @@ class ConversionReportOperator(_ReportOperatorBase):
                     row_group_rows=self.row_group_rows or DEFAULT_ROW_GROUP_ROWS,
                 ) as writer,
             ):
-                writer.write(pull)
+                writer.write_pages(pull)
                 st = pull.stats
                 consistent = st.total_count is None or writer.rows == st.total_count
                 if not consistent and attempt < self.consistency_retries:
