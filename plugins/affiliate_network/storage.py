@@ -36,7 +36,6 @@ table, so ~150 MB at 1,000,000 conversions); everything else is bounded by the r
 from __future__ import annotations
 
 import contextlib
-import gc
 import gzip
 import hashlib
 import logging
@@ -57,6 +56,7 @@ from airflow.sdk import ObjectStoragePath
 
 from affiliate_network import __version__
 from affiliate_network.exceptions import AffiliateNetworkError, ConfigValidationError
+from affiliate_network.gcpause import paused_gc
 from affiliate_network.schema import FORMAT_SUFFIX, FORMATS, RecordSchema
 
 log = logging.getLogger(__name__)
@@ -368,26 +368,18 @@ class PartitionWriter:
         # and again (measured: ~15 % of the landing's CPU). Paused for the stream, as
         # ``loads_without_gc`` does for one page; whatever cycles appear meanwhile (a retried
         # request's traceback) are collected once it is back on.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self._write_all(records)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        return self.rows - before
-
-    def _write_all(self, records: Iterable[dict[str, Any]]) -> None:
-        # Never hold more than a row group in Python objects either.
-        batch_rows = min(BATCH_ROWS, self.row_group_rows)
-        batch: list[dict[str, Any]] = []
-        for record in records:
-            batch.append(record)
-            if len(batch) >= batch_rows:
+        with paused_gc():
+            # Never hold more than a row group in Python objects either.
+            batch_rows = min(BATCH_ROWS, self.row_group_rows)
+            batch: list[dict[str, Any]] = []
+            for record in records:
+                batch.append(record)
+                if len(batch) >= batch_rows:
+                    self.write_batch(batch)
+                    batch = []
+            if batch:
                 self.write_batch(batch)
-                batch = []
-        if batch:
-            self.write_batch(batch)
+        return self.rows - before
 
     def write_pages(self, pages: Iterable[Any]) -> int:
         """Consume unparsed pages (:class:`~affiliate_network.hooks._paging.Page`, from a pull
@@ -400,9 +392,7 @@ class PartitionWriter:
         if encode_page is None:
             raise StorageError(f"{self.schema.name} records cannot be written from raw pages")
         before = self.rows
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # as in write(): nothing here makes reference cycles
-        try:
+        with paused_gc():  # as in write()
             for page in pages:
                 if self._closed:
                     raise StorageError("writer already closed")
@@ -412,9 +402,6 @@ class PartitionWriter:
                 )
                 self.duplicates_dropped += dropped
                 self._submit(payload, canonicals)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         return self.rows - before
 
     def write_batch(self, records: list[dict[str, Any]]) -> None:

@@ -13,7 +13,6 @@ therefore bounded by ``concurrency x page size``, never by the report size.
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import threading
@@ -27,6 +26,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from affiliate_network.exceptions import AffiliateNetworkError
+from affiliate_network.gcpause import paused_gc
 from affiliate_network.hooks._memory import pin_mmap_threshold
 
 
@@ -37,14 +37,8 @@ def loads_without_gc(content: bytes) -> Any:
     allocations trigger collections that walk the whole heap, a large share of the parse time.
     Parsed JSON holds no reference cycles, so nothing is leaked by pausing it.
     """
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
+    with paused_gc():
         return orjson.loads(content)
-    finally:
-        if paused:
-            gc.enable()
 
 
 @dataclass
