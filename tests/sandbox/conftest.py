@@ -75,4 +75,4 @@ def catalog(sandbox: Any) -> dict:
 
 
 def day_body(day: str, **extra: Any) -> dict:
-    return {"from": day, "to": day, "timezone_id": 1, **extra}
+    return {"from": day, "to": day, "timezone_id": 67, **extra}

@@ -141,7 +141,7 @@ def test_invalid_json_body_is_400(api):
     [
         ({"to": "2026-01-01"}, "from missing"),
         ({"from": "2026-01-02", "to": "2026-01-01"}, "to before from"),
-        ({"from": "2026-01-01", "to": "2026-01-01", "timezone_id": 99}, "unknown timezone"),
+        ({"from": "2026-01-01", "to": "2026-01-01", "timezone_id": 100}, "unknown timezone"),
         ({"from": "2026-01-01", "to": "2026-01-01", "currency_id": "XYZ"}, "unknown currency"),
         ({"from": "2026-01-01", "to": "2026-01-01", "show_events": "yes"}, "non-boolean"),
         (

@@ -134,3 +134,26 @@ def test_unknown_paths_outside_the_api_are_404(sandbox):
     assert resp.status_code == 404
     assert "Error" in resp.json()
     assert requests.get(sandbox.url + "/_sandbox/nothing", timeout=5).status_code == 404
+
+
+def test_documented_rate_limit_profile_survives_a_reset():
+    # The public guide's network quota (600 requests per 30 s window, 20 per second) is a
+    # startup choice; the default stays generous for tests. A reset keeps the chosen profile.
+    with start_sandbox(rate_limit="documented") as sb:
+        assert sb.admin("GET", "/_sandbox/rate_limit")["capacity"] == 600
+        sb.reset(days=2)
+        limit = sb.admin("GET", "/_sandbox/rate_limit")
+        assert (limit["capacity"], limit["refill_per_second"]) == (600, 20.0)
+    with start_sandbox() as sb:
+        assert sb.admin("GET", "/_sandbox/rate_limit")["capacity"] == 2000
+
+
+def test_cli_rejects_an_unknown_rate_limit_profile():
+    proc = subprocess.run(
+        [sys.executable, "-m", "affiliate_network.sandbox", "--port", "0", "--rate-limit", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--rate-limit" in proc.stderr

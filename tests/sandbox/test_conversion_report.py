@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-
-import pytest
 
 from tests.sandbox.conftest import day_body
 
@@ -186,8 +185,22 @@ def test_show_nothing_returns_nothing(api, day):
 
 
 def test_days_outside_the_data_window_are_empty(api, catalog):
-    data = api.conversions({"from": "2001-01-01", "to": "2001-01-31"}).json()
+    first = dt.date.fromisoformat(catalog["first_date"])
+    before = (first - dt.timedelta(days=40)).isoformat()
+    data = api.conversions({"from": before, "to": before}).json()
     assert data["paging"]["total_count"] == 0
+
+
+def test_days_older_than_the_documented_365_day_history_are_refused(api, catalog):
+    last = dt.date.fromisoformat(catalog["last_date"])
+    oldest = last - dt.timedelta(days=365)
+    ok = api.conversions({"from": oldest.isoformat(), "to": oldest.isoformat()})
+    assert ok.status_code == 200
+    old = (oldest - dt.timedelta(days=1)).isoformat()
+    resp = api.conversions({"from": old, "to": old})
+    assert resp.status_code == 400
+    assert "from" in resp.json()["error"]
+    assert "365" in resp.json()["error"]
 
 
 def test_filters_and_across_types_or_within(api, day, catalog):
@@ -249,10 +262,12 @@ def test_unknown_search_type_is_400(api, day):
     assert api.conversions(body).status_code == 400
 
 
-def test_currency_converts_amounts(api, day):
+def test_currency_is_not_applied_to_raw_conversion_reports(api, day):
+    # Documented: raw conversion reports come in the offer's currency, unconverted.
     usd = api.conversions(day_body(day), page_size=5).json()["conversions"]
     eur = api.conversions(day_body(day, currency_id="EUR"), page_size=5).json()["conversions"]
     for u, e in zip(usd, eur, strict=True):
-        assert e["currency_id"] == "EUR"
-        assert e["payout"] == pytest.approx(round(u["payout"] * 0.92, 2))
+        assert e["currency_id"] == u["currency_id"] == "USD"
+        assert e["payout"] == u["payout"]
         assert e["conversion_id"] == u["conversion_id"]
+    assert api.conversions(day_body(day, currency_id="XYZ")).status_code == 400

@@ -43,6 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conversions-per-day", type=int, default=None)
     p.add_argument("--on-hold-share", type=float, default=None)
     p.add_argument("--event-share", type=float, default=None)
+    p.add_argument(
+        "--reporting-timezone-id",
+        type=int,
+        default=None,
+        help="the network's default reporting timezone (API timezone id; default 67 = UTC)",
+    )
+    p.add_argument(
+        "--rate-limit",
+        choices=("sandbox", "documented"),
+        default="sandbox",
+        help="per-key quota: 'sandbox' (generous, the default) or 'documented' (the public "
+        "guide's network quota: 600 requests per 30 s)",
+    )
     p.add_argument("--ready-file", default=None, help="write the base URL here once listening")
     p.add_argument("--log-level", default="warning")
     return p
@@ -60,6 +73,7 @@ def config_from_args(args: argparse.Namespace) -> DataConfig:
             "conversions_per_day",
             "on_hold_share",
             "event_share",
+            "reporting_timezone_id",
         )
         if getattr(args, name) is not None
     }
@@ -86,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from affiliate_network.sandbox.app import create_app
 
-    app = create_app(cfg)
+    app = create_app(cfg, rate_limit=args.rate_limit)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import traceback
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
@@ -31,11 +31,23 @@ from affiliate_network.sandbox.errors import ApiError, before, invalid, not_foun
 from affiliate_network.sandbox.faults import FaultConfig, FaultConfigError, Faults
 from affiliate_network.sandbox.paging import parse_paging
 from affiliate_network.sandbox.ratelimit import RateLimiter, retry_after
+from affiliate_network.sandbox.requestlog import RequestLog, body_entry
 from affiliate_network.sandbox.state import State
 from affiliate_network.sandbox.world import Raw, World
+from affiliate_network.timezones import as_api_records
 
 Handler = Callable[["Sandbox", World, Principal, dict, dict, Any], Any]
-REQUEST_LOG_SIZE = 20_000
+#: Largest request body the API reads (the spec shows no limit; larger ones get 413 unread).
+MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Largest body of an admin request (data config, fault settings: a few hundred bytes).
+ADMIN_MAX_BODY_BYTES = 1024 * 1024
+#: Distinct "METHOD path" counters kept; requests to further paths count under one key.
+MAX_ROUTE_COUNTERS = 1000
+MSG_TOO_LARGE = f"Request body too large (limit {MAX_BODY_BYTES} bytes)"
+
+
+class BodyTooLargeError(Exception):
+    """The request body is larger than the limit (raised before it is read whole)."""
 
 
 class Route:
@@ -140,7 +152,23 @@ def h_label(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: An
 
 
 def h_network(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
-    return {"network_id": w.network_id, "name": f"Sandbox network ({w.region})"}
+    # Network info. The reference page documents GET /networks with ``timezone_id``; the
+    # timezone user guide names ``reporting_timezone_id`` (GET /networks/info). Both are served,
+    # with both fields: the default reporting timezone of report requests.
+    tz = w.cfg.reporting_timezone_id
+    return {
+        "network_id": w.network_id,
+        "name": f"Sandbox network ({w.region})",
+        "account_status": "active",
+        "timezone_id": tz,
+        "reporting_timezone_id": tz,
+        "currency_id": choices.DEFAULT_CURRENCY,
+    }
+
+
+def h_timezones(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+    # GET /meta/timezones (public reference "Timezones"): any portal's key.
+    return {"timezones": as_api_records()}
 
 
 def h_affiliate_self(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
@@ -178,6 +206,8 @@ ROUTES: list[Route] = [
     Route("/networks/patch/offerurls/apply", {"PATCH": (h_offerurl_patch, True)}),
     Route("/networks/labels/{label}", {"GET": (h_label, False)}),
     Route("/networks", {"GET": (h_network, False)}),
+    Route("/networks/info", {"GET": (h_network, False)}),
+    Route("/meta/timezones", {"GET": (h_timezones, False)}),
     Route("/affiliates/affiliate", {"GET": (h_affiliate_self, False)}),
     Route("/advertisers/advertiser", {"GET": (h_advertiser_self, False)}),
     Route("/partners/connections", {"GET": (h_partner_connections, False)}),
@@ -192,14 +222,17 @@ class Sandbox:
 
     :param config: the startup data configuration (``POST /_sandbox/reset`` applies overrides
         on top of it).
+    :param rate_limit: ``(burst, refill per second)`` of each key's bucket after a reset
+        (default :data:`choices.RATE_LIMIT_PROFILES` ``"sandbox"``).
     """
 
-    def __init__(self, config: DataConfig) -> None:
+    def __init__(self, config: DataConfig, rate_limit: tuple[int, float] | None = None) -> None:
         self.base_config = config
+        self.rate_limit = rate_limit or choices.RATE_LIMIT_PROFILES["sandbox"]
         self.keys = KeyRing(config.seed)
         self.faults = Faults()
-        self.limiter = RateLimiter()
-        self.log: deque[dict] = deque(maxlen=REQUEST_LOG_SIZE)
+        self.limiter = RateLimiter(*self.rate_limit)
+        self.log = RequestLog()
         self.counts: Counter[str] = Counter()
         self.worlds: dict[str, World] = {}
         self.reset({})
@@ -217,7 +250,7 @@ class Sandbox:
             }
         )
         self.faults.clear()
-        self.limiter.configure(choices.RATE_LIMIT_CAPACITY, choices.RATE_LIMIT_REFILL_PER_SECOND)
+        self.limiter.configure(*self.rate_limit)
         self.log.clear()
         self.counts.clear()
         return cfg
@@ -237,9 +270,14 @@ class Sandbox:
             return
         path: str = scope["path"]
         method: str = scope["method"]
-        body = await _read_body(receive)
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if path.startswith("/_sandbox/") or path == "/_sandbox":
+            try:
+                body = await _read_body(scope, receive, ADMIN_MAX_BODY_BYTES)
+            except BodyTooLargeError:
+                limit = f"limit {ADMIN_MAX_BODY_BYTES} bytes"
+                await _respond(send, 413, {"error": f"Request body too large ({limit})"}, {})
+                return
             status, payload, headers = self.admin(method, path, query, body)
             await _respond(send, status, payload, headers)
             return
@@ -250,18 +288,20 @@ class Sandbox:
         else:
             await _respond(send, 404, {"Error": choices.MSG_ROUTE_NOT_FOUND}, {})
             return
-        await self.api(scope, send, method, region, api, query, body)
+        await self.api(scope, receive, send, method, region, api, query)
 
     async def api(
         self,
         scope: dict,
+        receive: Callable[[], Awaitable[dict]],
         send: Callable,
         method: str,
         region: str,
         api: str,
         query: dict,
-        raw_body: bytes,
     ) -> None:
+        # The body is read only after the route, the key and its scope are accepted, and only
+        # up to MAX_BODY_BYTES: a refused request costs no memory whatever its size.
         key = None
         for name, value in scope["headers"]:
             if name == HEADER:
@@ -270,11 +310,14 @@ class Sandbox:
         segment = api.split("/", 2)[1] if api.count("/") >= 1 else ""
         portal = PORTAL_PREFIXES.get(segment)
         world = self.worlds[region]
-        allowed, remaining, wait = self.limiter.take(key or "")
+        # Unknown keys share the keyless bucket: random keys must not each get a bucket.
+        bucket = key if key is not None and key in self.keys.principals else ""
+        allowed, remaining, wait = self.limiter.take(bucket)
         headers = {"x-ratelimit-remaining": str(remaining)}
         status = 200
         payload: Any = None
         body: Any = None
+        raw_body: bytes | None = None
         delay_after = 0.0
         try:
             if not allowed:
@@ -288,9 +331,15 @@ class Sandbox:
                     405, choices.MSG_METHOD_NOT_ALLOWED, {"allow": ", ".join(route.methods)}
                 )
             handler, write = entry
-            principal = self.keys.authenticate(key, region, portal or "")
+            # /meta/* (metadata lookups) take a key of any portal.
+            principal = self.keys.authenticate(key, region, None if segment == "meta" else portal)
             if write:
                 require_scope(principal, "write")
+            if method != "GET":
+                try:
+                    raw_body = await _read_body(scope, receive, MAX_BODY_BYTES)
+                except BodyTooLargeError:
+                    raise before(413, MSG_TOO_LARGE) from None
             injected = self.faults.decide(api)
             if injected is not None:
                 field, message = choices.FAULT_MESSAGES.get(injected, ("error", "Injected fault"))
@@ -299,7 +348,7 @@ class Sandbox:
                 if ra is not None and injected in (429, 503):
                     extra["retry-after"] = str(ra)
                 raise ApiError(injected, message, field, extra)
-            if method != "GET":
+            if raw_body is not None:
                 body = _parse_json(raw_body)
             payload = handler(self, world, principal, params, query, body)
             delay_after = self.faults.delay_after_apply(api)
@@ -307,24 +356,29 @@ class Sandbox:
             status = err.status
             payload = err.body()
             headers.update(err.headers)
-            if body is None and method != "GET" and raw_body:
-                body = _safe_json(raw_body)
         except Exception:
             traceback.print_exc(file=sys.stderr)
             status = 500
             payload = {"error": "Internal Server Error"}
+        full_path = ("/v1" if region == "default" else "/eu/v1") + api
+        try:
+            logged = body_entry(raw_body, body)
+        except Exception:  # the log must never cost the answer
+            traceback.print_exc(file=sys.stderr)
+            logged = None
         self.log.append(
-            {
-                "method": method,
-                "path": ("/v1" if region == "default" else "/eu/v1") + api,
-                "query": query,
-                "status": status,
-                "portal": portal,
-                "region": region,
-                "body": body,
-            }
+            method=method,
+            path=full_path,
+            query=query,
+            status=status,
+            portal=portal,
+            region=region,
+            body=logged,
         )
-        self.counts[f"{method} {'/v1' if region == 'default' else '/eu/v1'}{api}"] += 1
+        counter = f"{method} {full_path}"
+        if counter not in self.counts and len(self.counts) >= MAX_ROUTE_COUNTERS:
+            counter = f"{method[:32]} (other paths)"
+        self.counts[counter] += 1
         self.counts[f"status:{status}"] += 1
         latency = self.faults.config.latency_ms
         if latency or delay_after:
@@ -395,7 +449,7 @@ class Sandbox:
             self.limiter.configure(cap, float(refill))
             return self.limiter.to_json()
         if route == ("GET", "/_sandbox/requests"):
-            return {"requests": list(self.log)}
+            return Raw(self.log.render())
         if route == ("GET", "/_sandbox/requests/counts"):
             by_status = {
                 k.split(":", 1)[1]: n for k, n in self.counts.items() if k.startswith("status:")
@@ -423,7 +477,7 @@ class Sandbox:
                     body["timezone_id"] = int(tz)
                 except ValueError:
                     raise invalid("timezone_id must be an integer") from None
-            t0, t1 = world.window(body)
+            t0, t1 = world.window(body, "admin")
             truth = world.truth(t0, t1)
             if route[1].endswith("conversions"):
                 return {k: val for k, val in truth.items() if not k.startswith("_")}
@@ -459,13 +513,32 @@ def planted_rules() -> dict[str, str]:
 # --- low-level I/O --------------------------------------------------------------------------------
 
 
-async def _read_body(receive: Callable[[], Awaitable[dict]]) -> bytes:
+async def _read_body(scope: dict, receive: Callable[[], Awaitable[dict]], limit: int) -> bytes:
+    """The request body, or :class:`BodyTooLargeError` as soon as it is known to exceed ``limit``.
+
+    A declared ``Content-Length`` above the limit is refused before any byte is read; a chunked
+    body is refused when its running total passes the limit. The server discards the rest.
+    """
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                declared = int(value)
+            except ValueError:
+                declared = 0  # the HTTP parser rejects these; the running total still applies
+            if declared > limit:
+                raise BodyTooLargeError
+            break
     chunks = []
+    size = 0
     while True:
         msg = await receive()
         if msg["type"] != "http.request":
             break
-        chunks.append(msg.get("body", b""))
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError
+        chunks.append(chunk)
         if not msg.get("more_body"):
             break
     return b"".join(chunks)
@@ -478,13 +551,6 @@ def _parse_json(raw: bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise invalid("the body is not valid JSON") from None
-
-
-def _safe_json(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return raw[:2000].decode("utf-8", "replace")
 
 
 async def _respond(send: Callable, status: int, payload: Any, headers: dict[str, str]) -> None:
@@ -501,6 +567,13 @@ async def _respond(send: Callable, status: int, payload: Any, headers: dict[str,
         await send({"type": "http.response.body", "body": chunk, "more_body": n < last})
 
 
-def create_app(config: DataConfig | None = None) -> Sandbox:
-    """Build the ASGI application (``config`` defaults to :class:`DataConfig`'s defaults)."""
-    return Sandbox(config or DataConfig())
+def create_app(config: DataConfig | None = None, rate_limit: str = "sandbox") -> Sandbox:
+    """Build the ASGI application (``config`` defaults to :class:`DataConfig`'s defaults).
+
+    :param rate_limit: a name in :data:`choices.RATE_LIMIT_PROFILES`.
+    """
+    if rate_limit not in choices.RATE_LIMIT_PROFILES:
+        raise ValueError(
+            f"rate_limit must be one of {sorted(choices.RATE_LIMIT_PROFILES)}, got {rate_limit!r}"
+        )
+    return Sandbox(config or DataConfig(), choices.RATE_LIMIT_PROFILES[rate_limit])

@@ -90,15 +90,18 @@ class KeyRing:
                 listing[region] = entry
         self.listing = listing
 
-    def authenticate(self, raw: str | None, region: str, portal: str) -> Principal:
-        """The principal of ``raw`` for a request to ``portal`` in ``region``, or an ApiError."""
+    def authenticate(self, raw: str | None, region: str, portal: str | None) -> Principal:
+        """The principal of ``raw`` for a request to ``portal`` in ``region``, or an ApiError.
+
+        ``portal`` None: any portal's key is accepted (metadata lookups).
+        """
         if raw is None:
             raise before(401, choices.MSG_NO_HEADER)
         principal = self.principals.get(raw)
         # A key of the other region is unknown here, like a revoked or mistyped one.
         if principal is None or raw in self.revoked or principal.region != region:
             raise before(401, choices.MSG_BAD_KEY)
-        if principal.portal != portal:
+        if portal is not None and principal.portal != portal:
             raise before(403, choices.MSG_OUT_OF_REALM)
         return principal
 

@@ -29,20 +29,16 @@ OFFER_REQUIRED = ("name", "network_advertiser_id", "offer_status")
 #: Unknown request fields on PUT bodies -> 400; read-only fields are accepted and ignored.
 READ_ONLY_FIELDS = ("network_id", "time_created", "time_saved", "relationship")
 
-# --- Timezones and currencies (not shown) --------------------------------------------------------
-#: timezone_id -> IANA zone. Unknown id -> 400. Omitted -> 1 (UTC).
-TIMEZONES: dict[int, str] = {
-    1: "UTC",
-    2: "America/New_York",
-    3: "America/Los_Angeles",
-    4: "Europe/London",
-    5: "Europe/Berlin",
-    6: "Asia/Tokyo",
-}
-DEFAULT_TIMEZONE_ID = 1
+# --- Timezones and currencies (not shown in the spec) ---------------------------------------------
+#: timezone_id: the API's documented table (affiliate_network.timezones, ids 1..99, 67 = UTC);
+#: unknown id -> 400; omitted -> the network's reporting timezone (DataConfig
+#: .reporting_timezone_id, 67 by default: a sandbox choice). See sandbox/reporting_window.py.
 #: currency_id -> rate from USD (amounts are generated in USD). Unknown code -> 400.
 CURRENCY_RATES: dict[str, float] = {"USD": 1.0, "EUR": 0.92, "GBP": 0.79}
 DEFAULT_CURRENCY = "USD"
+#: Currency of every generated offer. Raw conversion reports are not converted (documented:
+#: amounts come in the offer's currency); the aggregated report converts with CURRENCY_RATES.
+OFFER_CURRENCY = "USD"
 
 # --- POST /networks/reporting/conversions: filter and search-term items (not shown) --------------
 #: ``query.filters`` items: ``{"resource_type": T, "filter_id_value": "<string>"}``. AND across
@@ -139,7 +135,7 @@ OFFER_DEFAULTS: dict = {
     "email_attribution_window_type": "unknown",
     "session_duration": 720,
     "network_tracking_domain_id": 0,
-    "caps_timezone_id": 1,
+    "caps_timezone_id": 67,  # UTC in the API's timezone table
     "suppression_list_id": 0,
     "session_tracking_lifespan_hour": 0,
     "session_tracking_minimum_lifespan_second": 0,
@@ -289,10 +285,17 @@ FAULT_MESSAGES: dict[int, tuple[str, str]] = {
     504: ("Error", "Gateway Timeout"),
 }
 
-# --- Limits: rate limiting (quota and window not shown) ------------------------------------------
+# --- Limits: rate limiting (quota and window not shown in the spec) ------------------------------
 #: Token bucket per API key (the raw header value; requests without a key share one bucket).
+#: "sandbox" (the default) is generous so tests and demos run fast: a sandbox choice, not the
+#: API's. "documented" follows the public rate-limiting guide: 20 queries per second for a
+#: network over a 30-second window (600 per window; affiliate and advertiser keys get 5 qps).
 RATE_LIMIT_CAPACITY = 2000
 RATE_LIMIT_REFILL_PER_SECOND = 1000.0
+RATE_LIMIT_PROFILES: dict[str, tuple[int, float]] = {
+    "sandbox": (RATE_LIMIT_CAPACITY, RATE_LIMIT_REFILL_PER_SECOND),
+    "documented": (600, 20.0),
+}
 
 # --- Other endpoints named but not shown (GET /networks, /affiliates/affiliate, ...) -------------
 #: Minimal read-only shapes so every portal has a cheap endpoint to test a key against:

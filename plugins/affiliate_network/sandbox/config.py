@@ -26,6 +26,9 @@ class DataConfig:
     :param conversions_per_day: base conversions per UTC day.
     :param on_hold_share: share of conversions held for review (0..1).
     :param event_share: events per conversion (0..1), attached to conversions.
+    :param reporting_timezone_id: the network's default reporting timezone (an id of the API's
+        timezone table), used when a report request omits ``timezone_id``. Default 67 (UTC): a
+        sandbox choice; a real network has its own (``GET /networks``).
     """
 
     seed: int = 42
@@ -37,6 +40,7 @@ class DataConfig:
     conversions_per_day: int = 500
     on_hold_share: float = 0.1
     event_share: float = 0.2
+    reporting_timezone_id: int = 67
 
     @property
     def first_date(self) -> dt.date:
@@ -78,6 +82,12 @@ class DataConfig:
         for name in ("on_hold_share", "event_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be between 0 and 1")
+        from affiliate_network.timezones import TIMEZONES
+
+        if self.reporting_timezone_id not in TIMEZONES:
+            raise ConfigError(
+                f"reporting_timezone_id must be one of the API's timezone ids (1..{max(TIMEZONES)})"
+            )
         if self.offers < self.advertisers:
             raise ConfigError("offers must be >= advertisers (every advertiser has an offer)")
 

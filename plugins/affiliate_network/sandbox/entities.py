@@ -138,7 +138,7 @@ class Catalog:
                 "attribution_priority": "click",
                 "verification_token": f"vt{aid:06d}",
                 "is_expose_publisher_reporting_data": False,
-                "reporting_timezone_id": 1,
+                "reporting_timezone_id": cfg.reporting_timezone_id,
                 "time_created": created,
                 "time_saved": created,
             }

@@ -29,7 +29,17 @@ _FLAG_NAMES = {
     "conversions_per_day": "--conversions-per-day",
     "on_hold_share": "--on-hold-share",
     "event_share": "--event-share",
+    "reporting_timezone_id": "--reporting-timezone-id",
+    "rate_limit": "--rate-limit",
 }
+
+
+def _window_params(from_date: Any, to_date: Any, timezone_id: int | None, region: str) -> dict:
+    # No timezone_id: the network's default reporting timezone, as the API does.
+    params: dict[str, Any] = {"from": str(from_date), "to": str(to_date), "region": region}
+    if timezone_id is not None:
+        params["timezone_id"] = timezone_id
+    return params
 
 
 class SandboxAdminError(RuntimeError):
@@ -101,31 +111,29 @@ class RunningSandbox:
         return self.admin("GET", "/_sandbox/catalog", params={"region": region})
 
     def truth(
-        self, from_date: Any, to_date: Any, timezone_id: int = 1, region: str = "default"
+        self,
+        from_date: Any,
+        to_date: Any,
+        timezone_id: int | None = None,
+        region: str = "default",
     ) -> dict:
         return self.admin(
             "GET",
             "/_sandbox/truth/conversions",
-            params={
-                "from": str(from_date),
-                "to": str(to_date),
-                "timezone_id": timezone_id,
-                "region": region,
-            },
+            params=_window_params(from_date, to_date, timezone_id, region),
         )
 
     def planted(
-        self, from_date: Any, to_date: Any, timezone_id: int = 1, region: str = "default"
+        self,
+        from_date: Any,
+        to_date: Any,
+        timezone_id: int | None = None,
+        region: str = "default",
     ) -> dict:
         return self.admin(
             "GET",
             "/_sandbox/truth/planted",
-            params={
-                "from": str(from_date),
-                "to": str(to_date),
-                "timezone_id": timezone_id,
-                "region": region,
-            },
+            params=_window_params(from_date, to_date, timezone_id, region),
         )
 
     def objects(self, kind: str, region: str = "default") -> dict:
@@ -163,7 +171,8 @@ def start_sandbox(
     :param host: loopback address to bind.
     :param timeout: seconds to wait for the process to become healthy.
     :param data_config: data config values (``end_date``, ``days``, ``offers``, ``affiliates``,
-        ``advertisers``, ``conversions_per_day``, ``on_hold_share``, ``event_share``).
+        ``advertisers``, ``conversions_per_day``, ``on_hold_share``, ``event_share``,
+        ``reporting_timezone_id``) and ``rate_limit`` (``"sandbox"`` or ``"documented"``).
     """
     unknown = set(data_config) - set(_FLAG_NAMES)
     if unknown:
