@@ -54,7 +54,7 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
         "show_events": False,
         "from": args.from_date,
         "to": args.to_date,
-        "timezone_id": 1,
+        "timezone_id": 67,
         "query": {"filters": [], "search_terms": []},
     }
 
@@ -65,7 +65,7 @@ def worker_hook(args: argparse.Namespace) -> dict[str, Any]:
     hook = AffiliateNetworkHook("bench_network", concurrency=args.concurrency)
     baseline = peak_rss_mb()
     started, cpu_started = time.perf_counter(), cpu_self_s()
-    pull = hook.iter_conversions(from_date=args.from_date, to_date=args.to_date, timezone_id=1)
+    pull = hook.iter_conversions(from_date=args.from_date, to_date=args.to_date, timezone_id=67)
     rows = 0
     for _record in pull:
         rows += 1
@@ -215,7 +215,7 @@ def _window_for(sandbox: Any, first: str, last: str, rows: int) -> tuple[str, st
     day = dt.date.fromisoformat(first)
     end = dt.date.fromisoformat(last)
     while True:
-        count = sandbox.truth(first, day.isoformat(), timezone_id=1)["conversions"]
+        count = sandbox.truth(first, day.isoformat(), timezone_id=67)["conversions"]
         if count >= rows or day >= end:
             return first, day.isoformat(), count
         day += dt.timedelta(days=1)

@@ -52,7 +52,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     if args.worker == "pull":
         hook = AffiliateNetworkHook("bench_network", concurrency=args.concurrency)
-        pull = hook.iter_conversions(from_date=args.day, to_date=args.day, timezone_id=1)
+        pull = hook.iter_conversions(from_date=args.day, to_date=args.day, timezone_id=67)
         rows = sum(1 for _ in pull)
         pages, extra = pull.stats.pages, {}
         hook.close()
@@ -62,7 +62,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             affiliate_network_conn_id="bench_network",
             from_date=args.day,
             to_date=args.day,
-            timezone_id=1,
+            timezone_id=67,
             network_timezone="UTC",
             currency_id="USD",
             format=args.worker,
@@ -138,7 +138,7 @@ def drive(args: argparse.Namespace) -> None:
     try:
         sandbox.set_faults(latency_ms=args.latency_ms)
         day = sandbox.catalog()["last_date"]
-        truth = sandbox.truth(day, day, timezone_id=1)
+        truth = sandbox.truth(day, day, timezone_id=67)
         home = tempfile.mkdtemp(prefix="bench-airflow-")
         env = {
             **os.environ,

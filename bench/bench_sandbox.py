@@ -34,7 +34,7 @@ def in_process(pages: int, size: int) -> dict:
         end_date=DAY, days=1, conversions_per_day=PER_DAY, offers=50, affiliates=40, advertisers=10
     )
     world = World(cfg, "default")
-    body = {"from": DAY.isoformat(), "to": DAY.isoformat(), "timezone_id": 1}
+    body = {"from": DAY.isoformat(), "to": DAY.isoformat(), "timezone_id": 67}
     last_page = PER_DAY // size
     world.conversion_report(body, 1, size)  # warm the pair templates
     step = max(1, last_page // pages)
@@ -68,7 +68,7 @@ def over_http(pages: int, size: int) -> dict:
         key = sb.keys["network"]
         http = requests.Session()
         http.headers["X-Svc-Api-Key"] = key
-        body = {"from": DAY.isoformat(), "to": DAY.isoformat(), "timezone_id": 1}
+        body = {"from": DAY.isoformat(), "to": DAY.isoformat(), "timezone_id": 67}
         url = f"{sb.base_url}/networks/reporting/conversions"
         http.post(url, params={"page": 1, "page_size": size}, json=body).raise_for_status()
         c0 = proc.cpu_times()

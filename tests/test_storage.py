@@ -48,7 +48,7 @@ from affiliate_network.storage import (
 
 CONVERSION_SCHEMA = conversion_schema()
 DAY = {"date": "2026-01-15"}
-REQUEST = {"from": "2026-01-15", "to": "2026-01-15", "timezone_id": 1, "currency_id": "USD"}
+REQUEST = {"from": "2026-01-15", "to": "2026-01-15", "timezone_id": 67, "currency_id": "USD"}
 
 
 def make_conversion(i: int, *, status: str = "approved", day: int = 15) -> dict[str, Any]:

@@ -141,11 +141,13 @@ def _partition_prefix(day: str) -> str:
 
 def _pull_day(conn_id: str, day: str) -> Iterator[dict[str, Any]]:
     hook = AffiliateNetworkHook(conn_id)
-    return iter(hook.iter_conversions(from_date=day, to_date=day, timezone_id=1, currency_id="USD"))
+    return iter(
+        hook.iter_conversions(from_date=day, to_date=day, timezone_id=67, currency_id="USD")
+    )
 
 
 def _land_day(conn_id: str, day: str, records: Any = None) -> Any:
-    request = {"from_date": day, "to_date": day, "timezone_id": 1, "currency_id": "USD"}
+    request = {"from_date": day, "to_date": day, "timezone_id": 67, "currency_id": "USD"}
     return write_partition(
         S3_BASE,
         "conversions",
@@ -167,7 +169,7 @@ def day(sandbox: Any) -> str:
 def test_day_report_lands_on_s3_with_manifest(s3: Any, sandbox: Any, network_conn: str, day: str):
     result = _land_day(network_conn, day)
 
-    truth = sandbox.truth(day, day, timezone_id=1)["conversions"]
+    truth = sandbox.truth(day, day, timezone_id=67)["conversions"]
     assert truth > 0
     partition = f"{S3_BASE}/conversions/date={day}"
     assert result.path.startswith("s3://")

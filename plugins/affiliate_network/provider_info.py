@@ -64,7 +64,7 @@ PROVIDER_INFO: dict = {
                 "concurrency": {
                     "label": "Concurrent page requests",
                     "description": "How many pages a paged pull fetches at once.",
-                    "schema": {"type": ["integer", "null"], "minimum": 1, "maximum": 16},
+                    "schema": {"type": ["integer", "null"], "minimum": 1, "maximum": 10},
                 },
             },
         }

@@ -68,7 +68,7 @@ def test_tasks_retries_and_mapping(dag) -> None:
 
 def test_include_config_is_valid() -> None:
     network = load_network_config()
-    assert network == {"timezone": "UTC", "timezone_id": 1, "currency_id": "USD"}
+    assert network == {"timezone": "UTC", "timezone_id": 67, "currency_id": "USD"}
     targets = load_affiliate_report_targets()
     assert [t["affiliate_id"] for t in targets] == ["2001", "2002"]
     for t in targets:
@@ -83,7 +83,8 @@ def test_bad_reports_config_names_file_and_field(tmp_path, monkeypatch) -> None:
     doc["affiliate_reports"]["affiliates"][1]["columns"] = ["offer", "date", "hour"]
     (tmp_path / "reports.yaml").write_text(yaml.safe_dump(doc))
     monkeypatch.setenv("AFFILIATE_NETWORK_INCLUDE_DIR", str(tmp_path))
-    with pytest.raises(ConfigValidationError, match=r"reports.yaml: .*affiliates\[1\]\.columns"):
+    where = r"reports.yaml:\d+: .*affiliates\[1\]\.columns"
+    with pytest.raises(ConfigValidationError, match=where):
         load_affiliate_report_targets()
 
 
@@ -120,7 +121,7 @@ def test_dag_run_lands_conversions_and_affiliate_reports(airflow_db, sandbox, tm
     assert list(conversions) == [f"date={d}" for d in days]
     for d in days:
         manifest = conversions[f"date={d}"]
-        assert manifest.row_count == sandbox.truth(d, d, timezone_id=1)["total"]
+        assert manifest.row_count == sandbox.truth(d, d, timezone_id=67)["total"]
         assert manifest.request["show_events"] is True
         assert manifest.request["currency_id"] == "USD"
 

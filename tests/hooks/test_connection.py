@@ -84,6 +84,47 @@ def test_bad_connection_is_named(host, extra, fragment, make_connection, make_ho
     assert fragment in str(info.value)
 
 
+#: A real-looking API key, as a user would paste it into the wrong field.
+PASTED_KEY = "sbx_net_9f2c4e81a7b03d56e1c8f0a2b4d6"
+
+
+@pytest.mark.parametrize(
+    ("field", "extra", "host", "allowed"),
+    [
+        ("portal", {"portal": PASTED_KEY}, None, "network"),
+        ("portal", {"portal": PASTED_KEY.upper()}, None, "network"),
+        ("region", {"region": PASTED_KEY}, None, "'eu'"),
+        ("timeout", {"timeout": PASTED_KEY}, None, "0.001 to 3600"),
+        ("page_size", {"page_size": PASTED_KEY}, None, "1 to 2000"),
+        ("concurrency", {"concurrency": PASTED_KEY}, None, "1 to 10"),
+        ("eu_base_url", {"region": "eu", "eu_base_url": PASTED_KEY}, None, "/v1"),
+        ("eu_base_url", {"region": "eu", "eu_base_url": f"http://h/{PASTED_KEY}"}, None, "/v1"),
+        ("host", {}, f"http://127.0.0.1:1/{PASTED_KEY}", "/v1"),
+        ("host", {}, f"http://{PASTED_KEY}@127.0.0.1:1/v1", "password"),
+    ],
+)
+def test_a_key_pasted_into_the_wrong_field_is_never_echoed(
+    field, extra, host, allowed, make_connection, make_hook
+):
+    """The error names the field and what it accepts, never the value given."""
+    extra = {"portal": "network", **extra}
+    portal = extra.pop("portal")
+    conn = make_connection(
+        "an_pasted",
+        host=host or "http://127.0.0.1:1/v1",
+        key="the-password",
+        portal=portal,
+        **extra,
+    )
+    with pytest.raises(ConnectionConfigError) as info:
+        make_hook(conn).get_offer_url(1)
+    text = f"{info.value}\n{info.value!r}\n{info.value.args!r}"
+    assert PASTED_KEY.lower() not in text.lower()
+    assert PASTED_KEY[8:20] not in text  # not even a piece of it
+    assert field in text
+    assert allowed in text
+
+
 def test_connection_extras_are_never_sent_as_headers(sandbox, make_connection, make_hook):
     # HttpHook would copy these into headers (and a non-string value would raise InvalidHeader).
     conn = make_connection(
@@ -101,7 +142,7 @@ def test_portal_guard_names_both_portals_and_sends_nothing(affiliate_conn, make_
     hook = make_hook(affiliate_conn)
     sandbox.clear_requests()
     with pytest.raises(PortalMismatchError) as info:
-        hook.iter_conversions(from_date="2024-01-01", to_date="2024-01-01", timezone_id=1)
+        hook.iter_conversions(from_date="2024-01-01", to_date="2024-01-01", timezone_id=67)
     with pytest.raises(PortalMismatchError):
         hook.get_offer_url(1)
     message = str(info.value)

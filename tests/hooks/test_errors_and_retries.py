@@ -12,6 +12,7 @@ from affiliate_network.exceptions import (
     InvalidRequestError,
     MethodNotAllowedError,
     NotFoundError,
+    OutcomeUnknownError,
     PermissionDeniedError,
     RateLimitError,
     ServerError,
@@ -216,3 +217,41 @@ def test_connection_refused_is_retried_then_reported(make_connection, make_hook,
     assert "connection error on attempt 3 of 3" in str(info.value)
     assert info.value.status_code is None
     assert len(fake_time.sleeps) == 2
+
+
+def test_a_huge_retry_after_is_capped_and_logged(
+    network_conn, make_hook, sandbox, fake_time, debug_logs
+):
+    # A proxy answering Retry-After: 86400 must not park a worker for a day: the wait is capped
+    # at the spec's 30 s backoff ceiling and the cap is logged.
+    sandbox.set_faults(fail_hard=503, retry_after_s=86400)
+    hook = make_hook(
+        network_conn, max_attempts=3, base_delay=0.01, sleep=fake_time.sleep, clock=fake_time.clock
+    )
+    with pytest.raises(ServerError):
+        hook.get_offer_url(sandbox.catalog()["network_offer_url_ids"][0])
+    assert fake_time.sleeps[:2] == [30.0, 30.0]
+    assert max(fake_time.sleeps) <= 30.0
+    assert "Retry-After 86400 s, capped at 30 s" in debug_logs.text()
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_a_create_is_never_resent_after_a_5xx(network_conn, make_hook, sandbox, fake_time, status):
+    # Any 5xx may follow an applied create: the hook reports an unknown outcome, sends it once.
+    sandbox.set_faults(fail_hard=status, paths=["/networks/categories"])
+    hook = make_hook(network_conn, max_attempts=5, sleep=fake_time.sleep, clock=fake_time.clock)
+    with pytest.raises(OutcomeUnknownError, match="not re-sent"):
+        hook.create_category(name=f"once-{status}", status="active")
+    posts = [e for e in sandbox.requests_log() if e["path"].endswith("/networks/categories")]
+    assert [e["status"] for e in posts] == [status]
+    assert fake_time.sleeps == []
+
+
+def test_a_create_refused_with_429_is_resent(network_conn, make_hook, sandbox, fake_time):
+    # A 429 is the rate limiter refusing before the request was handled: safe to send again.
+    sandbox.set_faults(error_rate=1.0, statuses=[429], paths=["/networks/categories"])
+    hook = make_hook(network_conn, max_attempts=3, sleep=fake_time.sleep, clock=fake_time.clock)
+    with pytest.raises(RateLimitError):
+        hook.create_category(name="after-429", status="active")
+    posts = [e for e in sandbox.requests_log() if e["path"].endswith("/networks/categories")]
+    assert [e["status"] for e in posts] == [429, 429, 429]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import re
 
 import orjson
 import pytest
@@ -22,14 +24,14 @@ def test_concurrent_pull_matches_truth_and_sequential_order(
     network_conn, make_hook, sandbox, window
 ):
     first, last = window
-    truth = sandbox.truth(first, last, timezone_id=1)
+    truth = sandbox.truth(first, last, timezone_id=67)
 
     concurrent = make_hook(network_conn, concurrency=4)
-    pull = concurrent.iter_conversions(from_date=first, to_date=last, timezone_id=1, page_size=500)
+    pull = concurrent.iter_conversions(from_date=first, to_date=last, timezone_id=67, page_size=500)
     got = _ids(pull)
     sequential = make_hook(network_conn, concurrency=1)
     expected = _ids(
-        sequential.iter_conversions(from_date=first, to_date=last, timezone_id=1, page_size=500)
+        sequential.iter_conversions(from_date=first, to_date=last, timezone_id=67, page_size=500)
     )
 
     assert len(got) == truth["conversions"]
@@ -43,13 +45,13 @@ def test_concurrent_pull_matches_truth_and_sequential_order(
 
 def test_events_included_when_asked(network_conn, make_hook, sandbox, window):
     first, last = window
-    truth = sandbox.truth(first, last, timezone_id=1)
+    truth = sandbox.truth(first, last, timezone_id=67)
     hook = make_hook(network_conn)
     records = list(
         hook.iter_conversions(
             from_date=first,
             to_date=last,
-            timezone_id=1,
+            timezone_id=67,
             show_conversions=False,
             show_events=True,
             page_size=1000,
@@ -66,7 +68,7 @@ def test_paging_travels_in_the_query_string_only(
     hook = make_hook(network_conn, concurrency=3)
     rows = sum(
         1
-        for _ in hook.iter_conversions(from_date=first, to_date=last, timezone_id=1, page_size=700)
+        for _ in hook.iter_conversions(from_date=first, to_date=last, timezone_id=67, page_size=700)
     )
     log = requests_to("/networks/reporting/conversions", "POST")
 
@@ -83,7 +85,7 @@ def test_paging_travels_in_the_query_string_only(
 def test_default_page_size_is_2000(network_conn, make_hook, window, requests_to):
     first, last = window
     hook = make_hook(network_conn)
-    pull = hook.iter_conversions(from_date=first, to_date=last, timezone_id=1)
+    pull = hook.iter_conversions(from_date=first, to_date=last, timezone_id=67)
     next(pull)
     pull.close()
     assert int(requests_to("/networks/reporting/conversions")[0]["query"]["page_size"]) == 2000
@@ -93,12 +95,12 @@ def test_pull_under_injected_faults_is_complete(network_conn, make_hook, sandbox
     first, last = window
     clean = _ids(
         make_hook(network_conn).iter_conversions(
-            from_date=first, to_date=last, timezone_id=1, page_size=250
+            from_date=first, to_date=last, timezone_id=67, page_size=250
         )
     )
     sandbox.set_faults(error_rate=0.3, seed=7)
     hook = make_hook(network_conn, concurrency=4, max_attempts=8)
-    pull = hook.iter_conversions(from_date=first, to_date=last, timezone_id=1, page_size=250)
+    pull = hook.iter_conversions(from_date=first, to_date=last, timezone_id=67, page_size=250)
     assert _ids(pull) == clean
     assert pull.stats.retries > 0
 
@@ -106,7 +108,7 @@ def test_pull_under_injected_faults_is_complete(network_conn, make_hook, sandbox
 def test_closing_early_stops_fetching(network_conn, make_hook, window, requests_to):
     first, last = window
     hook = make_hook(network_conn, concurrency=2)
-    pull = hook.iter_conversions(from_date=first, to_date=last, timezone_id=1, page_size=100)
+    pull = hook.iter_conversions(from_date=first, to_date=last, timezone_id=67, page_size=100)
     for _ in range(150):  # into page 2
         next(pull)
     pull.close()
@@ -117,9 +119,11 @@ def test_closing_early_stops_fetching(network_conn, make_hook, window, requests_
         next(pull)
 
 
-def test_empty_result_yields_nothing(network_conn, make_hook):
+def test_empty_result_yields_nothing(network_conn, make_hook, sandbox):
     hook = make_hook(network_conn)
-    pull = hook.iter_conversions(from_date="2001-01-01", to_date="2001-01-02", timezone_id=1)
+    first = dt.date.fromisoformat(sandbox.catalog()["first_date"])
+    empty = (first - dt.timedelta(days=40)).isoformat()  # inside the 365-day history, no data
+    pull = hook.iter_conversions(from_date=empty, to_date=empty, timezone_id=67)
     assert list(pull) == []
     assert pull.stats.total_count == 0
     assert pull.stats.pages == 1
@@ -137,11 +141,11 @@ def test_tiered_commissions_and_pixels_page_completely(network_conn, make_hook):
 
 def test_raw_pages_carry_the_same_records_unparsed(network_conn, make_hook, sandbox, window):
     first, last = window
-    truth = sandbox.truth(first, last, timezone_id=1)
+    truth = sandbox.truth(first, last, timezone_id=67)
     hook = make_hook(network_conn, concurrency=3)
-    expected = _ids(hook.iter_conversions(from_date=first, to_date=last, timezone_id=1))
+    expected = _ids(hook.iter_conversions(from_date=first, to_date=last, timezone_id=67))
     pull = hook.iter_conversions(
-        from_date=first, to_date=last, timezone_id=1, page_size=500, raw_pages=True
+        from_date=first, to_date=last, timezone_id=67, page_size=500, raw_pages=True
     )
     pages = list(pull)
     assert [p.number for p in pages] == list(range(1, len(pages) + 1))
@@ -178,3 +182,40 @@ def test_raw_pages_check_the_envelope(body: bytes, message: str) -> None:
     )
     with pytest.raises(AffiliateNetworkError, match=message):
         list(pull)
+
+
+def test_long_pull_logs_progress_with_rate_and_eta(network_conn, make_hook, sandbox, debug_logs):
+    """Progress lines (pages done / total, rows, rows/s, ETA) at most every progress_every_s."""
+    catalog = sandbox.catalog()
+    hook = make_hook(network_conn)
+    hook.progress_every_s = 0.0  # every page: the clock is real, the interval is what we vary
+    rows = list(
+        hook.iter_conversions(
+            from_date=catalog["last_date"], to_date=catalog["last_date"], timezone_id=67,
+            page_size=100,
+        )
+    )  # fmt: skip
+    pages = -(-len(rows) // 100)
+    progress = re.findall(
+        r"page (\d+)/(\d+), (\d+) of (\d+) rows, \d+ rows/s, ETA", debug_logs.text()
+    )
+    assert pages >= 3
+    assert {int(p[1]) for p in progress} == {pages}
+    assert {int(p[0]) for p in progress} == set(range(1, pages + 1))
+
+
+def test_short_pull_is_quiet_until_the_progress_interval(
+    network_conn, make_hook, sandbox, debug_logs
+):
+    catalog = sandbox.catalog()
+    hook = make_hook(network_conn)  # default: at most every 10 s
+    assert hook.progress_every_s == 10.0
+    list(
+        hook.iter_conversions(
+            from_date=catalog["last_date"], to_date=catalog["last_date"], timezone_id=67,
+            page_size=100,
+        )
+    )  # fmt: skip
+    text = debug_logs.text()
+    assert "pulled" in text  # the closing line
+    assert not re.search(r"page \d+/\d+, \d+ of", text)

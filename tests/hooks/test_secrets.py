@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -30,7 +34,7 @@ def test_key_never_in_debug_logs_errors_or_reprs(sandbox, make_connection, make_
     # successes: a read and a paged pull
     hook.get_offer_url(catalog["network_offer_url_ids"][0])
     day = catalog["last_date"]
-    list(hook.iter_conversions(from_date=day, to_date=day, timezone_id=1, page_size=200))
+    list(hook.iter_conversions(from_date=day, to_date=day, timezone_id=67, page_size=200))
     # failures: 404, 400, outcome unknown, retried 503, connection refused
     sandbox.set_faults(apply_then_delay_paths=["/networks/categories"], apply_then_delay_s=1.5)
     for call in (
@@ -67,3 +71,69 @@ def test_key_never_in_debug_logs_errors_or_reprs(sandbox, make_connection, make_
     assert key not in repr(hook)
     assert ok is True
     assert key not in message
+
+
+_PROBE_DAG = """
+import pendulum
+from airflow.sdk import dag, task
+
+
+@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False)
+def mask_probe():
+    @task
+    def pull(day):
+        from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+        hook = AffiliateNetworkHook("mask_probe", concurrency=4)
+        assert hook.test_connection()[0]
+        rows = hook.iter_conversions(from_date=day, to_date=day, timezone_id=1, page_size=50)
+        return sum(1 for _ in rows)
+
+    pull("{day}")
+
+
+mask_probe()
+"""
+
+
+def test_the_hook_adds_no_masked_secret_registration_of_its_own_at_debug(
+    sandbox, airflow_db, tmp_path
+):
+    """Under ``airflow dags test`` at DEBUG, the in-process supervisor logs every masked-secret
+    registration, value included (``Sending request msg=MaskSecret(value=...)``). Airflow's own
+    connection lookup makes one for the password: that line is Airflow's (README, "Security
+    notes"). The hook adds none: it does not re-register a key Airflow already masks, and it
+    does not look the connection up again for each of its sessions.
+    """
+    key = sandbox.keys["network"]
+    day = sandbox.catalog()["last_date"]
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "mask_probe.py").write_text(_PROBE_DAG.replace("{day}", day))
+    conn = {
+        "conn_type": "affiliate_network",
+        "host": sandbox.base_url,
+        "password": key,
+        "extra": {"portal": "network"},
+    }
+    env = {
+        **os.environ,
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "DEBUG",
+        "AIRFLOW_CONN_MASK_PROBE": json.dumps(conn),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow", "dags", "test", "mask_probe"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "msg=MaskSecret(" in output  # DEBUG really was on and the registrations were logged
+    assert "pages, " in output  # the paged pull ran (several sessions)
+    leaks = [line for line in output.splitlines() if key in line]
+    # At most Airflow's own registration of the connection password, nothing from the hook.
+    assert len(leaks) <= 1, "\n".join(leaks)
+    assert all("MaskSecret(" in line for line in leaks)

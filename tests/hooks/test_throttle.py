@@ -10,7 +10,7 @@ def _pull_statuses(sandbox, hook) -> tuple[int, list[int]]:
         for _ in hook.iter_conversions(
             from_date=catalog["first_date"],
             to_date=catalog["last_date"],
-            timezone_id=1,
+            timezone_id=67,
             page_size=200,
         )
     )

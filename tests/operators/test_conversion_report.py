@@ -61,7 +61,7 @@ def conversions_op(base: Path, **kwargs: Any) -> ConversionReportOperator:
     return ConversionReportOperator(
         task_id=kwargs.pop("task_id", "pull"),
         base_path=str(base),
-        timezone_id=1,
+        timezone_id=67,
         network_timezone="UTC",
         currency_id="USD",
         **kwargs,
@@ -80,7 +80,7 @@ def _partition(base: Path, day: str, dataset: str = "conversions") -> Path:
 
 
 def test_day_matches_truth_with_20pct_faults(sandbox, network_conn, tmp_path, day) -> None:
-    truth = sandbox.truth(day, day, timezone_id=1)
+    truth = sandbox.truth(day, day, timezone_id=67)
     sandbox.set_faults(error_rate=0.2, seed=7, paths=["/networks/reporting"])
     op = conversions_op(tmp_path / "faulty", page_size=20)
     summary = op.execute(interval_context(day))
@@ -123,7 +123,8 @@ def test_rerun_replaces_partition_with_same_checksum(sandbox, network_conn, tmp_
         "part-00000.parquet",
     ]
     assert m2.request["from"] == m2.request["to"] == day
-    assert m2.request["timezone_id"] == 1
+    assert m2.request["timezone_id"] == 67
+    assert m2.request["timezone"] == "UTC"
     assert m2.request["currency_id"] == "USD"
     assert m2.stats["pages"] >= 1
 
@@ -163,7 +164,7 @@ def test_multi_day_window_equals_single_day_runs(sandbox, network_conn, tmp_path
     for name in a:
         assert a[name].content_checksum == b[name].content_checksum
         assert a[name].row_count == b[name].row_count
-        truth = sandbox.truth(name[5:], name[5:], timezone_id=1)
+        truth = sandbox.truth(name[5:], name[5:], timezone_id=67)
         assert a[name].row_count == truth["total"]
 
 
@@ -189,7 +190,7 @@ _KILL_SCRIPT = textwrap.dedent(
     from affiliate_network.operators.conversion_report import ConversionReportOperator
     storage.SINK_BUFFER_BYTES = 4096  # a small day: let the first row groups reach the disk
     op = ConversionReportOperator(
-        task_id="killed", from_date={day!r}, base_path={base!r}, timezone_id=1,
+        task_id="killed", from_date={day!r}, base_path={base!r}, timezone_id=67,
         network_timezone="UTC", currency_id="USD", show_events=True, page_size=50,
         row_group_rows=100, hook_kwargs={{"concurrency": 1}}, outlets=[],
     )
@@ -226,7 +227,7 @@ def test_killed_mid_write_leaves_no_complete_partition(
     sandbox.clear_faults()
     summary = conversions_op(base).execute(interval_context(day))
     assert is_complete(_partition(base, day))
-    assert summary["rows"] == sandbox.truth(day, day, timezone_id=1)["total"]
+    assert summary["rows"] == sandbox.truth(day, day, timezone_id=67)["total"]
 
 
 def test_jsonl_format_same_content(sandbox, network_conn, tmp_path, day) -> None:
@@ -261,7 +262,7 @@ def test_summary_is_small_and_has_no_secret(sandbox, network_conn, tmp_path, day
     assert sandbox.keys["network"] not in text
     manifest = (_partition(tmp_path, day) / "_manifest.json").read_text()
     assert sandbox.keys["network"] not in manifest
-    truth = sandbox.truth(day, day, timezone_id=1)
+    truth = sandbox.truth(day, day, timezone_id=67)
     # The status filter reached the API: only approved records (conversions and events).
     assert summary["rows"] < truth["total"]
     statuses = set(read_partition(_partition(tmp_path, day)).column("status").to_pylist())
@@ -280,7 +281,7 @@ def test_window_resolution(tmp_path) -> None:
     assert len(explicit.days(ctx)) == 3
     # A non-UTC network: the interval [D 00:00, D+1 00:00) New York time is day D.
     ny = ConversionReportOperator(
-        task_id="ny", network_timezone="America/New_York", timezone_id=2, base_path="x"
+        task_id="ny", network_timezone="America/New_York", timezone_id=80, base_path="x"
     )
     start = pendulum.datetime(2026, 3, 10, tz="America/New_York")
     assert ny.days({"data_interval_start": start, "data_interval_end": start.add(days=1)}) == [
@@ -327,7 +328,7 @@ def affiliate_op(
         affiliate_network_conn_id=conn_id,
         affiliate_id=affiliate_id,
         base_path=str(base),
-        timezone_id=1,
+        timezone_id=67,
         network_timezone="UTC",
         currency_id="USD",
         **kwargs,
@@ -359,7 +360,7 @@ def test_affiliate_report_lands_partition(sandbox, make_connection, tmp_path, da
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 
     direct = AffiliateNetworkHook(conn).affiliate_entity_table(
-        from_date=day, to_date=day, columns=["offer", "country", "date"], timezone_id=1,
+        from_date=day, to_date=day, columns=["offer", "country", "date"], timezone_id=67,
         currency_id="USD",
     )  # fmt: skip
     assert table.num_rows == len(direct)
@@ -431,7 +432,7 @@ def test_parquet_round_trip_of_sandbox_records(sandbox, network_conn, tmp_path, 
 
     api = list(
         AffiliateNetworkHook(network_conn).iter_conversions(
-            from_date=day, to_date=day, timezone_id=1, currency_id="USD", show_events=True
+            from_date=day, to_date=day, timezone_id=67, currency_id="USD", show_events=True
         )
     )
     conversions_op(tmp_path).execute(interval_context(day))

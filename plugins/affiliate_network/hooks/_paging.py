@@ -101,6 +101,9 @@ class PagedIterator(Iterator[dict[str, Any]]):
         waiting to retry gives up instead of working for nobody.
     :param raw: yield one :class:`Page` per page (body unparsed, envelope checked) instead of
         records: for consumers that parse pages themselves without building Python objects.
+    :param progress_every_s: log a progress line (pages done / total, rows, rows/s, ETA) at
+        most this often; a pull shorter than that logs only its closing line.
+    :param clock: monotonic clock (tests inject one).
     """
 
     def __init__(
@@ -114,6 +117,8 @@ class PagedIterator(Iterator[dict[str, Any]]):
         log: logging.Logger,
         cancel: threading.Event | None = None,
         raw: bool = False,
+        progress_every_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -128,6 +133,9 @@ class PagedIterator(Iterator[dict[str, Any]]):
         self._log = log
         self._cancel = cancel or threading.Event()
         self._raw = raw
+        self._progress_every_s = progress_every_s
+        self._clock = clock
+        self._last_progress = 0.0
         self._gen = self._generate()
 
     def __iter__(self) -> PagedIterator:
@@ -178,11 +186,50 @@ class PagedIterator(Iterator[dict[str, Any]]):
             )
         return [Page(page, raw.content, self._key, len(records))], paging.as_dict()
 
+    def _progress(self, started: float, last_page: int) -> None:
+        """Log pages done / total, rows, rows/s and an ETA, at most every ``progress_every_s``."""
+        now = self._clock()
+        if now - max(started, self._last_progress) < self._progress_every_s:
+            return
+        self._last_progress = now
+        st = self.stats
+        elapsed = max(now - started, 1e-9)
+        rate = st.rows / elapsed
+        left = (st.total_count or 0) - st.rows
+        eta = f"{left / rate:.0f}s" if rate > 0 and left > 0 else "-"
+        self._log.info(
+            "%s: page %d/%d, %d of %s rows, %.0f rows/s, ETA %s",
+            self._label,
+            st.pages,
+            last_page,
+            st.rows,
+            st.total_count,
+            rate,
+            eta,
+        )
+
+    def _log_end(self, finished: bool) -> None:
+        st = self.stats
+        if st.total_count is not None and finished and st.rows != st.total_count:
+            self._log.warning(
+                "%s: got %d rows but total_count said %d", self._label, st.rows, st.total_count
+            )
+        self._log.info(
+            "%s: %s %d pages, %d rows (total_count %s), %d retries in %.2fs",
+            self._label,
+            "pulled" if finished else "stopped after",
+            st.pages,
+            st.rows,
+            st.total_count,
+            st.retries,
+            st.elapsed_s,
+        )
+
     def _count(self, records: list[Any]) -> int:
         return records[0].rows if self._raw else len(records)
 
     def _generate(self) -> Iterator[Any]:
-        started = time.monotonic()
+        started = self._clock()
         stats = self.stats
         executor: ThreadPoolExecutor | None = None
         window: deque[tuple[int, Future[RawPage]]] = deque()
@@ -202,7 +249,8 @@ class PagedIterator(Iterator[dict[str, Any]]):
             last_page = max(1, math.ceil(total / page_size)) if page_size else 1
             stats.pages = 1
             stats.rows += self._count(records)
-            stats.elapsed_s = time.monotonic() - started
+            stats.elapsed_s = self._clock() - started
+            self._progress(started, last_page)
             yield from records
             del records
 
@@ -238,7 +286,8 @@ class PagedIterator(Iterator[dict[str, Any]]):
                     )
                 stats.pages += 1
                 stats.rows += self._count(records)
-                stats.elapsed_s = time.monotonic() - started
+                stats.elapsed_s = self._clock() - started
+                self._progress(started, last_page)
                 yield from records
                 del records
             finished = True
@@ -248,18 +297,5 @@ class PagedIterator(Iterator[dict[str, Any]]):
                 future.cancel()
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)
-            stats.elapsed_s = time.monotonic() - started
-            if stats.total_count is not None and finished and stats.rows != stats.total_count:
-                self._log.warning(
-                    "%s: got %d rows but total_count said %d", self._label, stats.rows, total
-                )
-            self._log.info(
-                "%s: %s %d pages, %d rows (total_count %s), %d retries in %.2fs",
-                self._label,
-                "pulled" if finished else "stopped after",
-                stats.pages,
-                stats.rows,
-                stats.total_count,
-                stats.retries,
-                stats.elapsed_s,
-            )
+            stats.elapsed_s = self._clock() - started
+            self._log_end(finished)

@@ -29,10 +29,14 @@ Idempotency (decides what may be re-sent after a timeout or a dropped connection
   an ``append`` operator.
 
 A non-idempotent request is re-sent only when it provably never left the client (connect
-timeout, connection refused) or on a status the spec's retry guidance names (429, 500, 502,
-503). A read timeout, a dropped connection or a 504 (an upstream timeout: the upstream may have
-acted) raises :class:`OutcomeUnknownError` instead, so the caller reconciles rather than
-creating a duplicate.
+timeout, connection refused) or was answered 429 (refused by the rate limiter before it was
+handled). A read timeout, a dropped connection or any 5xx (500, 502, 503, 504: the server or an
+upstream may have acted before failing) raises :class:`OutcomeUnknownError` instead, so the
+caller reconciles rather than creating a duplicate. Idempotent requests are retried on 429 and
+every 5xx, as the spec's retry guidance says.
+
+A ``Retry-After`` is honoured up to 30 s (the spec's backoff ceiling); a longer one (a proxy
+answering ``86400``) is capped, with a warning in the task log, so no worker is parked for hours.
 """
 
 from __future__ import annotations
@@ -56,6 +60,14 @@ from airflow.providers.http.hooks.http import HttpHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 from requests_toolbelt.adapters.socket_options import TCPKeepAliveAdapter
+
+try:  # the masker's lookup, re-exported next to mask_secret
+    from airflow.sdk.log import redact
+except ImportError:  # pragma: no cover - then every key is registered, as before
+
+    def redact(value: Any, *args: Any, **kwargs: Any) -> Any:
+        return value
+
 
 from affiliate_network.exceptions import (
     AffiliateNetworkError,
@@ -92,7 +104,8 @@ API_KEY_HEADER = "X-Svc-Api-Key"
 DEFAULT_PAGE_SIZE = 2000
 MAX_PAGE_SIZE = 2000  # spec, "Limits": typically 2,000
 DEFAULT_CONCURRENCY = 4
-MAX_CONCURRENCY = 16
+# Public docs: at most 10 concurrent requests to the network reporting endpoints.
+MAX_CONCURRENCY = 10
 DEFAULT_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 10.0
 ENTITY_TABLE_ROW_CAP = 10_000  # spec, "Limits": rows returned by aggregated reporting
@@ -101,8 +114,13 @@ TIME_COLUMNS = frozenset({"hour", "date", "week", "month", "year"})
 #: any lowercase status word is sent as given and the server decides).
 ON_HOLD_STATUSES = ("approved", "rejected")
 ON_HOLD_STATUS_FORM = re.compile(r"[a-z][a-z_]*\Z")
-#: Statuses after which a non-idempotent request may have been acted on (never re-sent).
-UNSAFE_RETRY_STATUSES = frozenset({504})
+#: The one status after which a non-idempotent request is re-sent: a 429 is the rate limiter
+#: refusing the request before it was handled. Any 5xx may come after the create was applied
+#: (a proxy's 502/504, a 500 thrown after the insert, a 503 from a draining instance), so a
+#: create is never re-sent on one: the caller reconciles instead (safe side for creates).
+SAFE_RESEND_STATUSES = frozenset({429})
+#: Longest ``Retry-After`` honoured, in seconds: the spec's backoff ceiling.
+RETRY_AFTER_CAP_S = 30.0
 #: Extras HttpHook reads as transport options. Only these reach HttpHook: it copies every other
 #: extra into the request headers, and ours (portal, region, ...) must never be sent.
 _TRANSPORT_EXTRAS = ("stream", "cert", "proxies", "proxy", "verify", "verify_ssl", "trust_env")
@@ -154,8 +172,17 @@ def _read_body(response: requests.Response) -> bytes:
         response.close()  # after a full read this only returns the connection to the pool
 
 
-def portal_of(path: str) -> str:
-    """The portal whose prefix starts ``path`` (``/networks/...`` -> ``network``)."""
+#: Paths every portal's key may call (the public reference's metadata lookups).
+ANY_PORTAL_PREFIXES = ("/meta",)
+
+
+def portal_of(path: str) -> str | None:
+    """The portal whose prefix starts ``path`` (``/networks/...`` -> ``network``).
+
+    ``None`` for metadata paths (``/meta/...``) that any portal's key may call.
+    """
+    if any(path == p or path.startswith(p + "/") for p in ANY_PORTAL_PREFIXES):
+        return None
     for portal, prefix in PORTAL_PREFIXES.items():
         if path == prefix or path.startswith(prefix + "/"):
             return portal
@@ -164,19 +191,23 @@ def portal_of(path: str) -> str:
     )
 
 
-def _as_date(value: str | dt.date, name: str) -> str:
+def _as_date(value: str | dt.date, name: str, *, allow_time: bool = False) -> str:
+    """``YYYY-MM-DD`` of a date or string; with ``allow_time`` a ``YYYY-MM-DD hh:mm:ss`` string
+    passes unchanged (the conversion report documents both forms; plain dates are the default).
+    """
     if isinstance(value, dt.datetime):
         return value.date().isoformat()
     if isinstance(value, dt.date):
         return value.isoformat()
     try:
+        if allow_time and isinstance(value, str) and len(value) == 19:
+            return dt.datetime.strptime(value, "%Y-%m-%d %H:%M:%S").strftime("%Y-%m-%d %H:%M:%S")
         if len(value) != 10:
             raise ValueError
         return dt.date.fromisoformat(value).isoformat()
     except (TypeError, ValueError):
-        raise InvalidRequestError(
-            f"{name} must be a date or a YYYY-MM-DD string, got {value!r}"
-        ) from None
+        forms = "YYYY-MM-DD or YYYY-MM-DD hh:mm:ss" if allow_time else "YYYY-MM-DD"
+        raise InvalidRequestError(f"{name} must be a date or a {forms} string") from None
 
 
 def _conversion_filters(filters: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> list:
@@ -222,6 +253,8 @@ class AffiliateNetworkHook(HttpHook):
     hook_name = "Affiliate Network"
 
     #: Methods re-sent after a timeout/dropped connection unless told otherwise (``request``).
+    #: A paged pull logs its progress at most this often (seconds); quiet when it is shorter.
+    progress_every_s: float = 10.0
     IDEMPOTENT_METHODS: ClassVar[frozenset[str]] = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 
     def __init__(
@@ -268,6 +301,7 @@ class AffiliateNetworkHook(HttpHook):
         self._api_key = ""
         self._portal = ""
         self._extras: dict[str, Any] = {}
+        self._connection: Any = None
         self._timeout_s = DEFAULT_TIMEOUT_S
         self._page_size = DEFAULT_PAGE_SIZE
         self._concurrency = DEFAULT_CONCURRENCY
@@ -291,14 +325,21 @@ class AffiliateNetworkHook(HttpHook):
             except AirflowNotFoundException:
                 raise ConnectionConfigError(f"connection {conn_id!r} is not defined") from None
             key = conn.password or ""
-            if key:
-                mask_secret(key)  # before anything else can log it
+            if key and redact(key) == key:
+                # Airflow's own connection lookup registers the password with the masker (and,
+                # in a task, with the supervisor). Register it again only when that has not
+                # happened (a connection built some other way): every registration crosses to
+                # the supervisor, and the in-process one (dag.test / `airflow dags test`) logs
+                # the message, key included, at DEBUG.
+                mask_secret(key)
+            # extra_dejson registers the extras with the masker on every access: read it once.
             extras = dict(conn.extra_dejson or {})
             portal = str(extras.get("portal") or "").strip().lower()
             if portal not in PORTAL_PREFIXES:
+                # Never the value given: it may be the API key typed into the wrong field.
                 raise ConnectionConfigError(
                     f"connection {conn_id!r}: extra 'portal' must be one of "
-                    f"{sorted(PORTAL_PREFIXES)}, got {extras.get('portal')!r}"
+                    f"{sorted(PORTAL_PREFIXES)}" + (" (it is empty)" if not portal else "")
                 )
             if not key:
                 raise ConnectionConfigError(
@@ -307,6 +348,7 @@ class AffiliateNetworkHook(HttpHook):
             self._api_key = key
             self._portal = portal
             self._extras = extras
+            self._connection = conn
             self._timeout_s = self._number_setting(
                 "timeout", self._timeout_arg, DEFAULT_TIMEOUT_S, 0.001, 3600.0, float
             )
@@ -325,14 +367,20 @@ class AffiliateNetworkHook(HttpHook):
         raw = argument if argument is not None else self._extras.get(name)
         if raw is None or raw == "":
             return default
-        try:
-            value = kind(raw)  # URI-form extras arrive as strings
-        except (TypeError, ValueError):
-            value = None
+        value: Any = None
+        if isinstance(raw, str | int | float) and not isinstance(raw, bool):
+            try:
+                value = kind(raw)  # URI-form extras arrive as strings
+            except (TypeError, ValueError, OverflowError):
+                value = None
+            # int(2.5) would silently give 2, float("nan") compares false with every bound.
+            if kind is int and isinstance(raw, float) and not raw.is_integer():
+                value = None
         if value is None or not low <= value <= high:
+            # Never the value given: it may be the API key typed into the wrong field.
             raise ConnectionConfigError(
-                f"connection {self.affiliate_network_conn_id!r}: {name} must be a number from "
-                f"{low:g} to {high:g}, got {raw!r}"
+                f"connection {self.affiliate_network_conn_id!r}: {name} must be "
+                f"{'a whole number' if kind is int else 'a number'} from {low:g} to {high:g}"
             )
         return value
 
@@ -344,7 +392,7 @@ class AffiliateNetworkHook(HttpHook):
         the default path. ``region: eu`` selects the ``eu_base_url`` extra.
         """
         conn_id = self.affiliate_network_conn_id
-        extras = connection.extra_dejson or {}
+        extras = self._extras
         region = str(extras.get("region") or "default").strip().lower()
         if region == "eu":
             raw = str(extras.get("eu_base_url") or "").strip()
@@ -358,7 +406,7 @@ class AffiliateNetworkHook(HttpHook):
             field = "host"
         else:
             raise ConnectionConfigError(
-                f"connection {conn_id!r}: extra 'region' must be 'default' or 'eu', got {region!r}"
+                f"connection {conn_id!r}: extra 'region' must be 'default' or 'eu'"
             )
         parts = urlsplit(raw)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -373,8 +421,7 @@ class AffiliateNetworkHook(HttpHook):
         path = parts.path.rstrip("/")
         if not path.endswith("/v1"):
             raise ConnectionConfigError(
-                f"connection {conn_id!r}: {field} must end in /v1 (the API version segment), "
-                f"got path {path or '/'!r}"
+                f"connection {conn_id!r}: {field} must end in /v1 (the API version segment)"
             )
         self.base_url = f"{parts.scheme}://{parts.netloc}{path}"
         self._base_url_initialized = True
@@ -407,7 +454,7 @@ class AffiliateNetworkHook(HttpHook):
     def _configure_session_from_extra(
         self, session: requests.Session, connection: Any, extra_options: dict[str, Any]
     ) -> requests.Session:
-        extras = connection.extra_dejson or {}
+        extras = self._extras
         transport = {k: extras[k] for k in _TRANSPORT_EXTRAS if k in extras}
         return super()._configure_session_from_extra(
             session, _TransportExtras(connection.host, transport), extra_options
@@ -429,8 +476,20 @@ class AffiliateNetworkHook(HttpHook):
         headers and basic auth). Sessions are not shared between threads.
         """
         self._load()
-        base = {API_KEY_HEADER: self._api_key, "Accept": "application/json"}
-        return super().get_conn(headers={**base, **(headers or {})}, extra_options=extra_options)
+        # HttpHook.get_conn would look the connection up again for every session (each lookup
+        # registers the key with the masker and the supervisor once more); the connection read
+        # by _load is used instead, with HttpHook's session set-up steps in HttpHook's order.
+        connection = self._connection
+        session = self._configure_session_from_auth(requests.Session(), connection)
+        if connection.extra or extra_options:
+            session = self._configure_session_from_extra(session, connection, extra_options or {})
+        session = self._configure_session_from_mount_adapters(session)
+        if self.default_headers:
+            session.headers.update(self.default_headers)
+        session.headers.update({API_KEY_HEADER: self._api_key, "Accept": "application/json"})
+        if headers:
+            session.headers.update(headers)
+        return session
 
     @contextlib.contextmanager
     def _session(self) -> Iterator[requests.Session]:
@@ -491,7 +550,7 @@ class AffiliateNetworkHook(HttpHook):
     def _guard(self, method: str, path: str) -> None:
         self._load()
         wanted = portal_of(path)
-        if wanted != self._portal:
+        if wanted is not None and wanted != self._portal:
             raise PortalMismatchError(
                 f"{method} {path} belongs to the {wanted} portal, but connection "
                 f"{self.affiliate_network_conn_id!r} is for the {self._portal} portal; "
@@ -591,6 +650,17 @@ class AffiliateNetworkHook(HttpHook):
                 if is_retryable_status(status)
                 else None
             )
+            if retry_after is not None and retry_after > RETRY_AFTER_CAP_S:
+                self.log.warning(
+                    "%s %s: %d with Retry-After %.0f s, capped at %.0f s (the spec's backoff "
+                    "ceiling)",
+                    method,
+                    path,
+                    status,
+                    retry_after,
+                    RETRY_AFTER_CAP_S,
+                )
+                retry_after = RETRY_AFTER_CAP_S
             self._throttle.release(remaining=remaining, status=status, retry_after=retry_after)
             self.log.debug(
                 "%s %s -> %d in %.3fs (attempt %d/%d)",
@@ -606,9 +676,9 @@ class AffiliateNetworkHook(HttpHook):
             message = self._error_message(content, response.reason, status)
             del response, content
             if is_retryable_status(status):
-                if not idempotent and status in UNSAFE_RETRY_STATUSES:
+                if not idempotent and status not in SAFE_RESEND_STATUSES:
                     raise OutcomeUnknownError(
-                        f"{method} {path}: {status} {message}; the upstream may have applied "
+                        f"{method} {path}: {status} {message}; the server may have applied "
                         "it. It was not re-sent: check the current state before trying again",
                         status,
                     )
@@ -718,6 +788,7 @@ class AffiliateNetworkHook(HttpHook):
             log=self.log,
             cancel=cancel,
             raw=raw_pages,
+            progress_every_s=self.progress_every_s,
         )
 
     # ------------------------------------------------------------------ network: reporting
@@ -737,9 +808,11 @@ class AffiliateNetworkHook(HttpHook):
     ) -> PagedIterator:
         """Conversion records of ``POST /networks/reporting/conversions`` over all pages.
 
-        :param from_date: first day, ``YYYY-MM-DD`` or a date.
-        :param to_date: last day (inclusive).
-        :param timezone_id: timezone of the dates (1 = UTC).
+        :param from_date: first day, ``YYYY-MM-DD`` or a date (or ``YYYY-MM-DD hh:mm:ss``, the
+            documented second form, sent unchanged).
+        :param to_date: last day (inclusive), in the same forms.
+        :param timezone_id: the API's timezone id of the dates (67 = UTC, 80 =
+            America/New_York; :mod:`affiliate_network.timezones` has the table).
         :param currency_id: currency code (server default when omitted).
         :param show_conversions: include conversions.
         :param show_events: include events.
@@ -750,8 +823,9 @@ class AffiliateNetworkHook(HttpHook):
         :param raw_pages: yield unparsed pages instead of records (see :meth:`iter_pages`).
         :return: a :class:`PagedIterator`; its ``stats`` fill as it is consumed.
         """
-        start, end = _as_date(from_date, "from_date"), _as_date(to_date, "to_date")
-        if start > end:
+        start = _as_date(from_date, "from_date", allow_time=True)
+        end = _as_date(to_date, "to_date", allow_time=True)
+        if start[:10] > end[:10] or (len(start) == len(end) and start > end):
             raise InvalidRequestError(f"from_date {start} is after to_date {end}")
         body: dict[str, Any] = {
             "show_conversions": bool(show_conversions),
@@ -997,8 +1071,8 @@ class AffiliateNetworkHook(HttpHook):
         :param timezone_id: timezone of the dates.
         :param currency_id: currency code.
         :param filters: filter items.
-        :raises ReportRowLimitError: the result reached the 10,000-row cap, so it may be
-            incomplete (10,000 exactly is indistinguishable from truncation); narrow the request.
+        :raises ReportRowLimitError: the answer says ``incomplete_results: true`` or reached the
+            10,000-row cap (10,000 exactly is indistinguishable from truncation); narrow it.
         """
         cols = [dict(c) if isinstance(c, Mapping) else {"column": str(c)} for c in columns]
         if not 1 <= len(cols) <= 10:
@@ -1020,11 +1094,14 @@ class AffiliateNetworkHook(HttpHook):
         table = (doc or {}).get("table")
         if not isinstance(table, list):
             raise AffiliateNetworkError("entity table response has no 'table' list")
-        if len(table) >= ENTITY_TABLE_ROW_CAP:
+        # The documented signal is ``incomplete_results: true``; a table at the cap without
+        # it is treated the same (10,000 rows exactly cannot be told from truncation).
+        if doc.get("incomplete_results") is True or len(table) >= ENTITY_TABLE_ROW_CAP:
             raise ReportRowLimitError(
                 f"the affiliate entity table for {start}..{end} returned {len(table)} rows, the "
-                f"{ENTITY_TABLE_ROW_CAP:,}-row cap: the result is incomplete; use fewer columns, "
-                "narrower filters or a shorter date range"
+                f"{ENTITY_TABLE_ROW_CAP:,}-row cap (incomplete_results="
+                f"{doc.get('incomplete_results')!r}): the result is incomplete; use fewer "
+                "columns, narrower filters or a shorter date range"
             )
         return table
 
@@ -1040,6 +1117,26 @@ class AffiliateNetworkHook(HttpHook):
         body = {"type": type, "ids": [int(i) for i in ids]}
         doc = self._call("POST", "/affiliates/encode", body=body, idempotent=True)
         return list((doc or {}).get("values") or [])
+
+    # ------------------------------------------------------------------ network and metadata
+    def network_info(self) -> dict:
+        """The network's configuration (``GET /networks``, network portal).
+
+        Its ``timezone_id`` (the public reference; the timezone guide calls the same setting
+        ``reporting_timezone_id``) is the reporting timezone a report request without
+        ``timezone_id`` uses.
+        """
+        return self._call("GET", "/networks", idempotent=True) or {}
+
+    def timezones(self) -> list[dict]:
+        """The API's timezone table (``GET /meta/timezones``; any portal's key).
+
+        Records ``{timezone_id, timezone, timezone_name, utc_offset}``; compare them with
+        :data:`affiliate_network.timezones.TIMEZONES` through
+        :func:`affiliate_network.timezones.compare_with_api`.
+        """
+        doc = self._call("GET", "/meta/timezones", idempotent=True) or {}
+        return list(doc.get("timezones") or [])
 
     # ------------------------------------------------------------------ test button
     def test_connection(self) -> tuple[bool, str]:

@@ -21,11 +21,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from airflow.sdk import Asset, BaseOperator
 
 from affiliate_network.exceptions import ConfigValidationError, ReportRowLimitError
-from affiliate_network.paths import DATA_BASE_VARIABLE, default_data_base, include_dir
+from affiliate_network.paths import DATA_BASE_VARIABLE, default_data_base
 from affiliate_network.schema import FORMATS, validate_report_columns
 
 if TYPE_CHECKING:
@@ -35,8 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NETWORK_CONFIG_FILE = "network.yaml"
-REPORTS_CONFIG_FILE = "reports.yaml"
 #: Days in one window at most (a typo like from_date=2016 must not start a ten-year pull).
 MAX_WINDOW_DAYS = 366
 
@@ -47,87 +44,24 @@ def dataset_asset(dataset: str) -> Asset:
 
 
 # -- configuration (read at run time, never at DAG parse time) -------------------------------
-
-
-def _read_yaml(name: str) -> dict[str, Any]:
-    path = include_dir() / name
-    try:
-        with path.open(encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh) or {}
-    except FileNotFoundError as err:
-        raise ConfigValidationError(f"{path}: file not found") from err
-    except yaml.YAMLError as err:
-        raise ConfigValidationError(f"{path}: invalid YAML: {err}") from err
-    if not isinstance(doc, dict):
-        raise ConfigValidationError(f"{path}: the top level must be a mapping")
-    return doc
+# The one loader of include/ lives in affiliate_network.settings; these names stay importable.
 
 
 def load_network_config() -> dict[str, Any]:
-    """``include/network.yaml``: ``timezone`` (IANA), ``timezone_id`` (int), ``currency_id``."""
-    import pendulum
+    """``include/network.yaml`` as ``{"timezone", "timezone_id", "currency_id"}``.
 
-    doc = _read_yaml(NETWORK_CONFIG_FILE)
-    where = include_dir() / NETWORK_CONFIG_FILE
-    tz, tz_id, currency = doc.get("timezone"), doc.get("timezone_id"), doc.get("currency_id")
-    if not isinstance(tz, str):
-        raise ConfigValidationError(f"{where}: 'timezone' must be an IANA name such as UTC")
-    try:
-        pendulum.timezone(tz)
-    except Exception as err:  # pendulum raises its own InvalidTimezone
-        raise ConfigValidationError(f"{where}: unknown timezone {tz!r}") from err
-    if not isinstance(tz_id, int) or isinstance(tz_id, bool):
-        raise ConfigValidationError(f"{where}: 'timezone_id' must be an integer")
-    if currency is not None and not isinstance(currency, str):
-        raise ConfigValidationError(f"{where}: 'currency_id' must be a currency code")
-    return {"timezone": tz, "timezone_id": tz_id, "currency_id": currency}
+    Validated against the API's timezone table (see :mod:`affiliate_network.settings`).
+    """
+    from affiliate_network.settings import load_network_settings
+
+    return load_network_settings().as_dict()
 
 
 def load_affiliate_report_targets() -> list[dict[str, Any]]:
-    """Mapped-task kwargs for :class:`AffiliateReportOperator`, from ``include/reports.yaml``.
+    """Mapped-task kwargs for :class:`AffiliateReportOperator` (``include/reports.yaml``)."""
+    from affiliate_network.settings import load_affiliate_report_targets as load
 
-    One entry per affiliate connection: ``affiliate_network_conn_id``, ``affiliate_id``,
-    ``columns``, ``format``. Columns are validated here too, so a bad file fails the config task
-    before any report is requested.
-    """
-    doc = _read_yaml(REPORTS_CONFIG_FILE)
-    where = include_dir() / REPORTS_CONFIG_FILE
-    section = doc.get("affiliate_reports")
-    if not isinstance(section, dict):
-        raise ConfigValidationError(f"{where}: missing 'affiliate_reports' mapping")
-    default_cols = section.get("columns")
-    fmt = section.get("format", "parquet")
-    if fmt not in FORMATS:
-        raise ConfigValidationError(f"{where}: affiliate_reports.format must be one of {FORMATS}")
-    affiliates = section.get("affiliates")
-    if not isinstance(affiliates, list) or not affiliates:
-        raise ConfigValidationError(f"{where}: affiliate_reports.affiliates must be a list")
-    targets: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(affiliates):
-        ctx = f"{where}: affiliate_reports.affiliates[{i}]"
-        if not isinstance(entry, dict):
-            raise ConfigValidationError(f"{ctx} must be a mapping")
-        conn_id, aff_id = entry.get("conn_id"), entry.get("affiliate_id")
-        if not isinstance(conn_id, str) or not conn_id:
-            raise ConfigValidationError(f"{ctx}.conn_id must be a connection id")
-        if aff_id is None or str(aff_id) in seen:
-            raise ConfigValidationError(f"{ctx}.affiliate_id is missing or repeated")
-        seen.add(str(aff_id))
-        cols = entry.get("columns", default_cols)
-        try:
-            cols = validate_report_columns(cols or [])
-        except ConfigValidationError as err:
-            raise ConfigValidationError(f"{ctx}.columns: {err}") from err
-        targets.append(
-            {
-                "affiliate_network_conn_id": conn_id,
-                "affiliate_id": str(aff_id),
-                "columns": cols,
-                "format": entry.get("format", fmt),
-            }
-        )
-    return targets
+    return load()
 
 
 def resolve_data_base(explicit: str | None = None) -> str:
@@ -172,21 +106,32 @@ class _ReportOperatorBase(BaseOperator):
 
     def _network_defaults(self) -> dict[str, Any]:
         if not hasattr(self, "_network_cfg"):
-            needs = (self.timezone_id, self.network_timezone)
-            self._network_cfg = load_network_config() if None in needs else {}
+            self._network_cfg = load_network_config()
         return self._network_cfg
 
+    def _timezone(self) -> tuple[int, str]:
+        """``(timezone_id, IANA name)``: explicit arguments, else ``include/network.yaml``.
+
+        There is no operator-level default: the network setting decides, checked against the
+        API's timezone table (a mismatch fails here, before any request).
+        """
+        if not hasattr(self, "_tz"):
+            from affiliate_network.settings import NetworkSettings, resolve_timezone
+
+            explicit = (self.timezone_id, self.network_timezone)
+            cfg = None
+            if all(x is None or str(x).strip() == "" for x in explicit):
+                cfg = NetworkSettings(**self._network_defaults())
+            self._tz = resolve_timezone(self.timezone_id, self.network_timezone, cfg)
+        return self._tz
+
     def _tz_id(self) -> int:
-        if self.timezone_id is not None:
-            return _as_int(self.timezone_id, "timezone_id")
-        return int(self._network_defaults()["timezone_id"])
+        return self._timezone()[0]
 
     def _currency(self) -> str | None:
         if self.currency_id is not None:
             return self.currency_id or None
-        if not hasattr(self, "_currency_cfg"):
-            self._currency_cfg = load_network_config().get("currency_id")
-        return self._currency_cfg
+        return self._network_defaults().get("currency_id")
 
     def _window(self, context: Context) -> tuple[dt.date, dt.date]:
         """First and last day (inclusive) of the pull, in the network's timezone.
@@ -194,7 +139,7 @@ class _ReportOperatorBase(BaseOperator):
         ``from_date``/``to_date`` win; otherwise the run's data interval, converted to the
         network timezone (interval ``[D 00:00, D+1 00:00)`` gives the single day D).
         """
-        tz = self.network_timezone or self._network_defaults()["timezone"]
+        tz = self._timezone()[1]
         if not self.from_date and context.get("data_interval_start") is None:
             # A manual run triggered without a logical date has no data interval (Airflow 3):
             # land the last complete day before the run, as the scheduled run would.
@@ -384,6 +329,11 @@ class ConversionReportOperator(_ReportOperatorBase):
     def execute(self, context: Context) -> dict[str, Any]:
         _check_format(self.format)
         days = self.days(context)
+        if days:
+            from affiliate_network.settings import check_report_history
+
+            # Documented: the conversion report serves the prior 365 days only.
+            check_report_history(days[0], self._timezone()[1])
         base = resolve_data_base(self.base_path)
         started = time.monotonic()
         partitions: list[dict[str, Any]] = []
@@ -431,6 +381,7 @@ class ConversionReportOperator(_ReportOperatorBase):
             "from": day.isoformat(),
             "to": day.isoformat(),
             "timezone_id": self._tz_id(),
+            "timezone": self._timezone()[1],
             "currency_id": self._currency(),
             "show_conversions": bool(self.show_conversions),
             "show_events": bool(self.show_events),
@@ -619,6 +570,7 @@ class AffiliateReportOperator(_ReportOperatorBase):
             "to": end.isoformat(),
             "columns": self.columns,
             "timezone_id": self._tz_id(),
+            "timezone": self._timezone()[1],
             "currency_id": self._currency(),
             "filters": self.filters,
             "conn_id": self.affiliate_network_conn_id,

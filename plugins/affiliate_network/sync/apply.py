@@ -8,8 +8,8 @@ written to the ledger before the POST and replaced by the id after it. When the 
 unknown (timeout, dropped connection, 5xx, worker death) the intent stays and the next run stops
 on it (see :func:`affiliate_network.sync.plan.unresolved_message`). The hook raises
 ``OutcomeUnknownError`` exactly when a non-idempotent request may have been applied (read timeout,
-connection dropped after sending, 504); every other hook error means the server did not apply it
-(a 4xx refusal, 5xx/429 retried to exhaustion, a connection never opened), so the intent is
+connection dropped after sending, any 5xx); every other hook error means the server did not apply it
+(a 4xx refusal, 429 retried to exhaustion, a connection never opened), so the intent is
 dropped and a rerun may try again.
 """
 

@@ -1,0 +1,99 @@
+"""Checks on a composed YAML node graph before it is turned into Python objects.
+
+YAML aliases can make a document refer to itself (``&a {x: *a}``: walking it never ends) or
+expand exponentially (each level lists the previous one ten times: a few hundred bytes that
+stand for billions of values). Deep nesting overflows recursive walkers. A configuration file
+needs none of these, so they are refused with the line where the problem starts.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+#: Nodes a document may expand to (aliases counted every time they are used).
+MAX_NODES = 200_000
+#: Nesting depth a document may reach.
+MAX_DEPTH = 64
+
+
+def compose(text: str) -> yaml.Node | None:
+    """The document's node graph (``None`` for an empty document).
+
+    :raises yaml.YAMLError: the text is not YAML, or it nests deeper than Python can compose
+        (reported as a YAML error with the reason).
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        return loader.get_single_node()
+    except RecursionError:
+        raise yaml.YAMLError(f"nested too deeply (more than {MAX_DEPTH} levels)") from None
+    finally:
+        loader.dispose()
+
+
+def graph_problem(root: yaml.Node | None) -> tuple[int, str] | None:
+    """``(line, message)`` when the graph is recursive, too large or too deep, else ``None``."""
+    if root is None:
+        return None
+    seen = 0
+    on_path: set[int] = set()
+    # (node, depth, entering): an explicit stack, so a deep document cannot overflow this walk.
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, True)]
+    while stack:
+        node, depth, entering = stack.pop()
+        if not entering:
+            on_path.discard(id(node))
+            continue
+        line = node.start_mark.line + 1
+        if id(node) in on_path:
+            return line, "an alias refers to a node that contains it (a recursive document)"
+        seen += 1
+        if seen > MAX_NODES:
+            return line, f"the document expands to more than {MAX_NODES:,} values (aliases)"
+        if depth > MAX_DEPTH:
+            return line, f"nested too deeply (more than {MAX_DEPTH} levels)"
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            continue
+        on_path.add(id(node))
+        stack.append((node, depth, False))
+        stack.extend((child, depth + 1, True) for child in reversed(children))
+    return None
+
+
+Loc = tuple[object, ...]
+
+
+def index_lines(root: yaml.Node | None) -> tuple[dict[Loc, int], list[tuple[Loc, int, int]]]:
+    """The 1-based line of every mapping key and sequence item, and the duplicate keys.
+
+    :return: ``(lines, duplicates)``: ``lines[("a", 2, "b")]`` is the line of ``a[2].b``;
+        each duplicate is ``(location, line, line of the first occurrence)``.
+    """
+    lines: dict[Loc, int] = {}
+    duplicates: list[tuple[Loc, int, int]] = []
+    if root is None:
+        return lines, duplicates
+    lines[()] = root.start_mark.line + 1
+    # An explicit stack: documents were already checked by graph_problem, but stay iterative.
+    stack: list[tuple[yaml.Node, Loc]] = [(root, ())]
+    while stack:
+        node, loc = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[object, int] = {}
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    duplicates.append(((*loc, key), line, seen[key]))
+                seen[key] = line
+                lines[(*loc, key)] = line
+                stack.append((value_node, (*loc, key)))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                lines[(*loc, i)] = item.start_mark.line + 1
+                stack.append((item, (*loc, i)))
+    return lines, duplicates
