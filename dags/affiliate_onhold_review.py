@@ -45,6 +45,8 @@ MAX_APPROVED_PAYOUT = _env_float("AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT", None)
 #: How long a review request waits; then "Keep on hold" applies and the next run asks again
 #: (max_active_runs=1: a waiting run holds back the next hourly run).
 #: A plain timedelta: the HITL request is serialized, and pendulum's Duration is not supported.
+#: A reviewer's "Keep on hold" is not asked again for this long (unless the data changes).
+KEEP_DECISION_HOURS = _env_float("AFFILIATE_ONHOLD_KEEP_DECISION_HOURS", 24.0) or 0.0
 REVIEW_TIMEOUT = datetime.timedelta(
     minutes=int(os.environ.get("AFFILIATE_ONHOLD_REVIEW_MINUTES", "50"))
 )
@@ -55,9 +57,18 @@ DOC_MD = """
 Every hour, conversions of the last days whose **current** on-hold state (the last entry of
 `relationship.on_hold_snapshots`) is `on_hold` are decided by `include/onhold_rules.yaml`
 (reviewed in git; check it with `affiliate-network-rules validate FILE`). Rules run top to
-bottom and the **first match wins**:
+bottom and the **first match wins**.
+
+**Decisions depend on the traffic, not on earlier runs.** Aggregates (`count_same`,
+`ratio_to_median`, ...) count every conversion of the window whatever its on-hold state
+(approved, rejected, still held, never held), plus the traffic a windowed aggregate needs before
+the window. A conversion is decided only once its windowed aggregates are complete
+(`within_hours` after it) and it has been on hold `AFFILIATE_ONHOLD_MIN_AGE_HOURS`. So a rerun
+after a crash, the next hourly run and an overlapping run decide what one clean run decides.
+Days are cut in the network's reporting timezone (`include/network.yaml`).
 
 | action | effect |
+
 |---|---|
 | `approve` | approved on the network (`PATCH /networks/reporting/onhold`, status `approved`) |
 | `reject` | rejected on the network (status `rejected`, configurable) |
@@ -67,14 +78,21 @@ bottom and the **first match wins**:
 
 **Guardrails**, checked on the whole run **before the first write** (the task fails, nothing
 is sent, the message names the top rejecting rules):
-- `max_reject_share`: rejections / decided conversions (default 50 %);
+- `max_reject_share`: rejections / conversions a rule decided (default 50 %; undecided ones are
+  left out, the stricter reading);
 - `max_reject_count`: rejections per run (default 1000);
 - `max_approved_payout`: payout of approvals per run (off unless set).
 
 Writes go in chunks; right before each chunk the conversions are searched again and only
 those **still on hold** are sent, then read back: a conversion that does not show the new
 state is reported (`readback_mismatches`) and re-checked by the next run. A rerun never
-approves or rejects twice.
+approves or rejects twice. The audit calls applied only what the read-back shows.
+
+**One writer per network**: one active run (`max_active_runs=1`), one running review and one
+running apply task at a time (`max_active_tis_per_dag=1`), and a write lease beside the audit
+(`<data base>/onhold_review/_leases/<conn id>.json`) that a second writer (another DAG, a
+backfill) waits for, with a log line naming the holder. A retry of the same run takes its lease
+back at once; a killed holder's lease is taken over (same host: at once; else after 10 min).
 
 **Dry run**: trigger with `dry_run` ticked to decide and write the audit without changing
 anything; a guardrail that would trip is reported (`guardrail_tripped` in the summary, a warning
@@ -82,8 +100,10 @@ in the log) instead of failing the task.
 
 **Human review**: each request lists the conversions the rule flagged (highest payout first),
 with the values that matched. Choose *Approve all*, *Reject all* or *Keep on hold*; list
-conversion ids in `keep_on_hold` to exclude them. Unanswered requests keep the conversions on
-hold after the timeout and the next run asks again.
+conversion ids in `keep_on_hold` to exclude them. Only those exact options write. *Keep on
+hold* is remembered (who, when, which rule): those conversions are not asked about again for
+`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24) unless their data changes. Unanswered requests (the
+timeout) or an unexpected answer keep the conversions on hold and the next run asks again.
 
 **Audit**: `<data base>/onhold_review/affiliate_onhold_review/<run id>/decisions-attempt-N.jsonl`
 (one line per decision: conversion id, on-hold id, rule, action, matched values, applied or not
@@ -93,7 +113,8 @@ Settings (environment): `AFFILIATE_ONHOLD_REVIEW_SCHEDULE` (default `@hourly`, `
 manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` (1),
 `AFFILIATE_ONHOLD_CHUNK_SIZE` (100), `AFFILIATE_ONHOLD_REJECT_STATUS`,
 `AFFILIATE_ONHOLD_MAX_REJECT_SHARE`, `AFFILIATE_ONHOLD_MAX_REJECT_COUNT`,
-`AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT`, `AFFILIATE_ONHOLD_REVIEW_MINUTES` (50).
+`AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT`, `AFFILIATE_ONHOLD_REVIEW_MINUTES` (50),
+`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24).
 """
 
 
@@ -132,6 +153,8 @@ def affiliate_onhold_review() -> None:
         max_reject_share=MAX_REJECT_SHARE,
         max_reject_count=None if MAX_REJECT_COUNT is None else int(MAX_REJECT_COUNT),
         max_approved_payout=MAX_APPROVED_PAYOUT,
+        keep_decision_hours=KEEP_DECISION_HOURS,
+        max_active_tis_per_dag=1,
     )
     requests = task(task_id="review_requests")(build_review_requests)(review.output)
     human = HITLOperator.partial(
@@ -139,8 +162,11 @@ def affiliate_onhold_review() -> None:
         options=REVIEW_OPTIONS,
         defaults=[OPTION_KEEP],
         params={
+            # Nullable: an empty field must not disable the buttons (a required string would).
             KEEP_PARAM: Param(
-                "", type="string", description="Conversion ids to leave on hold (comma separated)."
+                None,
+                type=["null", "string"],
+                description="Conversion ids to leave on hold (comma separated).",
             )
         },
         response_timeout=REVIEW_TIMEOUT,
@@ -154,6 +180,7 @@ def affiliate_onhold_review() -> None:
         reject_status=REJECT_STATUS,
         chunk_size=CHUNK_SIZE,
         trigger_rule=TriggerRule.NONE_FAILED,
+        max_active_tis_per_dag=1,
     )
 
 

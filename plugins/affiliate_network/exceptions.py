@@ -105,3 +105,7 @@ def error_for_status(status_code: int, message: str) -> AffiliateNetworkError:
     if status_code >= 500:
         return ServerError(message, status_code)
     return STATUS_ERRORS.get(status_code, AffiliateNetworkError)(message, status_code)
+
+
+class LeaseBusyError(AffiliateNetworkError):
+    """Another run holds the network's on-hold write lease; nothing was written (retryable)."""

@@ -75,7 +75,7 @@ def _states(conn_id: str, first: str, last: str) -> dict[str, str]:
     hook = AffiliateNetworkHook(affiliate_network_conn_id=conn_id)
     return {
         on_hold_conversion_id(r): on_hold_status(r)
-        for r in hook.iter_conversions(from_date=first, to_date=last, timezone_id=1)
+        for r in hook.iter_conversions(from_date=first, to_date=last, timezone_id=67)
         if on_hold_conversion_id(r)
     }
 

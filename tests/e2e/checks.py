@@ -58,7 +58,7 @@ def _days_ago(n: int) -> str:
 
 def day_truth(sandbox: Any, day: str) -> int:
     """Rows a ``conversions`` partition of ``day`` must hold (conversions and events, UTC)."""
-    truth = sandbox.truth(day, day, timezone_id=1)
+    truth = sandbox.truth(day, day, timezone_id=67)
     return int(truth["conversions"]) + int(truth["events"])
 
 

@@ -96,7 +96,7 @@ def _current_states(sandbox: Any, on_hold_ids: list[str]) -> dict[str, str]:
             for record in hook.iter_conversions(
                 from_date=catalog["first_date"],
                 to_date=catalog["last_date"],
-                timezone_id=1,
+                timezone_id=67,
                 search_terms=terms,
             ):
                 snapshots = (record.get("relationship") or {}).get("on_hold_snapshots") or []

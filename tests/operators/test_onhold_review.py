@@ -31,90 +31,13 @@ from affiliate_network.operators.onhold_review import (
     build_review_requests,
     read_jsonl,
 )
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
-
-RULES = """\
-lists:
-  blocked: [blk-botnet-01, blk-botnet-02, blk-incent-07, blk-cookie-stuff, blk-adware-33,
-            blk-proxy-farm]
-rules:
-  - id: blocked-sub1
-    description: Blocklisted sub ID
-    action: reject
-    when: {field: sub1, in: $blocked}
-  - id: duplicate-ip
-    description: Three or more conversions from one IP within 24 hours
-    action: reject
-    when: {agg: {count_same: conversion_user_ip, within_hours: 24}, ge: 3}
-  - id: ip-mismatch-approved
-    description: Test rule approving the IP-mismatch pattern
-    action: approve
-    when: {field: ip_mismatch, eq: true}
-  - id: outlier-review
-    description: Big sale, ask a person
-    action: review
-    when: {field: sale_amount, ge: 5000}
-  - id: fast-click-hold
-    description: Keep fast clicks on hold
-    action: hold
-    when: {field: click_to_conversion_seconds, lt: 10}
-"""
-
-ONHOLD_PATH = "/v1/networks/reporting/onhold"
-
-
-@pytest.fixture
-def window(sandbox) -> tuple[str, str]:
-    catalog = sandbox.catalog()
-    return catalog["first_date"], catalog["last_date"]
-
-
-@pytest.fixture
-def rules_file(tmp_path) -> Path:
-    path = tmp_path / "onhold_rules_test.yaml"
-    path.write_text(RULES)
-    return path
-
-
-@pytest.fixture
-def truth(sandbox, window) -> dict[str, set[str]]:
-    """Planted on-hold ids per pattern."""
-    planted = sandbox.planted(*window)["on_hold_conversion_ids"]
-    return {name: set(ids) for name, ids in planted.items()}
-
-
-def review_op(rules_file: Path, window: tuple[str, str], tmp_path: Path, **kwargs: Any):
-    args: dict[str, Any] = {
-        "task_id": "review",
-        "rules_file": str(rules_file),
-        "to_date": window[1],
-        "lookback_days": 14,
-        "chunk_size": 50,
-        "base_path": str(tmp_path / "data"),
-        **kwargs,
-    }
-    return OnHoldReviewOperator(**args)
-
-
-def context(run_id: str = "test_run") -> dict[str, Any]:
-    return {"run_id": run_id}
-
-
-def patches(sandbox) -> list[dict]:
-    return [
-        e for e in sandbox.requests_log() if e["method"] == "PATCH" and e["path"] == ONHOLD_PATH
-    ]
-
-
-def states(network_conn: str, window: tuple[str, str]) -> dict[str, str]:
-    """Current on-hold state of every held conversion of the window, read through the API."""
-    hook = AffiliateNetworkHook(affiliate_network_conn_id=network_conn)
-    out = {}
-    for record in hook.iter_conversions(from_date=window[0], to_date=window[1], timezone_id=1):
-        oh_id = on_hold_conversion_id(record)
-        if oh_id:
-            out[oh_id] = on_hold_status(record)
-    return out
+from tests.operators.onhold_support import (
+    after_the_data,
+    context,
+    patches,
+    review_op,
+    states,
+)
 
 
 def test_applies_exactly_the_expected_decisions_per_rule(
@@ -180,7 +103,7 @@ def test_summary_holds_counts_and_the_audit_path_only(
     assert Path(summary["audit_path"]).name == "decisions-attempt-1.jsonl"
     assert "test_run" in summary["audit_path"]
     for key, value in summary.items():
-        if key not in ("audit_path", "window", "dry_run"):
+        if key not in ("audit_path", "window", "dry_run", "as_of", "state_dir"):
             assert isinstance(value, int | float | dict), key
 
 
@@ -243,7 +166,9 @@ def test_readback_mismatch_is_reported(
     assert summary["readback_mismatches"] == 5
     rows = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
     for oh_id in ignored:
-        assert rows[oh_id]["reason"] == "sent approved; read back shows on_hold"
+        # The audit tells the truth: what the read-back does not show is not applied (yet).
+        assert rows[oh_id]["applied"] is False
+        assert rows[oh_id]["reason"].startswith("sent approved; read back shows on_hold")
     after = states(network_conn, window)
     assert {after[i] for i in ignored} == {"on_hold"}
     # The next run picks them up again (they are still on hold) and, fault cleared, lands them.
@@ -293,7 +218,7 @@ _KILL_SCRIPT = """
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 OnHoldReviewOperator(
     task_id="review", rules_file={rules!r}, to_date={to!r}, lookback_days=14, chunk_size=20,
-    base_path={base!r},
+    base_path={base!r}, as_of={as_of!r},
 ).execute({{"run_id": "killed"}})
 """
 
@@ -303,7 +228,12 @@ def test_killed_mid_apply_then_rerun_applies_each_id_once(
 ) -> None:
     # The first PATCH is applied, then its response hangs: the process dies right there.
     sandbox.set_faults(apply_then_delay_paths=["/networks/reporting/onhold"], apply_then_delay_s=30)
-    script = _KILL_SCRIPT.format(rules=str(rules_file), to=window[1], base=str(tmp_path / "data"))
+    script = _KILL_SCRIPT.format(
+        rules=str(rules_file),
+        to=window[1],
+        base=str(tmp_path / "data"),
+        as_of=after_the_data(window),
+    )
     proc = subprocess.Popen([sys.executable, "-c", script], env=os.environ.copy())
     try:
         deadline = time.monotonic() + 120

@@ -25,7 +25,7 @@ def test_include_rules_decide_exactly_the_planted_conversions(sandbox, network_c
     hook = AffiliateNetworkHook(affiliate_network_conn_id=network_conn)
     records = [
         r
-        for r in hook.iter_conversions(from_date=first, to_date=last, timezone_id=1)
+        for r in hook.iter_conversions(from_date=first, to_date=last, timezone_id=67)
         if on_hold_status(r) == "on_hold"
     ]
     truth = sandbox.planted(first, last)

@@ -701,6 +701,21 @@ class RuleSet:
     def rules(self) -> list[Rule]:
         return [c.rule for c in self.compiled]
 
+    @property
+    def horizon_hours(self) -> float:
+        """The widest time window of the rules' aggregates (``within_hours``), 0 without one.
+
+        A conversion's windowed aggregates are complete only once this much time has passed
+        after it, and computing them needs this much traffic before the review window.
+        """
+        hours = [
+            t.agg.within_hours
+            for c in self.compiled
+            for t in c.tests
+            if t.agg is not None and t.agg.within_hours is not None
+        ]
+        return float(max(hours, default=0.0))
+
     def rule(self, rule_id: str) -> Rule:
         return next(c.rule for c in self.compiled if c.rule.id == rule_id)
 

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from affiliate_network import yamlguard
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.review.model import (
     ACTIONS,
@@ -28,6 +29,7 @@ from affiliate_network.review.model import (
     semantic_errors,
     test_semantic_errors,
 )
+from affiliate_network.textfile import NotUtf8Error, read_utf8
 
 _TEST_KEYS = ("field", "agg", "op", "value")
 _RULE_KEYS = ("id", "description", "action", "when", "enabled")
@@ -230,11 +232,14 @@ def loads_rules(text: str, source: str = "<string>") -> RulesFile:
     :raises ConfigValidationError: listing every problem with file, line, rule id and field.
     """
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yamlguard.compose(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         _raise(source, [RuleError(source, line, None, "", f"not valid YAML: {err}")])
+    # Recursive or exponentially aliased documents, before anything walks them.
+    if (problem := yamlguard.graph_problem(node)) is not None:
+        _raise(source, [RuleError(source, problem[0], None, "", problem[1])])
     if node is None:
         _raise(
             source, [RuleError(source, 1, None, "", "the file is empty; expected a 'rules:' list")]
@@ -356,7 +361,9 @@ def load_rules(path: str | Path) -> RulesFile:
     """
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_utf8(path)
     except OSError as err:
         _raise(source, [RuleError(source, None, None, "", f"cannot read the file: {err.strerror}")])
+    except NotUtf8Error as err:
+        _raise(source, [RuleError(source, err.line, None, "", str(err))])
     return loads_rules(text, source)

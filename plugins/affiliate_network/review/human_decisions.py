@@ -1,0 +1,104 @@
+"""Reviewers' choices, kept beside the audit so a "keep on hold" answer sticks.
+
+``<base>/onhold_review/_state/<conn id>/human_decisions.jsonl``: one line per conversion a
+person decided (who, when, which rule, the choice, and a fingerprint of the data they saw). The
+review reads it before asking again: a conversion kept on hold is not put in front of a person
+again until ``keep_hours`` have passed or its data changed (another rule, other matched values,
+another payout or sale amount). Approvals and rejections are recorded too (for the audit trail);
+they need no stickiness, as the conversion leaves the on-hold state.
+
+The file is rewritten atomically (read, merge, temp file, rename) under the network's write
+lease, so two runs never interleave their updates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow.sdk import ObjectStoragePath
+
+KEEP = "Keep on hold"
+
+
+def state_dir(base: str, conn_id: str) -> ObjectStoragePath:
+    """``<base>/onhold_review/_state/<conn id>/``: state the review keeps between runs."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in conn_id) or "conn"
+    return ObjectStoragePath(base) / "onhold_review" / "_state" / safe
+
+
+def fingerprint(row: Mapping[str, Any]) -> str:
+    """What a reviewer saw of a conversion: rule, matched values, payout, sale amount."""
+    seen = {
+        "rule_id": row.get("rule_id"),
+        "matched": row.get("matched") or {},
+        "payout": row.get("payout"),
+        "sale_amount": row.get("sale_amount"),
+    }
+    text = json.dumps(seen, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class HumanDecisions:
+    """The stored choices of one network, keyed by on-hold conversion id.
+
+    :param folder: :func:`state_dir` of the network.
+    """
+
+    FILE = "human_decisions.jsonl"
+
+    def __init__(self, folder: ObjectStoragePath) -> None:
+        self.path = folder / self.FILE
+        self.by_id: dict[str, dict[str, Any]] = {}
+
+    def load(self) -> HumanDecisions:
+        """Read the file (absent: nothing decided yet, which only means people get asked)."""
+        try:
+            with self.path.open("r", encoding="utf-8") as handle:
+                for line in handle:
+                    if line.strip():
+                        rec = json.loads(line)
+                        self.by_id[str(rec["on_hold_conversion_id"])] = rec
+        except FileNotFoundError:
+            pass
+        return self
+
+    def kept(self, row: Mapping[str, Any], *, now: float, keep_hours: float) -> dict | None:
+        """The stored "keep on hold" answer that still covers this audit row, else None."""
+        rec = self.by_id.get(str(row.get("on_hold_conversion_id")))
+        if not rec or rec.get("choice") != KEEP:
+            return None
+        if rec.get("fingerprint") != fingerprint(row):
+            return None  # the data changed: ask again
+        if now - float(rec.get("decided_at") or 0) >= keep_hours * 3600:
+            return None
+        return rec
+
+    def record(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Merge decisions (each with on_hold_conversion_id, choice, responded_by, decided_at,
+        rule_id, conversion_id and the row's data) and rewrite the file atomically."""
+        import uuid
+
+        count = 0
+        for row in rows:
+            oh_id = str(row["on_hold_conversion_id"])
+            self.by_id[oh_id] = {
+                "on_hold_conversion_id": oh_id,
+                "conversion_id": row.get("conversion_id"),
+                "rule_id": row.get("rule_id"),
+                "choice": row.get("choice"),
+                "responded_by": row.get("responded_by"),
+                "decided_at": row.get("decided_at"),
+                "run_id": row.get("run_id"),
+                "fingerprint": fingerprint(row),
+            }
+            count += 1
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.parent / f".{self.FILE}.{uuid.uuid4().hex}.tmp"
+        with tmp.open("w", encoding="utf-8") as handle:
+            for rec in self.by_id.values():
+                handle.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+        tmp.rename(self.path)
+        return count

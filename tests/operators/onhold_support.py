@@ -1,0 +1,82 @@
+"""Shared pieces of the on-hold operator tests: a rules file mapping each planted pattern to one
+action, the operator factory, and readers of what the sandbox saw."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.operators.onhold_review import OnHoldReviewOperator
+from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+
+RULES = """\
+lists:
+  blocked: [blk-botnet-01, blk-botnet-02, blk-incent-07, blk-cookie-stuff, blk-adware-33,
+            blk-proxy-farm]
+rules:
+  - id: blocked-sub1
+    description: Blocklisted sub ID
+    action: reject
+    when: {field: sub1, in: $blocked}
+  - id: duplicate-ip
+    description: Three or more conversions from one IP within 24 hours
+    action: reject
+    when: {agg: {count_same: conversion_user_ip, within_hours: 24}, ge: 3}
+  - id: ip-mismatch-approved
+    description: Test rule approving the IP-mismatch pattern
+    action: approve
+    when: {field: ip_mismatch, eq: true}
+  - id: outlier-review
+    description: Big sale, ask a person
+    action: review
+    when: {field: sale_amount, ge: 5000}
+  - id: fast-click-hold
+    description: Keep fast clicks on hold
+    action: hold
+    when: {field: click_to_conversion_seconds, lt: 10}
+"""
+
+ONHOLD_PATH = "/v1/networks/reporting/onhold"
+
+
+def after_the_data(window: tuple[str, str]) -> str:
+    """An as_of once every conversion of the window exists and its 24 h aggregates are complete."""
+    import datetime as dt
+
+    return f"{dt.date.fromisoformat(window[1]) + dt.timedelta(days=2)}T00:00:00+00:00"
+
+
+def review_op(rules_file: Path, window: tuple[str, str], tmp_path: Path, **kwargs: Any):
+    args: dict[str, Any] = {
+        "task_id": "review",
+        "rules_file": str(rules_file),
+        "to_date": window[1],
+        "as_of": after_the_data(window),
+        "lookback_days": 14,
+        "chunk_size": 50,
+        "base_path": str(tmp_path / "data"),
+        **kwargs,
+    }
+    return OnHoldReviewOperator(**args)
+
+
+def context(run_id: str = "test_run") -> dict[str, Any]:
+    return {"run_id": run_id}
+
+
+def patches(sandbox) -> list[dict]:
+    return [
+        e for e in sandbox.requests_log() if e["method"] == "PATCH" and e["path"] == ONHOLD_PATH
+    ]
+
+
+def states(network_conn: str, window: tuple[str, str]) -> dict[str, str]:
+    """Current on-hold state of every held conversion of the window, read through the API."""
+    hook = AffiliateNetworkHook(affiliate_network_conn_id=network_conn)
+    out = {}
+    for record in hook.iter_conversions(from_date=window[0], to_date=window[1], timezone_id=67):
+        oh_id = on_hold_conversion_id(record)
+        if oh_id:
+            out[oh_id] = on_hold_status(record)
+    return out
