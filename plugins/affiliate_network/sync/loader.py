@@ -18,16 +18,19 @@ File layout (every section optional)::
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from affiliate_network import yamlguard
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.sync import spec_fields as sf
 from affiliate_network.sync.models import SECTIONS, DesiredObject, DesiredState, Offer, OfferGroup
+from affiliate_network.textfile import NotUtf8Error, read_utf8
 
 SUPPORTED_VERSIONS = (1,)
 #: Path inside the document: keys and list indexes.
@@ -102,16 +105,17 @@ def _line_map(node: yaml.Node, path: DocPath, lines: dict[DocPath, int], problem
 
 
 def _parse(text: str, source: str) -> tuple[Any, dict[DocPath, int], list]:
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        node = yamlguard.compose(text)
+        # Recursive or exponentially aliased documents, before anything walks them.
+        problem = yamlguard.graph_problem(node)
+        if problem is not None:
+            raise ConfigValidationError(f"{source}:{problem[0]}: {problem[1]}")
+        data = yaml.SafeLoader("").construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigValidationError(f"{source}{line}: not valid YAML: {exc}") from exc
-    finally:
-        loader.dispose()
     lines: dict[DocPath, int] = {}
     duplicates: list = []
     if node is not None:
@@ -133,9 +137,11 @@ def load_desired_state(path: str | Path, *, display_name: str | None = None) -> 
     """
     source = display_name or str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_utf8(path)
     except OSError as exc:
         raise ConfigValidationError(f"{source}: cannot read the desired-state file: {exc}") from exc
+    except NotUtf8Error as exc:
+        raise ConfigValidationError(f"{source}:{exc.line}: {exc}") from None
     return parse_desired_state(text, source=source)
 
 
@@ -155,8 +161,14 @@ def parse_desired_state(text: str, *, source: str = "<string>") -> DesiredState:
 
     for key in data:
         if key != "version" and key not in SECTIONS:
-            allowed = ", ".join(["version", *SECTIONS])
-            problems.add((key,), f"section {key!r}", f"unknown section (allowed: {allowed})")
+            allowed = ["version", *SECTIONS]
+            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.add(
+                (key,),
+                f"section {key!r}",
+                f"unknown section{hint} (allowed: {', '.join(allowed)})",
+            )
     version = data.get("version", 1)
     if version not in SUPPORTED_VERSIONS:
         problems.add(("version",), "version", f"unsupported version {version!r} (supported: 1)")
@@ -231,10 +243,49 @@ def _validate_object(
             if error["type"] not in {"missing", "extra_forbidden"} and "input" in error:
                 message += f" (got {error['input']!r})"
             if error["type"] == "extra_forbidden":
-                message = "unknown field (not part of this object in the spec)"
+                message = _unknown_field_message(model, loc)
             problems.add((*path, *loc), where, f"field '{_field_path(loc)}': {message}")
         return None
     return obj if complete else None
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model holding the field at ``loc`` (``payout_revenue.0.x`` -> the entry model)."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        current = _find_model(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _find_model(annotation: Any) -> type[BaseModel] | None:
+    """The first pydantic model inside ``list[...]``, ``X | None``, ``Annotated[...]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _find_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _unknown_field_message(model: type[BaseModel], loc: tuple) -> str:
+    """``unknown field; did you mean 'x'? Fields of an offer group: ...``."""
+    holder = _model_at(model, loc)
+    if holder is None:
+        return "unknown field (not part of this object in the spec)"
+    fields = list(holder.model_fields)
+    message = "unknown field (not part of this object in the spec)"
+    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.6)
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    return f"{message} Fields here: {', '.join(fields)}"
 
 
 def _cross_checks(

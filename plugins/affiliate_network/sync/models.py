@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -40,6 +41,8 @@ def number(*, ge: float | None = None, le: float | None = None) -> Any:
     def check(value: Any) -> int | float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError("Input should be a number")
+        if not math.isfinite(value):  # YAML's .nan/.inf: no JSON number can carry them
+            raise ValueError("Input should be a finite number")
         if ge is not None and value < ge:
             raise ValueError(f"Input should be greater than or equal to {ge}")
         if le is not None and value > le:
@@ -49,8 +52,27 @@ def number(*, ge: float | None = None, le: float | None = None) -> Any:
     return Annotated[int | float, PlainValidator(check)]
 
 
+def whole_number(*, ge: int | None = None) -> Any:
+    """A whole JSON number (an int; ``250.0`` is read as 250, ``250.5`` is an error), not bool."""
+
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("Input should be a number (a whole number)")
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError("Input should be a whole number (caps have no fractional part)")
+            value = int(value)
+        if ge is not None and value < ge:
+            raise ValueError(f"Input should be greater than or equal to {ge}")
+        return value
+
+    return Annotated[int, PlainValidator(check)]
+
+
 #: A money / count / rate value: a JSON number, never negative.
 NonNegativeNumber = number(ge=0)
+#: A cap (conversions, clicks, payout or revenue per period): a whole number, 0 = no cap.
+Cap = whole_number(ge=0)
 #: A percentage: 0 to 100.
 Percentage = number(ge=0, le=100)
 #: Currency code string (USD, EUR, GBP...).
@@ -156,22 +178,22 @@ class OfferGroup(DesiredObject):
     internal_notes: StrictStr
     is_caps_enabled: StrictBool
     is_soft_cap: StrictBool
-    daily_conversion_cap: NonNegativeNumber
-    daily_payout_cap: NonNegativeNumber
-    daily_revenue_cap: NonNegativeNumber
-    daily_click_cap: NonNegativeNumber
-    weekly_conversion_cap: NonNegativeNumber
-    weekly_payout_cap: NonNegativeNumber
-    weekly_revenue_cap: NonNegativeNumber
-    weekly_click_cap: NonNegativeNumber
-    monthly_conversion_cap: NonNegativeNumber
-    monthly_payout_cap: NonNegativeNumber
-    monthly_revenue_cap: NonNegativeNumber
-    monthly_click_cap: NonNegativeNumber
-    global_conversion_cap: NonNegativeNumber
-    global_payout_cap: NonNegativeNumber
-    global_revenue_cap: NonNegativeNumber
-    global_click_cap: NonNegativeNumber
+    daily_conversion_cap: Cap
+    daily_payout_cap: Cap
+    daily_revenue_cap: Cap
+    daily_click_cap: Cap
+    weekly_conversion_cap: Cap
+    weekly_payout_cap: Cap
+    weekly_revenue_cap: Cap
+    weekly_click_cap: Cap
+    monthly_conversion_cap: Cap
+    monthly_payout_cap: Cap
+    monthly_revenue_cap: Cap
+    monthly_click_cap: Cap
+    global_conversion_cap: Cap
+    global_payout_cap: Cap
+    global_revenue_cap: Cap
+    global_click_cap: Cap
 
     @field_validator("network_offer_ids", "labels")
     @classmethod
@@ -218,7 +240,8 @@ def _optional_offer_fields() -> dict[str, Any]:
     for name in sf.OFFER_OPTIONAL_BOOLEANS:
         fields[name] = (StrictBool | None, None)
     for name in sf.OFFER_OPTIONAL_NUMBERS:
-        fields[name] = (NonNegativeNumber | None, None)
+        kind = Cap if name in sf.CAP_FIELDS else NonNegativeNumber
+        fields[name] = (kind | None, None)
     fields["labels"] = (list[Annotated[StrictStr, Field(min_length=1)]] | None, None)
     return fields
 
