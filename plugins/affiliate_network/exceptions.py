@@ -1,13 +1,21 @@
-"""Errors raised by the affiliate network package.
+"""Errors raised by the affiliate network package: every error class lives here.
 
 Every error is an :class:`AffiliateNetworkError`, itself an ``AirflowException`` so Airflow's
 retry and failure handling treat them like any provider error. HTTP errors carry the status code
 and the server's message (``error``, falling back to ``Error``) and never the API key.
+
+Errors a retry cannot fix are :class:`NonRetryableError`, also an ``AirflowFailException``: the
+task fails at once instead of spending its retries (re-pulling a window twice to trip the same
+guardrail). They are: configuration and rules validation, a tripped guardrail, a blocked sync,
+a report that cannot fit the row cap, a schema mismatch, and a key that is refused (401, 403,
+wrong portal, bad connection fields). Transient trouble (5xx, 429, timeouts, a busy lease, an
+unknown outcome that the next run re-checks) stays retryable.
 """
 
 from __future__ import annotations
 
 from airflow.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowFailException
 
 
 class AffiliateNetworkError(AirflowException):
@@ -28,15 +36,19 @@ class AffiliateNetworkError(AirflowException):
         return f"{self.status_code}: {self.message}"
 
 
+class NonRetryableError(AffiliateNetworkError, AirflowFailException):
+    """An error a retry cannot fix: the task fails without using its retries."""
+
+
 class InvalidRequestError(AffiliateNetworkError):
     """400: missing or malformed parameters; not retried."""
 
 
-class AuthenticationError(AffiliateNetworkError):
+class AuthenticationError(NonRetryableError):
     """401: missing, invalid or revoked API key; not retried."""
 
 
-class PermissionDeniedError(AffiliateNetworkError):
+class PermissionDeniedError(NonRetryableError):
     """403: key of another portal (``Out of realm``) or lacking a permission scope."""
 
 
@@ -60,7 +72,7 @@ class TransportError(AffiliateNetworkError):
     """No HTTP answer (connection refused, reset or timed out) after every retry attempt."""
 
 
-class ReportRowLimitError(AffiliateNetworkError):
+class ReportRowLimitError(NonRetryableError):
     """An aggregated report reached the 10,000-row cap: the result is incomplete.
 
     The caller narrows the request (fewer columns, tighter filters, a shorter date range).
@@ -74,15 +86,15 @@ class OutcomeUnknownError(AffiliateNetworkError):
     """
 
 
-class PortalMismatchError(AffiliateNetworkError):
+class PortalMismatchError(NonRetryableError):
     """An endpoint of one portal was called with a connection of another; nothing was sent."""
 
 
-class ConnectionConfigError(AffiliateNetworkError):
+class ConnectionConfigError(NonRetryableError):
     """The Airflow connection is incomplete or malformed (names the connection and the field)."""
 
 
-class ConfigValidationError(AffiliateNetworkError):
+class ConfigValidationError(NonRetryableError):
     """A configuration, rules or desired-state file failed validation.
 
     The message names the file, the object and the field (and the line where known).
@@ -109,3 +121,32 @@ def error_for_status(status_code: int, message: str) -> AffiliateNetworkError:
 
 class LeaseBusyError(AffiliateNetworkError):
     """Another run holds the network's on-hold write lease; nothing was written (retryable)."""
+
+
+class GuardrailError(NonRetryableError):
+    """A safety ceiling (reject share/count, approved payout) was crossed: nothing was written."""
+
+
+class SyncBlockedError(NonRetryableError):
+    """A sync section holds unresolved or drifted create-only objects: nothing of it was sent.
+
+    A person must decide (see the runbook), so the task fails at once.
+    """
+
+
+class StorageError(AffiliateNetworkError):
+    """A partition could not be written, published or read back consistently."""
+
+
+class SchemaMismatchError(NonRetryableError):
+    """An API record cannot be stored under the explicit schema (names the field and record).
+
+    Raised instead of landing a partition with silently nulled or truncated values.
+    """
+
+
+class DataBaseUnavailableError(AffiliateNetworkError):
+    """The configured output base could not be read (the Airflow Variable lookup failed).
+
+    Retryable: a task never falls back to a local default it was not configured with.
+    """

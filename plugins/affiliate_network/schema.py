@@ -42,7 +42,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from affiliate_network.exceptions import AffiliateNetworkError, ConfigValidationError
+from affiliate_network.exceptions import (
+    ConfigValidationError,
+    SchemaMismatchError,
+)
 from affiliate_network.record_fields import (
     BOOLEAN_FIELDS,
     INTEGER_FIELDS,
@@ -63,13 +66,6 @@ FORMATS: tuple[str, ...] = ("parquet", "jsonl")
 FORMAT_SUFFIX: dict[str, str] = {"parquet": ".parquet", "jsonl": ".jsonl.gz"}
 
 _SORTED = orjson.OPT_SORT_KEYS
-
-
-class SchemaMismatchError(AffiliateNetworkError):
-    """An API record cannot be stored under the explicit schema (names the field and record).
-
-    Raised instead of landing a partition with silently nulled or truncated values.
-    """
 
 
 def canonical_json(record: dict[str, Any]) -> bytes:

@@ -55,7 +55,10 @@ import pyarrow.parquet as pq
 from airflow.sdk import ObjectStoragePath
 
 from affiliate_network import __version__
-from affiliate_network.exceptions import AffiliateNetworkError, ConfigValidationError
+from affiliate_network.exceptions import (
+    ConfigValidationError,
+    StorageError,
+)
 from affiliate_network.gcpause import paused_gc
 from affiliate_network.schema import FORMAT_SUFFIX, FORMATS, RecordSchema
 
@@ -75,10 +78,6 @@ MAX_BATCHES_IN_FLIGHT = 2
 SINK_BUFFER_BYTES = 8 << 20
 _LOCAL_PROTOCOLS = frozenset({"", "file", "local"})
 _MOD = 1 << 256
-
-
-class StorageError(AffiliateNetworkError):
-    """A partition could not be written, published or read back consistently."""
 
 
 def as_storage_path(base: str | os.PathLike[str] | ObjectStoragePath) -> ObjectStoragePath:

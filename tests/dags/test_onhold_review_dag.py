@@ -162,3 +162,34 @@ def test_run_with_human_review_through_the_rest_api(
     rows = [json.loads(line) for line in human[0].read_text().splitlines()]
     assert {r["human_choice"] for r in rows} == {OPTION_REJECT, OPTION_KEEP}
     assert sandbox.keys["network"] not in (tmp_path / "dag.log").read_text()
+
+
+def test_a_tripped_guardrail_fails_the_task_without_retries(
+    airflow_db, sandbox, network_conn, tmp_path, monkeypatch
+) -> None:
+    # The DAG has retries=2: a tripped guardrail must fail at once (a retry re-pulls the window
+    # and trips it again), so there is one attempt, no PATCH, and no second audit file.
+    monkeypatch.setenv("AFFILIATE_NETWORK_DATA_BASE", str(tmp_path / "data"))
+    monkeypatch.setenv("AFFILIATE_ONHOLD_MAX_REJECT_COUNT", "1")
+    monkeypatch.setenv("AFFILIATE_ONHOLD_MIN_AGE_HOURS", "0")
+    monkeypatch.setenv("AFFILIATE_ONHOLD_REVIEW_SCHEDULE", "none")
+    sandbox.clear_requests()
+    day = sandbox.catalog()["last_date"]
+    log = tmp_path / "dag.log"
+    with log.open("w") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, day],
+            env=os.environ.copy(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+            check=False,
+        )
+    text = log.read_text()
+    assert "GuardrailError" in text, text[-3000:]
+    assert "max_reject_count" in text
+    assert "UP_FOR_RETRY" not in text.upper().replace(" ", "_"), text[-3000:]
+    attempts = sorted(p.name for p in (tmp_path / "data").rglob("decisions-attempt-*.jsonl"))
+    assert attempts == ["decisions-attempt-1.jsonl"]
+    assert [e for e in sandbox.requests_log() if e["method"] == "PATCH"] == []
+    assert proc.returncode != 0 or "failed" in text.lower()

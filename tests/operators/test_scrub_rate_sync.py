@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from airflow.sdk.exceptions import AirflowFailException
 
 from affiliate_network.exceptions import ConfigValidationError, OutcomeUnknownError
 from affiliate_network.operators.scrub_rate_sync import (
@@ -310,3 +311,29 @@ def test_ledger_is_never_shared_between_networks(sandbox, network_conn, files, d
     files.ledger.write_text(json.dumps(document))
     with pytest.raises(ConfigValidationError, match="records what was applied to"):
         run(OfferGroupCapsSyncOperator, files, doc)
+
+
+def test_a_lost_ledger_stops_the_sync_before_any_create(sandbox, network_conn, files, doc):
+    # Issue 12.1: a ledger that vanished (wrong data base for a moment, a deleted file) used to
+    # read as empty, and the create-once scrub rate was POSTed a second time.
+    run(ScrubRateSyncOperator, files, doc)
+    assert len(stored(sandbox, "custom_scrub_rates")) == 1
+    files.ledger.unlink()
+    sandbox.clear_requests()
+    with pytest.raises(SyncBlockedError, match="the sync ledger is missing") as blocked:
+        run(ScrubRateSyncOperator, files, doc)
+    assert isinstance(blocked.value, AirflowFailException)
+    assert writes(sandbox) == []
+    assert len(stored(sandbox, "custom_scrub_rates")) == 1
+    # On-call checked the network and accepts starting over: deleting the marker unblocks it.
+    Path(f"{files.ledger}.synced").unlink()
+    run(ScrubRateSyncOperator, files, doc)
+    assert len(writes(sandbox, SCRUB_PATH)) == 1
+
+
+def test_a_first_sync_writes_the_marker_beside_the_ledger(sandbox, network_conn, files, doc):
+    assert not Path(f"{files.ledger}.synced").exists()
+    run(ScrubRateSyncOperator, files, doc)
+    marker = json.loads(Path(f"{files.ledger}.synced").read_text())
+    assert marker["ledger"] == str(files.ledger)
+    assert marker["target"] == sandbox.base_url

@@ -133,7 +133,7 @@ def test_ledger_round_trips_and_leaves_no_temporary_files(example_doc, write_sta
     reloaded = Ledger.load(ledger.path, target=ledger.target)
     assert reloaded.to_dict() == ledger.to_dict()
     files = sorted(p.name for p in ledger.path.parent.iterdir())
-    assert files == ["ledger.json"]
+    assert files == ["ledger.json", "ledger.json.synced"]
     document = json.loads(ledger.path.read_text())
     entry = document["objects"][f"offer_groups/{example_doc['offer_groups'][0]['key']}"]
     assert set(entry) >= {"state", "network_id", "hash", "definition", "applied_at"}

@@ -21,10 +21,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import Asset, BaseOperator
+from airflow.sdk import Asset
 
 from affiliate_network.exceptions import ConfigValidationError, ReportRowLimitError
-from affiliate_network.paths import DATA_BASE_VARIABLE, default_data_base
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.paths import resolve_data_base
 from affiliate_network.schema import FORMATS, validate_report_columns
 
 if TYPE_CHECKING:
@@ -64,16 +65,6 @@ def load_affiliate_report_targets() -> list[dict[str, Any]]:
     return load()
 
 
-def resolve_data_base(explicit: str | None = None) -> str:
-    """Output base: argument, else Airflow Variable ``affiliate_network_data_base``, else env
-    ``AFFILIATE_NETWORK_DATA_BASE``, else ``<project>/data``."""
-    if explicit:
-        return explicit
-    from airflow.sdk import Variable
-
-    return Variable.get(DATA_BASE_VARIABLE, default=None) or default_data_base()
-
-
 # -- shared operator plumbing ----------------------------------------------------------------
 
 
@@ -101,7 +92,7 @@ def _check_format(fmt: str) -> None:
         raise ConfigValidationError(f"format {fmt!r}: expected one of {list(FORMATS)}")
 
 
-class _ReportOperatorBase(BaseOperator):
+class _ReportOperatorBase(AffiliateNetworkBaseOperator):
     """Window resolution, config defaults and asset events shared by the two operators."""
 
     def _network_defaults(self) -> dict[str, Any]:
@@ -165,11 +156,6 @@ class _ReportOperatorBase(BaseOperator):
                 f"window {start}..{end} is longer than {MAX_WINDOW_DAYS} days; split it"
             )
         return start, end
-
-    def _hook(self, conn_id: str) -> AffiliateNetworkHook:
-        from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-
-        return AffiliateNetworkHook(conn_id, **(self.hook_kwargs or {}))
 
     def _emit_asset_events(self, context: Context, extra: dict[str, Any], keys: list[str]) -> None:
         """Annotate this task's asset event(s): partitions written and their checksums."""
@@ -326,7 +312,7 @@ class ConversionReportOperator(_ReportOperatorBase):
                 return []
         return [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute_job(self, context: Context) -> dict[str, Any]:
         _check_format(self.format)
         days = self.days(context)
         if days:
@@ -337,13 +323,8 @@ class ConversionReportOperator(_ReportOperatorBase):
         base = resolve_data_base(self.base_path)
         started = time.monotonic()
         partitions: list[dict[str, Any]] = []
-        if days:
-            hook = self._hook(self.affiliate_network_conn_id)
-            try:
-                for day in days:
-                    partitions.append(self._land_day(hook, base, day))
-            finally:
-                hook.close()
+        for day in days:
+            partitions.append(self._land_day(self.hook, base, day))
         summary = {
             "dataset": self.dataset,
             "format": self.format,
@@ -545,18 +526,15 @@ class AffiliateReportOperator(_ReportOperatorBase):
         self.dataset = dataset
         self.hook_kwargs = hook_kwargs
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.schema import AffiliateReportSchema
         from affiliate_network.storage import write_partition
 
         _check_format(self.format)
         start, end = self._window(context)
         started = time.monotonic()
-        hook = self._hook(self.affiliate_network_conn_id)
-        try:
-            pieces = self._fetch(hook, start, end)
-        finally:
-            hook.close()
+        pieces = self._fetch(self.hook, start, end)
+        self.close_hook()  # the rest is local work
         rows = [
             {**row, "report_from": a.isoformat(), "report_to": b.isoformat()}
             for a, b, table in pieces

@@ -27,10 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, ObjectStoragePath
+from airflow.sdk import ObjectStoragePath
 
-from affiliate_network.exceptions import AffiliateNetworkError, ConfigValidationError
-from affiliate_network.paths import DATA_BASE_VARIABLE, default_data_base, include_dir
+from affiliate_network.exceptions import (
+    AffiliateNetworkError,
+    ConfigValidationError,
+    GuardrailError,
+)
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.paths import include_dir, resolve_data_base
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_since, on_hold_status
 
 if TYPE_CHECKING:
@@ -61,19 +66,6 @@ _AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")
 #: Fields and relationship members kept from each pulled conversion besides what rules read.
 _KEEP_FIELDS = ("conversion_id", "transaction_id", *_AUDIT_FIELDS)
 _KEEP_MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
-
-
-class GuardrailError(AffiliateNetworkError):
-    """A safety ceiling (reject share/count, approved payout) was crossed: nothing was written."""
-
-
-def resolve_data_base(explicit: str | None = None) -> str:
-    """Output base: argument, else Variable ``affiliate_network_data_base``, else env/default."""
-    if explicit:
-        return explicit
-    from airflow.sdk import Variable
-
-    return Variable.get(DATA_BASE_VARIABLE, default=None) or default_data_base()
 
 
 def _as_bool(value: Any, name: str) -> bool:
@@ -399,7 +391,7 @@ def review_window(
 # ---------------------------------------------------------------------------------------------
 
 
-class OnHoldReviewOperator(BaseOperator):
+class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     """Decide on-hold conversions with a rules file and apply the clear cases.
 
     **What is decided is a function of the traffic, never of the review's own history.** Every
@@ -525,11 +517,6 @@ class OnHoldReviewOperator(BaseOperator):
             horizon_hours=horizon_hours,
         )
 
-    def _hook(self) -> AffiliateNetworkHook:
-        from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-
-        return AffiliateNetworkHook(affiliate_network_conn_id=self.affiliate_network_conn_id)
-
     def _pull_traffic(
         self, hook: AffiliateNetworkHook, ruleset: RuleSet, window: ReviewWindow
     ) -> list[dict[str, Any]]:
@@ -644,7 +631,7 @@ class OnHoldReviewOperator(BaseOperator):
 
     # -- execute --------------------------------------------------------------------------------
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.engine import RuleSet
         from affiliate_network.review.human_decisions import state_dir
         from affiliate_network.review.lease import WriteLease, lease_path
@@ -657,120 +644,117 @@ class OnHoldReviewOperator(BaseOperator):
         horizon = ruleset.horizon_hours
         window = self._window(horizon)
         base = resolve_data_base(self.base_path)
-        hook = self._hook()
-        try:
-            started = time.monotonic()
-            records = self._pull_traffic(hook, ruleset, window)
-            eligible, on_hold = self._eligible(records, window, horizon)
-            evaluation = ruleset.evaluate(records, now=window.as_of_ts, eligible=eligible)
+        hook = self.hook
+        started = time.monotonic()
+        records = self._pull_traffic(hook, ruleset, window)
+        eligible, on_hold = self._eligible(records, window, horizon)
+        evaluation = ruleset.evaluate(records, now=window.as_of_ts, eligible=eligible)
+        self.log.info(
+            "Window %s..%s (%s, as of %s; aggregates over %d conversions from %s): %d on "
+            "hold, %d old enough (on hold %.4gh, aggregates complete %.4gh), decided %d in "
+            "%.3f s CPU",
+            window.decide_from,
+            window.to_date,
+            window.timezone,
+            window.as_of,
+            len(records),
+            window.pull_from,
+            on_hold,
+            len(eligible),
+            self.min_age_hours,
+            horizon,
+            len(evaluation.decisions),
+            evaluation.cpu_seconds,
+        )
+        for rule in ruleset.rules:
             self.log.info(
-                "Window %s..%s (%s, as of %s; aggregates over %d conversions from %s): %d on "
-                "hold, %d old enough (on hold %.4gh, aggregates complete %.4gh), decided %d in "
-                "%.3f s CPU",
-                window.decide_from,
-                window.to_date,
-                window.timezone,
-                window.as_of,
-                len(records),
-                window.pull_from,
-                on_hold,
-                len(eligible),
-                self.min_age_hours,
-                horizon,
-                len(evaluation.decisions),
-                evaluation.cpu_seconds,
+                "  rule %-28s %-7s %6d",
+                rule.id,
+                rule.action,
+                evaluation.per_rule.get(rule.id, 0),
             )
-            for rule in ruleset.rules:
-                self.log.info(
-                    "  rule %-28s %-7s %6d",
-                    rule.id,
-                    rule.action,
-                    evaluation.per_rule.get(rule.id, 0),
-                )
 
-            run_id = str(
-                (context or {}).get("run_id") or f"manual__{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
-            )
-            ti = (context or {}).get("ti")
-            attempt = getattr(ti, "try_number", None) or 1
-            folder = audit_dir(base, self.dag_id, run_id)
-            audit_path = folder / f"decisions-attempt-{attempt}.jsonl"
-            state = state_dir(base, self.affiliate_network_conn_id)
-            rows = self._audit_rows(records, evaluation, ruleset)
-            # Wall-clock time: how long ago a person answered (as_of only moves the traffic view).
-            sticky = self._apply_sticky_keeps(rows, state, time.time())
+        run_id = str(
+            (context or {}).get("run_id") or f"manual__{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
+        )
+        ti = (context or {}).get("ti")
+        attempt = getattr(ti, "try_number", None) or 1
+        folder = audit_dir(base, self.dag_id, run_id)
+        audit_path = folder / f"decisions-attempt-{attempt}.jsonl"
+        state = state_dir(base, self.affiliate_network_conn_id)
+        rows = self._audit_rows(records, evaluation, ruleset)
+        # Wall-clock time: how long ago a person answered (as_of only moves the traffic view).
+        sticky = self._apply_sticky_keeps(rows, state, time.time())
 
-            outcome_by_id: dict[str, tuple[bool, str]] = {}
-            approve_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "approve"]
-            reject_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "reject"]
-            guardrail: str | None = None
-            try:
-                self._guardrails(evaluation, records)
-            except GuardrailError as err:
-                if not dry_run:
-                    self._finish_rows(rows, {}, "guardrail tripped: nothing written")
-                    write_jsonl_atomic(audit_path, rows)
-                    self.log.error("%s Audit: %s", err, audit_path)
-                    raise
-                # A dry run reports the verdict instead of failing: on-call wants the decisions.
-                guardrail = str(err)
-                self.log.warning("Dry run: a real run would stop here. %s", err)
-
-            summary_applied = {APPROVED: 0, self.reject_status: 0}
-            mismatches = skipped = chunks = 0
-            if dry_run:
-                reason = "dry run" if guardrail is None else "dry run; guardrail"
-                self._finish_rows(rows, {}, reason)
-            elif approve_ids or reject_ids:
-                # Intentions first: if the task dies mid-apply the audit shows what was planned.
-                self._finish_rows(rows, {}, "pending: not yet applied")
+        outcome_by_id: dict[str, tuple[bool, str]] = {}
+        approve_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "approve"]
+        reject_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "reject"]
+        guardrail: str | None = None
+        try:
+            self._guardrails(evaluation, records)
+        except GuardrailError as err:
+            if not dry_run:
+                self._finish_rows(rows, {}, "guardrail tripped: nothing written")
                 write_jsonl_atomic(audit_path, rows)
-                lease = WriteLease(
-                    lease_path(base, self.affiliate_network_conn_id), f"{self.dag_id}/{run_id}"
+                self.log.error("%s Audit: %s", err, audit_path)
+                raise
+            # A dry run reports the verdict instead of failing: on-call wants the decisions.
+            guardrail = str(err)
+            self.log.warning("Dry run: a real run would stop here. %s", err)
+
+        summary_applied = {APPROVED: 0, self.reject_status: 0}
+        mismatches = skipped = chunks = 0
+        if dry_run:
+            reason = "dry run" if guardrail is None else "dry run; guardrail"
+            self._finish_rows(rows, {}, reason)
+        elif approve_ids or reject_ids:
+            # Intentions first: if the task dies mid-apply the audit shows what was planned.
+            self._finish_rows(rows, {}, "pending: not yet applied")
+            write_jsonl_atomic(audit_path, rows)
+            lease = WriteLease(
+                lease_path(base, self.affiliate_network_conn_id), f"{self.dag_id}/{run_id}"
+            )
+            lease.acquire(wait_s=self.lease_wait_minutes * 60, log=self.log)
+            try:
+                writer = OnHoldWriter(
+                    hook,
+                    from_date=window.decide_from,
+                    to_date=window.to_date,
+                    timezone_id=window.timezone_id,
+                    chunk_size=self.chunk_size,
+                    log=self.log,
+                    on_chunk=lease.renew,
                 )
-                lease.acquire(wait_s=self.lease_wait_minutes * 60, log=self.log)
+                outcomes = {APPROVED: ApplyOutcome(), self.reject_status: ApplyOutcome()}
                 try:
-                    writer = OnHoldWriter(
-                        hook,
-                        from_date=window.decide_from,
-                        to_date=window.to_date,
-                        timezone_id=window.timezone_id,
-                        chunk_size=self.chunk_size,
-                        log=self.log,
-                        on_chunk=lease.renew,
+                    for ids, status in (
+                        (approve_ids, APPROVED),
+                        (reject_ids, self.reject_status),
+                    ):
+                        if ids:
+                            writer.apply(ids, status, outcomes[status])
+                except Exception as err:
+                    # Record what the read-back shows landed: a retry sends only what is on
+                    # hold.
+                    _outcome_reasons(outcomes, outcome_by_id)
+                    self._finish_rows(
+                        rows, outcome_by_id, f"not applied: failed ({type(err).__name__})"
                     )
-                    outcomes = {APPROVED: ApplyOutcome(), self.reject_status: ApplyOutcome()}
-                    try:
-                        for ids, status in (
-                            (approve_ids, APPROVED),
-                            (reject_ids, self.reject_status),
-                        ):
-                            if ids:
-                                writer.apply(ids, status, outcomes[status])
-                    except Exception as err:
-                        # Record what the read-back shows landed: a retry sends only what is on
-                        # hold.
-                        _outcome_reasons(outcomes, outcome_by_id)
-                        self._finish_rows(
-                            rows, outcome_by_id, f"not applied: failed ({type(err).__name__})"
-                        )
-                        write_jsonl_atomic(audit_path, rows)
-                        raise
-                finally:
-                    lease.release()
-                _outcome_reasons(outcomes, outcome_by_id)
-                for status, outcome in outcomes.items():
-                    summary_applied[status] = len(outcome.applied)
-                    mismatches += len(outcome.mismatches)
-                    skipped += len(outcome.skipped)
-                    chunks += outcome.chunks
-                self._finish_rows(rows, outcome_by_id, "not applied")
-            else:
-                self._finish_rows(rows, {}, "not applied")
-            count = write_jsonl_atomic(audit_path, rows)
-            self.log.info("Audit: %d decisions -> %s", count, audit_path)
-        finally:
-            hook.close()
+                    write_jsonl_atomic(audit_path, rows)
+                    raise
+            finally:
+                lease.release()
+            _outcome_reasons(outcomes, outcome_by_id)
+            for status, outcome in outcomes.items():
+                summary_applied[status] = len(outcome.applied)
+                mismatches += len(outcome.mismatches)
+                skipped += len(outcome.skipped)
+                chunks += outcome.chunks
+            self._finish_rows(rows, outcome_by_id, "not applied")
+        else:
+            self._finish_rows(rows, {}, "not applied")
+        count = write_jsonl_atomic(audit_path, rows)
+        self.log.info("Audit: %d decisions -> %s", count, audit_path)
 
         per_action = Counter(r["action"] for r in rows)
         return {
@@ -897,7 +881,7 @@ def _rule_of_subject(subject: str) -> str:
     return subject.rsplit(" rule ", 1)[-1].strip()
 
 
-class OnHoldReviewApplyOperator(BaseOperator):
+class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
     """Apply the reviewers' choices: approve, reject or keep on hold, per rule.
 
     Only the exact options write: "Approve all" approves, "Reject all" rejects. "Keep on hold"
@@ -992,7 +976,7 @@ class OnHoldReviewApplyOperator(BaseOperator):
                 decided[oh_id] = (choice, str(who_name or ""))
         return plan, decided
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.human_decisions import HumanDecisions
         from affiliate_network.review.lease import WriteLease, lease_path
 
@@ -1016,7 +1000,7 @@ class OnHoldReviewApplyOperator(BaseOperator):
         applied: dict[str, int] = {}
         outcomes: dict[str, tuple[bool, str]] = {}
         mismatches = 0
-        hook = self._hook()
+        hook = self.hook
         lease = WriteLease(
             lease_path(base, self.affiliate_network_conn_id), f"{self.dag_id}/{run_id}"
         )
@@ -1074,7 +1058,6 @@ class OnHoldReviewApplyOperator(BaseOperator):
                 HumanDecisions(ObjectStoragePath(str(state))).load().record(answered)
         finally:
             lease.release()
-            hook.close()
         ti = (context or {}).get("ti")
         attempt = getattr(ti, "try_number", None) or 1
         audit_path = folder / f"human-attempt-{attempt}.jsonl"
@@ -1087,11 +1070,6 @@ class OnHoldReviewApplyOperator(BaseOperator):
             "readback_mismatches": mismatches,
             "audit_path": str(audit_path),
         }
-
-    def _hook(self) -> AffiliateNetworkHook:
-        from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-
-        return AffiliateNetworkHook(affiliate_network_conn_id=self.affiliate_network_conn_id)
 
 
 def _network_tz_id() -> int:

@@ -18,9 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator
-
 from affiliate_network.exceptions import ConfigValidationError, PortalMismatchError
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator
 from affiliate_network.sync.models import SECTIONS
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def resolve_state_file(state_file: str) -> Path:
     return path if path.is_absolute() else include_dir() / path
 
 
-class OfferStateSyncOperator(BaseOperator):
+class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
     """Plan and apply some sections of the desired offer state.
 
     :param sections: YAML sections this task owns (``offer_groups``, ``offers``, ``scrub_rates``,
@@ -156,12 +155,6 @@ class OfferStateSyncOperator(BaseOperator):
         return out
 
     # ----- execution -----------------------------------------------------------------------
-    def get_hook(self) -> AffiliateNetworkHook:
-        """The network hook (imported here: DAG parsing never loads it)."""
-        from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-
-        return AffiliateNetworkHook(self.affiliate_network_conn_id, **self.hook_kwargs)
-
     def open_ledger(self, hook: AffiliateNetworkHook) -> Ledger:
         """The connection's ledger, refusing one recorded for another network."""
         from affiliate_network.sync.ledger import Ledger, default_ledger_path
@@ -174,7 +167,7 @@ class OfferStateSyncOperator(BaseOperator):
         path = self.ledger_path or default_ledger_path(self.affiliate_network_conn_id)
         return Ledger.load(path, target=hook.base_url)
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.sync.apply import apply_sections
         from affiliate_network.sync.loader import load_desired_state
         from affiliate_network.sync.plan import build_plan
@@ -182,7 +175,7 @@ class OfferStateSyncOperator(BaseOperator):
         dry_run = _as_bool(self.dry_run, "dry_run")
         state_path = resolve_state_file(self.state_file)
         state = load_desired_state(state_path, display_name=self.state_file)
-        hook = self.get_hook()
+        hook = self.hook
         ledger = self.open_ledger(hook)
         plan = build_plan(
             state,
@@ -207,10 +200,7 @@ class OfferStateSyncOperator(BaseOperator):
                 self.log.error("%s would block the apply:\n%s", item.key, item.message)
             summary["blocked"] = [item.key for item in plan.blocked(self.sections)]
             return summary
-        try:
-            summary["applied"] = apply_sections(plan, self.sections, hook, ledger)
-        finally:
-            hook.close()
+        summary["applied"] = apply_sections(plan, self.sections, hook, ledger)
         self.log.info(
             "Sent %d change(s) for %s; ledger %s",
             len(summary["applied"]),

@@ -19,9 +19,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from airflow.sdk.exceptions import AirflowFailException
-
-from affiliate_network.exceptions import AffiliateNetworkError, OutcomeUnknownError
+from affiliate_network.exceptions import (
+    AffiliateNetworkError,
+    OutcomeUnknownError,
+    SyncBlockedError,
+)
 from affiliate_network.sync.ledger import Ledger
 from affiliate_network.sync.models import DesiredObject
 from affiliate_network.sync.plan import Plan, PlannedChange, unresolved_message
@@ -33,14 +35,6 @@ CREATED_ID_FIELDS: dict[str, str] = {
     "scrub_rates": "network_custom_scrub_rate_setting_id",
     "categories": "network_category_id",
 }
-
-
-class SyncBlockedError(AffiliateNetworkError, AirflowFailException):
-    """A section holds unresolved or drifted create-only objects: nothing of it was sent.
-
-    Also an ``AirflowFailException``: retrying cannot help (a person must decide), so the task
-    fails at once instead of spending its retries.
-    """
 
 
 class NetworkWriter(Protocol):

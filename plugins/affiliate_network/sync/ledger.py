@@ -41,8 +41,8 @@ from typing import Any
 
 from airflow.sdk import ObjectStoragePath
 
-from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.paths import DATA_BASE_VARIABLE, default_data_base
+from affiliate_network.exceptions import ConfigValidationError, SyncBlockedError
+from affiliate_network.paths import resolve_data_base
 
 LEDGER_VERSION = 1
 STATE_APPLIED = "applied"
@@ -53,20 +53,6 @@ _RENAMEABLE_PROTOCOLS = {"", "file", "local"}
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def resolve_data_base() -> str:
-    """Output base: the Airflow Variable ``affiliate_network_data_base``, else env, else default.
-
-    Outside a task (the CLI) the Variable may be unreachable; the fallback is then used.
-    """
-    try:
-        from airflow.sdk import Variable
-
-        value = Variable.get(DATA_BASE_VARIABLE, default=None)
-    except Exception:  # no Airflow context / metadata DB: the fallback is the documented order
-        value = None
-    return value or default_data_base()
 
 
 def default_ledger_path(conn_id: str, data_base: str | None = None) -> str:
@@ -91,12 +77,24 @@ class Ledger:
     # ----- reading -------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | ObjectStoragePath, *, target: str | None = None) -> Ledger:
-        """Read the ledger (an absent file is an empty ledger).
+        """Read the ledger (an absent file is an empty ledger, unless it was saved before).
 
         :raises ConfigValidationError: unreadable document, or a ledger of another network.
+        :raises SyncBlockedError: the ledger is gone but its marker says it was saved before.
         """
         ledger = cls(path, target=target)
         if not ledger.path.exists():
+            marker = ledger.marker_path
+            if marker.exists():
+                # This network was synced into this ledger before: an empty ledger now would
+                # create every create-once object again. A person decides (runbook).
+                raise SyncBlockedError(
+                    f"{ledger.path}: the sync ledger is missing, but {marker} records that "
+                    "syncs were applied through it before. Nothing was sent: creating from an "
+                    "empty ledger would duplicate scrub rates and categories. Restore the ledger "
+                    "(backup, object versioning); only if you have checked on the network that "
+                    f"none of the create-once objects exist, delete {marker} and rerun."
+                )
             return ledger
         try:
             document = json.loads(ledger.path.read_text(encoding="utf-8"))
@@ -174,6 +172,12 @@ class Ledger:
         if self._objects.pop(key, None) is not None:
             self.save()
 
+    @property
+    def marker_path(self) -> ObjectStoragePath:
+        """``<ledger>.synced``: written beside the ledger on its first save, never removed by
+        the sync, so a ledger that disappears later is noticed instead of read as empty."""
+        return self.path.parent / f"{self.path.name}.synced"
+
     def save(self) -> None:
         """Write the document atomically (temporary sibling + rename, or one object PUT)."""
         payload = json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False)
@@ -184,3 +188,6 @@ class Ledger:
             tmp.rename(self.path)
         else:
             self.path.write_text(payload, encoding="utf-8")
+        if not self.marker_path.exists():
+            marker = {"ledger": str(self.path), "target": self.target, "first_saved_at": _now()}
+            self.marker_path.write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")

@@ -1,0 +1,87 @@
+"""One operator base: every operator's hook is built per execution and closed, error or not.
+
+Checked from the outside: ``execute`` leaves the process with no more TCP connections to the
+sandbox than before it (a hook left open keeps its pooled keep-alive connections).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+import pytest
+import yaml
+
+from affiliate_network.exceptions import GuardrailError
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.operators.conversion_report import ConversionReportOperator
+from affiliate_network.operators.onhold_review import (
+    OnHoldReviewApplyOperator,
+    OnHoldReviewOperator,
+)
+from affiliate_network.operators.scrub_rate_sync import ScrubRateSyncOperator
+from tests.operators.onhold_support import context, review_op
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "include" / "offer_state.yaml"
+
+
+def open_connections(sandbox) -> int:
+    port = urlsplit(sandbox.base_url).port
+    return sum(
+        1
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
+    )
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [ConversionReportOperator, OnHoldReviewOperator, OnHoldReviewApplyOperator,
+     ScrubRateSyncOperator],
+)  # fmt: skip
+def test_every_operator_shares_the_base(cls) -> None:
+    assert issubclass(cls, AffiliateNetworkBaseOperator)
+    assert "execute" not in cls.__dict__, "operators implement execute_job; the base closes"
+
+
+def test_a_sync_dry_run_closes_its_hook(sandbox, network_conn, tmp_path) -> None:
+    # The dry run returns early: before the base, that path never closed the hook.
+    state = tmp_path / "offer_state.yaml"
+    state.write_text(yaml.safe_dump(copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))))
+    op = ScrubRateSyncOperator(
+        task_id="sync",
+        state_file=str(state),
+        ledger_path=str(tmp_path / "ledger.json"),
+        dry_run=True,
+    )
+    before = open_connections(sandbox)
+    assert op.execute(context={})["dry_run"] is True
+    assert "hook" not in op.__dict__
+    assert open_connections(sandbox) == before
+
+
+def test_a_failing_review_closes_its_hook(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    op = review_op(rules_file, window, tmp_path, max_reject_count=1)
+    before = open_connections(sandbox)
+    with pytest.raises(GuardrailError):
+        op.execute(context())
+    assert "hook" not in op.__dict__
+    assert open_connections(sandbox) == before
+
+
+def test_a_report_closes_its_hook_and_a_rerun_builds_a_new_one(
+    sandbox, network_conn, tmp_path
+) -> None:
+    day = sandbox.catalog()["last_date"]
+    op = ConversionReportOperator(
+        task_id="report", from_date=day, base_path=str(tmp_path), network_timezone="UTC"
+    )
+    before = open_connections(sandbox)
+    op.execute(context())
+    assert open_connections(sandbox) == before
+    op.execute(context())  # a retry in the same worker: a fresh hook, closed again
+    assert open_connections(sandbox) == before
