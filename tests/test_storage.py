@@ -547,3 +547,36 @@ def test_stale_staging_of_crashed_runs_is_removed(tmp_path: Path) -> None:
     write_partition(tmp_path, "conversions", DAY, records(5), CONVERSION_SCHEMA, request={})
     assert not old.exists()  # a crashed run's leftovers
     assert young.exists()  # may belong to a writer still running
+
+
+def test_concurrent_publishes_of_one_partition_both_succeed(tmp_path) -> None:
+    # Two runs landing the same day at the same moment (a manual run during the scheduled one):
+    # each must end with the complete partition published, never a bare FileNotFoundError or a
+    # partition without its manifest.
+    import threading
+
+    recs = records(300)
+    write_partition(tmp_path, "conversions", DAY, recs, CONVERSION_SCHEMA, request={})
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def land() -> None:
+        try:
+            start.wait()
+            for _ in range(15):
+                write_partition(tmp_path, "conversions", DAY, recs, CONVERSION_SCHEMA, request={})
+        except BaseException as err:  # collected and asserted below
+            errors.append(err)
+
+    threads = [threading.Thread(target=land) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    part = tmp_path / "conversions" / "date=2026-01-15"
+    manifest = read_manifest(part)
+    assert manifest is not None
+    assert manifest.row_count == 300
+    assert read_partition(part).num_rows == 300
+    assert sorted(p.name for p in part.iterdir()) == sorted([MANIFEST_NAME, manifest.files[0].name])

@@ -15,9 +15,11 @@ Rules a reader relies on:
 * Data is first written under ``_staging/<partition>.<token>/`` (a temporary name). Publishing
   then happens in one step: on a local filesystem the staged directory, manifest included, is
   renamed onto the partition path (``rename(2)`` is atomic); the previous partition is first
-  renamed to ``_trash`` and removed afterwards. On object stores, which have no directory
-  rename, the order is: remove the old manifest (the partition stops looking complete), remove
-  the old files, move the new files in, and write the manifest **last** (a single PUT, atomic).
+  renamed to ``_trash`` and removed afterwards; concurrent publishes of one partition take
+  turns on a lock file (``.<partition>.lock``, hidden from query engines). On object stores,
+  which have no directory rename, the order is: remove the old manifest (the partition stops
+  looking complete), remove the old files, move the new files in, and write the manifest
+  **last** (a single PUT, atomic).
   Either way a crash at any point leaves either the previous complete partition, or a partition
   without a manifest, never a half partition that looks complete.
 * A rerun replaces the partition exactly: the previous files are removed, never appended to.
@@ -36,6 +38,7 @@ table, so ~150 MB at 1,000,000 conversions); everything else is bounded by the r
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gzip
 import hashlib
 import logging
@@ -560,9 +563,20 @@ class PartitionWriter:
         # manifest together.
         _write_bytes(self.staging / MANIFEST_NAME, manifest.to_json())
         target = self.partition.path
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        # Two runs publishing one partition at once (a manual run during the scheduled one)
+        # take turns: the move-aside-and-rename sequence is atomic only for one writer.
+        lock_path = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.lock")
+        with open(lock_path, "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                self._swap_in_local(target)
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def _swap_in_local(self, target: str) -> None:
         staged = self.staging.path
         trash = self._trash.path
-        os.makedirs(os.path.dirname(target), exist_ok=True)
         moved_old = False
         if os.path.exists(target):
             os.makedirs(os.path.dirname(trash), exist_ok=True)
