@@ -80,7 +80,9 @@ class _Doc:
         line = self.lines.get(probe)
         field = ""
         for part in loc:
-            field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else part)
+            # Keys may be anything YAML allows (null, numbers): shown as text.
+            name = str(part)
+            field += f"[{name}]" if isinstance(part, int) else (f".{name}" if field else name)
         at = f"{self.path}:{line}" if line else str(self.path)
         return f"{at}: {field}" if field else at
 
@@ -114,7 +116,13 @@ def _read_yaml(name: str) -> _Doc:
             f"{path}:{line}: {loc[-1]} appears twice (first at line {first}); YAML would "
             "silently keep the last"
         )
-    data = yaml.safe_load(text)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:  # e.g. a tag no safe constructor knows (``!!python/...``)
+        mark = getattr(err, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigValidationError(f"{path}{line}: invalid YAML: {problem}") from None
     return _Doc(path, data if data is not None else {}, lines)
 
 

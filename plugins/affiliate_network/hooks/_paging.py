@@ -81,6 +81,8 @@ class Page(NamedTuple):
     rows: int
 
 
+#: Most pages one pull may span (2 billion rows at 2,000 per page): a larger answer is junk.
+MAX_PAGES = 1_000_000
 #: ``fetch(page, page_size) -> RawPage``; raises an ``AffiliateNetworkError`` on failure.
 PageFetcher = Callable[[int, int], RawPage]
 
@@ -167,7 +169,27 @@ class PagedIterator(Iterator[dict[str, Any]]):
             raise AffiliateNetworkError(
                 f"{self._label}: page {page} has no '{self._key}' list or no paging envelope"
             )
+        for i, record in enumerate(records):
+            if type(record) is not dict:
+                raise AffiliateNetworkError(
+                    f"{self._label}: page {page}, {self._key}[{i}] is a "
+                    f"{type(record).__name__}, not an object"
+                )
         return records, paging
+
+    def _paging_int(
+        self, paging: dict[str, Any], name: str, page: int, *, minimum: int
+    ) -> int | None:
+        """``paging.<name>`` as a whole number ``>= minimum`` (absent: ``None``)."""
+        value = paging.get(name)
+        if value is None:
+            return None
+        if type(value) is not int or value < minimum:
+            raise AffiliateNetworkError(
+                f"{self._label}: page {page} has paging.{name} = {str(value)[:40]!r}, not a "
+                f"whole number >= {minimum}"
+            )
+        return value
 
     def _parse_envelope(self, raw: RawPage, page: int) -> tuple[list[Page], dict[str, Any]]:
         """Check the envelope of an unparsed page: simdjson's index, no Python objects."""
@@ -238,15 +260,22 @@ class PagedIterator(Iterator[dict[str, Any]]):
             raw = self._fetch(1, self._page_size)
             stats.retries += raw.retries
             records, paging = self._parse(raw, 1)
+            previous = (len(raw.content), hash(raw.content))
             del raw
-            total = int(paging.get("total_count") or 0)
+            total = self._paging_int(paging, "total_count", 1, minimum=0) or 0
             stats.total_count = total
             # Some endpoints enforce a smaller maximum than asked for: page by what was served.
-            page_size = int(paging.get("page_size") or self._page_size)
+            page_size = self._paging_int(paging, "page_size", 1, minimum=1) or self._page_size
             served = self._count(records)
             if 0 < served < page_size < total:
                 page_size = served
-            last_page = max(1, math.ceil(total / page_size)) if page_size else 1
+            last_page = max(1, math.ceil(total / page_size))
+            if last_page > MAX_PAGES:
+                raise AffiliateNetworkError(
+                    f"{self._label}: paging says total_count {total} at page_size {page_size}, "
+                    f"{last_page} pages; more than {MAX_PAGES:,} pages is not a plausible "
+                    "answer, so nothing more is requested"
+                )
             stats.pages = 1
             stats.rows += self._count(records)
             stats.elapsed_s = self._clock() - started
@@ -274,7 +303,22 @@ class PagedIterator(Iterator[dict[str, Any]]):
                     next_page += 1
                 stats.retries += raw.retries
                 records, paging = self._parse(raw, page)
+                digest = (len(raw.content), hash(raw.content))
                 del raw
+                if digest == previous:
+                    # Two pages byte for byte alike: the server ignores ``page`` (or a proxy
+                    # cached page 1). Going on would land the same rows again and again.
+                    raise AffiliateNetworkError(
+                        f"{self._label}: page {page} is identical to page {page - 1}; the "
+                        "server ignores the page parameter, so the pull stops here"
+                    )
+                previous = digest
+                if self._count(records) == 0 and page < last_page:
+                    raise AffiliateNetworkError(
+                        f"{self._label}: page {page} of {last_page} came back empty although "
+                        f"total_count said {total}: the result set moved or the answer is "
+                        "inconsistent; the pull stops (rerun it)"
+                    )
                 if paging.get("total_count") != total:
                     self._log.warning(
                         "%s: total_count changed from %s to %s at page %d; the result set "

@@ -13,6 +13,30 @@ if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 
 
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def as_bool(value: Any, name: str) -> bool:
+    """A flag from a bool, or from a rendered template or form string (``"True"``, ``"off"``).
+
+    :raises ConfigValidationError: anything else (a number, a list, ``"maybe"``), naming ``name``.
+    """
+    from affiliate_network.exceptions import ConfigValidationError
+
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    raise ConfigValidationError(
+        f"{name} must be true or false, got a {type(value).__name__} ({str(value)[:40]!r})"
+    )
+
+
 class AffiliateNetworkBaseOperator(BaseOperator):
     """Adapter base: subclasses implement :meth:`execute_job` and use :attr:`hook`.
 

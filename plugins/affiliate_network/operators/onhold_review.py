@@ -34,7 +34,7 @@ from affiliate_network.exceptions import (
     ConfigValidationError,
     GuardrailError,
 )
-from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 from affiliate_network.paths import include_dir, resolve_data_base
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_since, on_hold_status
 
@@ -66,17 +66,6 @@ _AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")
 #: Fields and relationship members kept from each pulled conversion besides what rules read.
 _KEEP_FIELDS = ("conversion_id", "transaction_id", *_AUDIT_FIELDS)
 _KEEP_MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
-
-
-def _as_bool(value: Any, name: str) -> bool:
-    """Template-rendered booleans arrive as strings unless the DAG renders native objects."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off", ""):
-        return False
-    raise ConfigValidationError(f"{name} must be a boolean, got {value!r}")
 
 
 def check_reject_status(status: str) -> None:
@@ -636,7 +625,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         from affiliate_network.review.human_decisions import state_dir
         from affiliate_network.review.lease import WriteLease, lease_path
 
-        dry_run = _as_bool(self.dry_run, "dry_run")
+        dry_run = as_bool(self.dry_run, "dry_run")
         check_reject_status(self.reject_status)
         rules_path = self._rules_path()
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled

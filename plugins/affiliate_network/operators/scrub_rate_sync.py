@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from affiliate_network.exceptions import ConfigValidationError, PortalMismatchError
-from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 from affiliate_network.sync.models import SECTIONS
 
 if TYPE_CHECKING:
@@ -27,21 +27,6 @@ if TYPE_CHECKING:
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.sync.ledger import Ledger
-
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off", ""}
-
-
-def _as_bool(value: Any, name: str) -> bool:
-    """A bool from a bool or a rendered template string ("True", "false"...)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigValidationError(f"{name} must be true or false, got {value!r}")
 
 
 def resolve_state_file(state_file: str) -> Path:
@@ -122,8 +107,11 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         if isinstance(value, str):
             # A comma-separated string from a form field or a non-native template.
             return [part.strip() for part in value.split(",") if part.strip()]
-        if not all(isinstance(v, str) for v in value):
-            raise ConfigValidationError(f"{name} must be a list of keys, got {value!r}")
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise ConfigValidationError(
+                f"{name} must be a list of keys (or a comma-separated string), got a "
+                f"{type(value).__name__}"
+            )
         return list(value)
 
     @staticmethod
@@ -135,15 +123,16 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
 
             try:
                 value = json.loads(value)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # deep nesting ends in RecursionError
                 raise ConfigValidationError(
-                    f"resolve_unknown must be a JSON object {{key: id | 'absent'}}: {exc}"
-                ) from exc
+                    "resolve_unknown must be a JSON object {key: id | 'absent'}: "
+                    f"{type(exc).__name__}: {str(exc)[:80]}"
+                ) from None
         if not isinstance(value, Mapping):
             raise ConfigValidationError("resolve_unknown must be a mapping {key: id | 'absent'}")
         out: dict[str, int | str] = {}
         for key, decision in value.items():
-            if isinstance(decision, str) and decision.isdigit():
+            if isinstance(decision, str) and decision.isascii() and decision.isdigit():
                 decision = int(decision)
             valid_id = isinstance(decision, int) and not isinstance(decision, bool) and decision > 0
             if not valid_id and decision != "absent":
@@ -172,7 +161,7 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         from affiliate_network.sync.loader import load_desired_state
         from affiliate_network.sync.plan import build_plan
 
-        dry_run = _as_bool(self.dry_run, "dry_run")
+        dry_run = as_bool(self.dry_run, "dry_run")
         state_path = resolve_state_file(self.state_file)
         state = load_desired_state(state_path, display_name=self.state_file)
         hook = self.hook

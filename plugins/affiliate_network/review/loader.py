@@ -244,7 +244,13 @@ def loads_rules(text: str, source: str = "<string>") -> RulesFile:
         _raise(
             source, [RuleError(source, 1, None, "", "the file is empty; expected a 'rules:' list")]
         )
-    data = yaml.safe_load(text)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:  # a tag no safe constructor knows (``!!python/...``)
+        mark = getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(err, "problem", None) or type(err).__name__
+        _raise(source, [RuleError(source, line, None, "", f"not valid YAML: {problem}")])
     lines: dict[Loc, int] = {}
     duplicates: list[tuple[Loc, int, int]] = []
     _index_lines(node, (), lines, duplicates)

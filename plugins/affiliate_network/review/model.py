@@ -358,9 +358,11 @@ def _check_value(test: Test, ftype: str, lists: dict[str, list]) -> tuple[str, s
     if op in ("in", "not_in"):
         if isinstance(value, str) and value.startswith("$"):
             if value[1:] not in lists:
-                known = ", ".join(sorted(lists)) or "none defined"
+                known = ", ".join(sorted(map(str, lists))) or "none defined"
                 return "value", f"unknown list {value!r} (lists: {known})"
             items = lists[value[1:]]
+            if not isinstance(items, list):
+                return "value", f"list {value!r} is not a list of values"
         elif isinstance(value, list) and value:
             items = value
         else:
