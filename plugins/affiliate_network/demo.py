@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -175,6 +176,20 @@ def _standalone(airflow: list[str], port: int, root: Path) -> int:
             os.killpg(proc.pid, signal.SIGTERM)
 
 
+def _set_aside_previous_outputs(data: Path) -> None:
+    """Each demo starts a fresh sandbox (a new world on a new port): the previous demo's sync
+    ledger, on-hold state and partitions describe a network that no longer exists, and the
+    ledger would (rightly) refuse the new one. They are kept one generation, in ``data.previous``.
+    """
+    if not data.exists() or not any(data.iterdir()):
+        return
+    previous = data.with_name(f"{data.name}.previous")
+    if previous.exists():
+        shutil.rmtree(previous)
+    data.rename(previous)
+    print(f"[demo] the previous demo's outputs are now in {previous}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
@@ -206,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     print(f"[demo] project: {root}")
+    _set_aside_previous_outputs(Path(env["AFFILIATE_NETWORK_DATA_BASE"]))
     with start_sandbox(seed=DEMO_SEED) as sandbox:
         print(f"[demo] sandbox: {sandbox.base_url} (seed {DEMO_SEED}, pid {sandbox.pid})")
         os.environ.update(sandbox_connections(sandbox, root / "include"))

@@ -1,0 +1,37 @@
+"""The demo, run twice in the same checkout: the second run works too (issue 15).
+
+Each demo starts a fresh sandbox on a new port, so the first run's sync ledger describes a
+network that no longer exists; it used to stop the second run with "this ledger records what
+was applied to http://127.0.0.1:<old port>/v1".
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(900)
+def test_the_demo_runs_twice_in_one_checkout(tmp_path) -> None:
+    for name in ("dags", "include", "plugins"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "affiliate_network.demo", "--dags", "affiliate_offer_sync"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=800,
+            check=False,
+        )
+        runs.append(proc)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "previous demo's outputs are now in" in runs[1].stdout
+    assert (tmp_path / "data.previous" / "sync").is_dir()
+    assert (tmp_path / "data" / "sync").is_dir()
