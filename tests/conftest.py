@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,8 @@ _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="afn-test-airflow-"))
 
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+# 64 bytes: Airflow's generated 16-byte default draws PyJWT's InsecureKeyLengthWarning.
+os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_urlsafe(64))
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(PROJECT_ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(PROJECT_ROOT / "plugins")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME}/airflow.db"

@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -51,6 +52,10 @@ def _airflow_env(root: Path) -> dict[str, str]:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AFFILIATE_NETWORK_INCLUDE_DIR": str(root / "include"),
         "AFFILIATE_NETWORK_DATA_BASE": str(root / "data"),
+        # Airflow's generated default is 16 bytes, below what its HS512 tokens want (PyJWT's
+        # InsecureKeyLengthWarning); a fresh 64-byte secret per demo (nothing outlives it).
+        "AIRFLOW__API_AUTH__JWT_SECRET": os.environ.get("AIRFLOW__API_AUTH__JWT_SECRET")
+        or secrets.token_urlsafe(64),
     }
 
 

@@ -463,7 +463,7 @@ class AirflowCluster:
                 # unreadable to the api-server (tasks got the encrypted token as the value).
                 "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
                 # Every component signs/validates task tokens with the same secret.
-                "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+                "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),
                 "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
                 # Log servers on free ports: other Airflow instances may hold the defaults.
                 "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
