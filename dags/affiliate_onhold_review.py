@@ -15,11 +15,13 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param, TriggerRule, dag, task
 
 from affiliate_network.operators.onhold_review import (
+    OnHoldReviewApplyOperator,
+    OnHoldReviewOperator,
+)
+from affiliate_network.review.requests import (
     KEEP_PARAM,
     OPTION_KEEP,
     REVIEW_OPTIONS,
-    OnHoldReviewApplyOperator,
-    OnHoldReviewOperator,
     build_review_requests,
 )
 

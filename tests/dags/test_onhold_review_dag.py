@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from affiliate_network.operators.onhold_review import KEEP_PARAM, OPTION_KEEP, OPTION_REJECT
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, OPTION_REJECT
 
 DAG_ID = "affiliate_onhold_review"
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "affiliate_onhold_review.py"

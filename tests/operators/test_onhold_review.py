@@ -19,17 +19,18 @@ from typing import Any
 
 import pytest
 
-from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.exceptions import ConfigValidationError, GuardrailError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import (
+    OnHoldReviewApplyOperator,
+    OnHoldReviewOperator,
+)
+from affiliate_network.review.audit import read_jsonl
+from affiliate_network.review.requests import (
     KEEP_PARAM,
     OPTION_KEEP,
     OPTION_REJECT,
-    GuardrailError,
-    OnHoldReviewApplyOperator,
-    OnHoldReviewOperator,
     build_review_requests,
-    read_jsonl,
 )
 from tests.operators.onhold_support import (
     after_the_data,

@@ -9,20 +9,18 @@ from typing import Any
 
 import pytest
 
-from affiliate_network.exceptions import LeaseBusyError
+from affiliate_network.exceptions import GuardrailError, LeaseBusyError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from affiliate_network.operators.onhold_review import (
-    ON_HOLD,
+from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
+from affiliate_network.review.apply import ON_HOLD, OnHoldWriter
+from affiliate_network.review.audit import read_jsonl
+from affiliate_network.review.lease import WriteLease, lease_path
+from affiliate_network.review.requests import (
     OPTION_APPROVE,
     OPTION_KEEP,
     UNANSWERED,
-    GuardrailError,
-    OnHoldReviewApplyOperator,
-    OnHoldWriter,
     build_review_requests,
-    read_jsonl,
 )
-from affiliate_network.review.lease import WriteLease, lease_path
 from tests.operators.onhold_support import context, patches, review_op, states
 
 
@@ -137,7 +135,7 @@ def test_a_failed_patch_that_landed_is_recorded_as_applied(
         chunk_size=10,
         log=__import__("logging").getLogger("test"),
     )
-    from affiliate_network.operators.onhold_review import ApplyOutcome
+    from affiliate_network.review.apply import ApplyOutcome
 
     outcome = ApplyOutcome()
     with pytest.raises(Exception):  # noqa: B017, PT011 - any transport error from the hook

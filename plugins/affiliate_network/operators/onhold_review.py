@@ -1,4 +1,5 @@
-"""On-hold review: decide held conversions with rules, apply safely, ask a human about the rest.
+"""On-hold review operators: thin adapters over the job library in :mod:`affiliate_network.review`
+(rules engine, window, apply with re-check and read-back, audit, review requests).
 
 Three pieces, used by the ``affiliate_onhold_review`` DAG:
 
@@ -16,14 +17,10 @@ Three pieces, used by the ``affiliate_onhold_review`` DAG:
 from __future__ import annotations
 
 import datetime as dt
-import heapq
-import json
 import re
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +33,27 @@ from affiliate_network.exceptions import (
 )
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 from affiliate_network.paths import include_dir, resolve_data_base
+from affiliate_network.review.apply import (
+    APPROVED,
+    DEFAULT_REJECT_STATUS,
+    ON_HOLD,
+    ApplyOutcome,
+    OnHoldWriter,
+    check_reject_status,
+    outcome_reasons,
+)
+from affiliate_network.review.audit import audit_dir, read_jsonl, write_jsonl_atomic
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_since, on_hold_status
+from affiliate_network.review.requests import (
+    KEEP_PARAM,
+    OPTION_APPROVE,
+    OPTION_KEEP,
+    REVIEW_OPTIONS,
+    UNANSWERED,
+    build_review_requests,
+    rule_of_subject,
+)
+from affiliate_network.review.window import ReviewWindow, review_window
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -44,335 +61,11 @@ if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.review.engine import Evaluation, RuleSet
 
-#: PATCH status per rule action (the rejection value is configurable: the spec does not show it).
-APPROVED = "approved"
-DEFAULT_REJECT_STATUS = "rejected"
-ON_HOLD = "on_hold"
-
-#: Options a reviewer picks from, per rule, in the Airflow UI ("Required actions").
-OPTION_APPROVE = "Approve all"
-OPTION_REJECT = "Reject all"
-OPTION_KEEP = "Keep on hold"
-REVIEW_OPTIONS = [OPTION_APPROVE, OPTION_REJECT, OPTION_KEEP]
-#: Audit value for an answer that is not one of the options (or no person answered).
-UNANSWERED = "no valid answer"
-#: HITL form field: conversion ids (comma/space separated) to leave on hold whatever the choice.
-KEEP_PARAM = "keep_on_hold"
-#: Conversions listed in one request body (the choice applies to all of the rule's conversions).
-BODY_ROWS = 50
-
 #: Fields copied from a conversion into the audit so a reviewer sees what was decided.
 _AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")
 #: Fields and relationship members kept from each pulled conversion besides what rules read.
 _KEEP_FIELDS = ("conversion_id", "transaction_id", *_AUDIT_FIELDS)
 _KEEP_MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
-
-
-def check_reject_status(status: str) -> None:
-    """Fail before anything is pulled or approved, not halfway through the writes."""
-    from affiliate_network.hooks.affiliate_network import ON_HOLD_STATUS_FORM
-
-    if not isinstance(status, str) or not ON_HOLD_STATUS_FORM.match(status):
-        raise ConfigValidationError(
-            f"reject_status {status!r} is not a status word (lowercase letters and '_', "
-            f"e.g. 'rejected')"
-        )
-
-
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "run"
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
-
-
-# ---------------------------------------------------------------------------------------------
-# Audit file: JSON Lines, written atomically (temp name, then rename)
-# ---------------------------------------------------------------------------------------------
-
-
-def audit_dir(base: str, dag_id: str, run_id: str) -> ObjectStoragePath:
-    """``<base>/onhold_review/<dag_id>/<run_id>/`` (the run id made path-safe)."""
-    return ObjectStoragePath(base) / "onhold_review" / _safe_name(dag_id) / _safe_name(run_id)
-
-
-def write_jsonl_atomic(path: ObjectStoragePath, rows: Iterable[dict[str, Any]]) -> int:
-    """Write rows as JSON Lines to a temporary sibling, then rename it onto ``path``.
-
-    A reader never sees a half-written file: either the previous version or the new one.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    count = 0
-    with tmp.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, sort_keys=True, default=str) + "\n")
-            count += 1
-    tmp.rename(path)
-    return count
-
-
-def read_jsonl(path: str | ObjectStoragePath) -> list[dict[str, Any]]:
-    """Rows of a JSON Lines audit file."""
-    target = path if isinstance(path, ObjectStoragePath) else ObjectStoragePath(path)
-    with target.open("r", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-# ---------------------------------------------------------------------------------------------
-# Writing on-hold statuses: re-check, chunk, PATCH, read back
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ApplyOutcome:
-    """What happened to each on-hold id handed to :class:`OnHoldWriter`.
-
-    The read-back decides: an id is ``applied`` only when reading it back shows the status
-    sent, whatever the PATCH call returned (it may time out after landing, or report success
-    before the change is visible).
-
-    :param applied: on-hold id -> status, confirmed by the read-back.
-    :param skipped: on-hold id -> why it was not sent (e.g. ``no longer on hold: approved``).
-    :param mismatches: on-hold id -> state read back after the PATCH when it is not the status
-        sent (the API applies status changes asynchronously: the next run re-checks).
-    :param unknown: on-hold id -> why the outcome is unknown (the PATCH failed and the read-back
-        failed too).
-    :param chunks: PATCH requests sent.
-    """
-
-    applied: dict[str, str] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    mismatches: dict[str, str | None] = field(default_factory=dict)
-    unknown: dict[str, str] = field(default_factory=dict)
-    chunks: int = 0
-
-
-class OnHoldWriter:
-    """Applies statuses to on-hold ids, never sending an id that is no longer on hold.
-
-    :param hook: the network hook.
-    :param from_date: first day of the window the conversions were pulled from.
-    :param to_date: last day of that window (searches by on-hold id use it too).
-    :param timezone_id: the API's timezone id of those days.
-    :param chunk_size: on-hold ids per PATCH.
-    :param log: logger of the calling operator.
-    :param on_chunk: called after every chunk (the caller renews its write lease there).
-    """
-
-    def __init__(
-        self,
-        hook: AffiliateNetworkHook,
-        *,
-        from_date: str,
-        to_date: str,
-        timezone_id: int,
-        chunk_size: int,
-        log: Any,
-        on_chunk: Callable[[], None] | None = None,
-    ) -> None:
-        self.hook = hook
-        self.from_date = from_date
-        self.to_date = to_date
-        self.timezone_id = timezone_id
-        self.chunk_size = chunk_size
-        self.log = log
-        self.on_chunk = on_chunk
-
-    def current_states(self, on_hold_ids: Sequence[str]) -> dict[str, str | None]:
-        """Current on-hold state of each id (``None`` when the search does not return it)."""
-        states: dict[str, str | None] = dict.fromkeys(on_hold_ids)
-        for chunk in _chunks(list(on_hold_ids), self.chunk_size):
-            terms = [{"search_type": "on_hold_conversion_id", "value": i} for i in chunk]
-            for record in self.hook.iter_conversions(
-                from_date=self.from_date,
-                to_date=self.to_date,
-                timezone_id=self.timezone_id,
-                search_terms=terms,
-                page_size=max(len(chunk), 1),
-            ):
-                oh_id = on_hold_conversion_id(record)
-                if oh_id in states:
-                    states[oh_id] = on_hold_status(record)
-        return states
-
-    def _read_back(
-        self, ids: list[str], status: str, outcome: ApplyOutcome, *, failed: bool = False
-    ) -> None:
-        after = self.current_states(ids)
-        for i in ids:
-            if after.get(i) == status:
-                outcome.applied[i] = status
-            elif not failed:  # after a failed PATCH, "not there" is simply not applied
-                outcome.mismatches[i] = after.get(i)
-
-    def apply(
-        self, on_hold_ids: Sequence[str], status: str, outcome: ApplyOutcome | None = None
-    ) -> ApplyOutcome:
-        """Send ``status`` for every id still on hold, chunk by chunk, then read back.
-
-        :param outcome: filled as chunks go (so a caller still has it when a chunk fails).
-        """
-        outcome = outcome if outcome is not None else ApplyOutcome()
-        for chunk in _chunks(list(dict.fromkeys(on_hold_ids)), self.chunk_size):
-            # Right before the write: a rerun, a person or the network may have decided some.
-            states = self.current_states(chunk)
-            still = [i for i in chunk if states.get(i) == ON_HOLD]
-            for i in chunk:
-                if states.get(i) != ON_HOLD:
-                    outcome.skipped[i] = f"no longer on hold: {states.get(i) or 'not found'}"
-            if not still:
-                continue
-            try:
-                result = self.hook.set_on_hold_status(still, status)
-            except Exception as err:
-                # The PATCH may have landed (a timeout after sending): the read-back says.
-                try:
-                    self._read_back(still, status, outcome, failed=True)
-                except Exception as again:
-                    for i in still:
-                        outcome.unknown[i] = (
-                            f"PATCH {status} failed ({type(err).__name__}) and the read-back "
-                            f"failed too ({type(again).__name__}): the next run re-checks"
-                        )
-                raise
-            outcome.chunks += 1
-            self.log.info(
-                "PATCH on-hold %s: %d ids (chunk %d), result=%s",
-                status,
-                len(still),
-                outcome.chunks,
-                result,
-            )
-            # Read back: the PATCH may report success before the change is visible.
-            self._read_back(still, status, outcome)
-            if self.on_chunk is not None:
-                self.on_chunk()
-        if outcome.mismatches:
-            self.log.warning(
-                "%d on-hold ids still show another state after PATCH %s (asynchronous or ignored "
-                "write); the next run re-checks them: %s",
-                len(outcome.mismatches),
-                status,
-                ", ".join(sorted(outcome.mismatches)[:20]),
-            )
-        return outcome
-
-
-def _outcome_reasons(outcomes: dict[str, ApplyOutcome], into: dict[str, tuple[bool, str]]) -> None:
-    """On-hold id -> (applied, why) for the audit: what the read-back shows landed is applied."""
-    for status, outcome in outcomes.items():
-        for i in outcome.applied:
-            into[i] = (True, f"{status}; confirmed by read-back")
-        for i, seen in outcome.mismatches.items():
-            into[i] = (
-                False,
-                f"sent {status}; read back shows {seen or 'not found'} (not visible yet: the API "
-                "applies status changes asynchronously; the next run re-checks)",
-            )
-        for i, why in outcome.unknown.items():
-            into[i] = (False, f"outcome unknown: {why}")
-        for i, why in outcome.skipped.items():
-            into[i] = (False, why)
-
-
-# ---------------------------------------------------------------------------------------------
-# The review window
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReviewWindow:
-    """Where a review looks, in the network's timezone.
-
-    :param timezone_id: the API's id of the network's reporting timezone.
-    :param timezone: its IANA name.
-    :param as_of: the review's "now" (``YYYY-MM-DD hh:mm:ss`` local): nothing later is seen.
-    :param as_of_ts: the same, in unix seconds.
-    :param decide_from: first local day whose conversions are decided.
-    :param decide_from_ts: its local midnight, in unix seconds.
-    :param decide_to_ts: the local midnight after ``to_date`` (conversions before it are decided).
-    :param to_date: the local day of ``as_of`` (last day decided).
-    :param pull_from: first local day pulled: ``decide_from`` minus the aggregates' look-back.
-    :param pull_to: end of the pull, ``as_of`` (the documented ``YYYY-MM-DD hh:mm:ss`` form).
-    """
-
-    timezone_id: int
-    timezone: str
-    as_of: str
-    as_of_ts: float
-    decide_from: str
-    decide_from_ts: float
-    decide_to_ts: float
-    to_date: str
-    pull_from: str
-    pull_to: str
-
-
-def review_window(
-    *,
-    timezone_id: int | str | None,
-    lookback_days: int,
-    to_date: str | None,
-    as_of: str | None,
-    horizon_hours: float,
-) -> ReviewWindow:
-    """The window of a review as of ``as_of`` (default: now), in the network's timezone.
-
-    ``timezone_id`` None takes the network's reporting timezone from ``include/network.yaml``
-    (there is no default of the review's own).
-    """
-    import math
-    import zoneinfo
-
-    import pendulum
-
-    from affiliate_network.settings import resolve_timezone
-
-    tz_id, tz_name = resolve_timezone(timezone_id, None)
-    tz = zoneinfo.ZoneInfo(tz_name)
-    now = dt.datetime.now(dt.UTC)
-    if as_of:
-        try:
-            moment = pendulum.parse(str(as_of), tz="UTC")
-        except Exception as err:  # pendulum raises several parser errors
-            raise ConfigValidationError(f"as_of {as_of!r} is not an ISO date-time") from err
-        moment_utc = dt.datetime.fromtimestamp(moment.timestamp(), dt.UTC)  # type: ignore[union-attr]
-    else:
-        moment_utc = now
-    day: dt.date | None = None
-    if to_date:
-        try:
-            day = dt.date.fromisoformat(str(to_date).strip()[:10])
-        except ValueError as err:
-            raise ConfigValidationError(f"to_date {to_date!r} is not a YYYY-MM-DD date") from err
-        end_of_day = dt.datetime(day.year, day.month, day.day, 23, 59, 59, tzinfo=tz)
-        if not as_of:
-            moment_utc = min(now, end_of_day.astimezone(dt.UTC))
-    local = moment_utc.astimezone(tz)
-    last = day if day is not None else local.date()
-    first = last - dt.timedelta(days=lookback_days - 1)
-    horizon = dt.timedelta(hours=horizon_hours)
-    back = dt.timedelta(days=math.ceil(horizon_hours / 24))
-    start = dt.datetime(first.year, first.month, first.day, tzinfo=tz)
-    after_last = last + dt.timedelta(days=1)
-    end = dt.datetime(after_last.year, after_last.month, after_last.day, tzinfo=tz)
-    # Windowed aggregates look both ways: pull the horizon after the last day too (up to as_of).
-    pull_end = min(moment_utc, (end + horizon - dt.timedelta(seconds=1)).astimezone(dt.UTC))
-    return ReviewWindow(
-        timezone_id=tz_id,
-        timezone=tz_name,
-        as_of=local.strftime("%Y-%m-%d %H:%M:%S"),
-        as_of_ts=moment_utc.timestamp(),
-        decide_from=first.isoformat(),
-        decide_from_ts=start.timestamp(),
-        decide_to_ts=end.timestamp(),
-        to_date=last.isoformat(),
-        pull_from=(first - back).isoformat(),
-        pull_to=pull_end.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S"),
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -725,7 +418,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
                 except Exception as err:
                     # Record what the read-back shows landed: a retry sends only what is on
                     # hold.
-                    _outcome_reasons(outcomes, outcome_by_id)
+                    outcome_reasons(outcomes, outcome_by_id)
                     self._finish_rows(
                         rows, outcome_by_id, f"not applied: failed ({type(err).__name__})"
                     )
@@ -733,7 +426,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
                     raise
             finally:
                 lease.release()
-            _outcome_reasons(outcomes, outcome_by_id)
+            outcome_reasons(outcomes, outcome_by_id)
             for status, outcome in outcomes.items():
                 summary_applied[status] = len(outcome.applied)
                 mismatches += len(outcome.mismatches)
@@ -819,57 +512,6 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
 # ---------------------------------------------------------------------------------------------
 
 
-def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS) -> list[dict]:
-    """One human-in-the-loop request per rule with ``review`` decisions in the run's audit.
-
-    :param summary: the :class:`OnHoldReviewOperator` return value (counts + ``audit_path``).
-    :param max_rows: conversions listed in each body (the choice covers all of the rule's).
-    :return: ``[{"subject": ..., "body": ...}]`` ready for ``HITLOperator.partial().expand_kwargs``;
-        empty when nothing waits for review or on a dry run.
-    """
-    if not summary or summary.get("dry_run") or not summary.get("review_pending"):
-        return []
-    rows = [r for r in read_jsonl(summary["audit_path"]) if r["action"] == "review"]
-    by_rule: dict[str, list[dict]] = {}
-    for row in rows:
-        by_rule.setdefault(row["rule_id"], []).append(row)
-    requests = []
-    for rule_id, items in by_rule.items():
-        description = items[0].get("rule_description") or ""
-        payout = sum(float(r.get("payout") or 0) for r in items)
-        lines = [
-            f"**Rule `{rule_id}`** flagged **{len(items)}** on-hold conversions "
-            f"(payout {payout:.2f}). {description}".strip(),
-            "",
-            f"Your choice applies to all {len(items)}. To leave some on hold, list their "
-            f"conversion ids in `{KEEP_PARAM}`.",
-            "",
-            "| conversion | affiliate | offer | payout | sale | matched |",
-            "|---|---|---|---|---|---|",
-        ]
-        shown = heapq.nlargest(max_rows, items, key=lambda r: float(r.get("payout") or 0))
-        for r in shown:
-            matched = ", ".join(f"{k}={v}" for k, v in (r.get("matched") or {}).items())
-            lines.append(
-                f"| `{r['conversion_id']}` | {r.get('affiliate_id')} | {r.get('offer_id')} | "
-                f"{r.get('payout')} | {r.get('sale_amount')} | {matched} |"
-            )
-        if len(items) > max_rows:
-            lines.append(f"\n… and {len(items) - max_rows} more (highest payout shown first).")
-        lines.append(f"\nAudit file: `{summary['audit_path']}`")
-        requests.append(
-            {
-                "subject": f"On-hold review: {len(items)} conversions flagged by rule {rule_id}",
-                "body": "\n".join(lines),
-            }
-        )
-    return requests
-
-
-def _rule_of_subject(subject: str) -> str:
-    return subject.rsplit(" rule ", 1)[-1].strip()
-
-
 class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
     """Apply the reviewers' choices: approve, reject or keep on hold, per rule.
 
@@ -928,7 +570,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
         plan: dict[str, list[str]] = {APPROVED: [], self.reject_status: []}
         decided: dict[str, tuple[str, str]] = {}
         for request, response in zip(requests, responses, strict=True):
-            rule_id = _rule_of_subject(request["subject"])
+            rule_id = rule_of_subject(request["subject"])
             response = response if isinstance(response, dict) else {}
             chosen = response.get("chosen_options") or []
             params = response.get("params_input") or {}
@@ -1011,7 +653,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
                     per_status[status] = writer.apply(ids, status)
                     applied[status] = len(per_status[status].applied)
                     mismatches += len(per_status[status].mismatches)
-            _outcome_reasons(per_status, outcomes)
+            outcome_reasons(per_status, outcomes)
             now = time.time()
             human_rows = []
             for row in rows:

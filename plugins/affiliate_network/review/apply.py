@@ -1,0 +1,189 @@
+"""Writing on-hold statuses safely: re-check right before each chunk, PATCH, read back.
+
+Runs without Airflow's task context: give it a hook (or anything with the same methods).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+
+if TYPE_CHECKING:
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+#: PATCH status per rule action (the rejection value is configurable: the spec does not show it).
+APPROVED = "approved"
+DEFAULT_REJECT_STATUS = "rejected"
+ON_HOLD = "on_hold"
+
+
+def check_reject_status(status: str) -> None:
+    """Fail before anything is pulled or approved, not halfway through the writes."""
+    from affiliate_network.hooks.affiliate_network import ON_HOLD_STATUS_FORM
+
+    if not isinstance(status, str) or not ON_HOLD_STATUS_FORM.match(status):
+        raise ConfigValidationError(
+            f"reject_status {status!r} is not a status word (lowercase letters and '_', "
+            f"e.g. 'rejected')"
+        )
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+@dataclass
+class ApplyOutcome:
+    """What happened to each on-hold id handed to :class:`OnHoldWriter`.
+
+    The read-back decides: an id is ``applied`` only when reading it back shows the status
+    sent, whatever the PATCH call returned (it may time out after landing, or report success
+    before the change is visible).
+
+    :param applied: on-hold id -> status, confirmed by the read-back.
+    :param skipped: on-hold id -> why it was not sent (e.g. ``no longer on hold: approved``).
+    :param mismatches: on-hold id -> state read back after the PATCH when it is not the status
+        sent (the API applies status changes asynchronously: the next run re-checks).
+    :param unknown: on-hold id -> why the outcome is unknown (the PATCH failed and the read-back
+        failed too).
+    :param chunks: PATCH requests sent.
+    """
+
+    applied: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    mismatches: dict[str, str | None] = field(default_factory=dict)
+    unknown: dict[str, str] = field(default_factory=dict)
+    chunks: int = 0
+
+
+class OnHoldWriter:
+    """Applies statuses to on-hold ids, never sending an id that is no longer on hold.
+
+    :param hook: the network hook.
+    :param from_date: first day of the window the conversions were pulled from.
+    :param to_date: last day of that window (searches by on-hold id use it too).
+    :param timezone_id: the API's timezone id of those days.
+    :param chunk_size: on-hold ids per PATCH.
+    :param log: logger of the calling operator.
+    :param on_chunk: called after every chunk (the caller renews its write lease there).
+    """
+
+    def __init__(
+        self,
+        hook: AffiliateNetworkHook,
+        *,
+        from_date: str,
+        to_date: str,
+        timezone_id: int,
+        chunk_size: int,
+        log: Any,
+        on_chunk: Callable[[], None] | None = None,
+    ) -> None:
+        self.hook = hook
+        self.from_date = from_date
+        self.to_date = to_date
+        self.timezone_id = timezone_id
+        self.chunk_size = chunk_size
+        self.log = log
+        self.on_chunk = on_chunk
+
+    def current_states(self, on_hold_ids: Sequence[str]) -> dict[str, str | None]:
+        """Current on-hold state of each id (``None`` when the search does not return it)."""
+        states: dict[str, str | None] = dict.fromkeys(on_hold_ids)
+        for chunk in _chunks(list(on_hold_ids), self.chunk_size):
+            terms = [{"search_type": "on_hold_conversion_id", "value": i} for i in chunk]
+            for record in self.hook.iter_conversions(
+                from_date=self.from_date,
+                to_date=self.to_date,
+                timezone_id=self.timezone_id,
+                search_terms=terms,
+                page_size=max(len(chunk), 1),
+            ):
+                oh_id = on_hold_conversion_id(record)
+                if oh_id in states:
+                    states[oh_id] = on_hold_status(record)
+        return states
+
+    def _read_back(
+        self, ids: list[str], status: str, outcome: ApplyOutcome, *, failed: bool = False
+    ) -> None:
+        after = self.current_states(ids)
+        for i in ids:
+            if after.get(i) == status:
+                outcome.applied[i] = status
+            elif not failed:  # after a failed PATCH, "not there" is simply not applied
+                outcome.mismatches[i] = after.get(i)
+
+    def apply(
+        self, on_hold_ids: Sequence[str], status: str, outcome: ApplyOutcome | None = None
+    ) -> ApplyOutcome:
+        """Send ``status`` for every id still on hold, chunk by chunk, then read back.
+
+        :param outcome: filled as chunks go (so a caller still has it when a chunk fails).
+        """
+        outcome = outcome if outcome is not None else ApplyOutcome()
+        for chunk in _chunks(list(dict.fromkeys(on_hold_ids)), self.chunk_size):
+            # Right before the write: a rerun, a person or the network may have decided some.
+            states = self.current_states(chunk)
+            still = [i for i in chunk if states.get(i) == ON_HOLD]
+            for i in chunk:
+                if states.get(i) != ON_HOLD:
+                    outcome.skipped[i] = f"no longer on hold: {states.get(i) or 'not found'}"
+            if not still:
+                continue
+            try:
+                result = self.hook.set_on_hold_status(still, status)
+            except Exception as err:
+                # The PATCH may have landed (a timeout after sending): the read-back says.
+                try:
+                    self._read_back(still, status, outcome, failed=True)
+                except Exception as again:
+                    for i in still:
+                        outcome.unknown[i] = (
+                            f"PATCH {status} failed ({type(err).__name__}) and the read-back "
+                            f"failed too ({type(again).__name__}): the next run re-checks"
+                        )
+                raise
+            outcome.chunks += 1
+            self.log.info(
+                "PATCH on-hold %s: %d ids (chunk %d), result=%s",
+                status,
+                len(still),
+                outcome.chunks,
+                result,
+            )
+            # Read back: the PATCH may report success before the change is visible.
+            self._read_back(still, status, outcome)
+            if self.on_chunk is not None:
+                self.on_chunk()
+        if outcome.mismatches:
+            self.log.warning(
+                "%d on-hold ids still show another state after PATCH %s (asynchronous or ignored "
+                "write); the next run re-checks them: %s",
+                len(outcome.mismatches),
+                status,
+                ", ".join(sorted(outcome.mismatches)[:20]),
+            )
+        return outcome
+
+
+def outcome_reasons(outcomes: dict[str, ApplyOutcome], into: dict[str, tuple[bool, str]]) -> None:
+    """On-hold id -> (applied, why) for the audit: what the read-back shows landed is applied."""
+    for status, outcome in outcomes.items():
+        for i in outcome.applied:
+            into[i] = (True, f"{status}; confirmed by read-back")
+        for i, seen in outcome.mismatches.items():
+            into[i] = (
+                False,
+                f"sent {status}; read back shows {seen or 'not found'} (not visible yet: the API "
+                "applies status changes asynchronously; the next run re-checks)",
+            )
+        for i, why in outcome.unknown.items():
+            into[i] = (False, f"outcome unknown: {why}")
+        for i, why in outcome.skipped.items():
+            into[i] = (False, why)
