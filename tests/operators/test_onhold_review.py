@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -281,6 +282,17 @@ def test_human_choices_are_applied_once(
     audit = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
     keep = audit[outliers[0]]["conversion_id"]
     assert keep in requests[0]["body"] or len(outliers) > 50
+    # What a reviewer reads: names with ids, money to the cent with its currency.
+    row = audit[outliers[0]]
+    body = requests[0]["body"]
+    assert f"{row['affiliate_name']} ({row['affiliate_id']})" in body
+    assert f"{row['offer_name']} ({row['offer_id']})" in body
+    assert f"{row['payout']:,.2f} {row['currency_id']}" in body
+    assert row["currency_id"]
+    for line in body.splitlines():
+        if line.startswith("| `"):
+            amounts = line.split(" | ")[3:5]  # payout, sale
+            assert all(re.fullmatch(r"[\d,]+\.\d\d [A-Z]{3}", a) for a in amounts), line
     # The shape HITLOperator.execute_complete returns (HITLTriggerEventSuccessPayload).
     responses = [
         {

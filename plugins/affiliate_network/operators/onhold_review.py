@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 #: Fields copied from a conversion into the audit so a reviewer sees what was decided.
 _AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")
 #: Fields and relationship members kept from each pulled conversion besides what rules read.
-_KEEP_FIELDS = ("conversion_id", "transaction_id", *_AUDIT_FIELDS)
+_KEEP_FIELDS = ("conversion_id", "transaction_id", "currency_id", *_AUDIT_FIELDS)
 _KEEP_MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
 
 

@@ -38,9 +38,11 @@ def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS)
     for rule_id, items in by_rule.items():
         description = items[0].get("rule_description") or ""
         payout = sum(float(r.get("payout") or 0) for r in items)
+        currencies = sorted({str(r["currency_id"]) for r in items if r.get("currency_id")})
+        total = f"{payout:,.2f} {'/'.join(currencies)}".strip()
         lines = [
             f"**Rule `{rule_id}`** flagged **{len(items)}** on-hold conversions "
-            f"(payout {payout:.2f}). {description}".strip(),
+            f"(payout {total}). {description}".strip(),
             "",
             f"Your choice applies to all {len(items)}. To leave some on hold, list their "
             f"conversion ids in `{KEEP_PARAM}`.",
@@ -50,10 +52,13 @@ def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS)
         ]
         shown = heapq.nlargest(max_rows, items, key=lambda r: float(r.get("payout") or 0))
         for r in shown:
-            matched = ", ".join(f"{k}={v}" for k, v in (r.get("matched") or {}).items())
+            matched = ", ".join(f"{k}={_number(v)}" for k, v in (r.get("matched") or {}).items())
+            affiliate = _named(r.get("affiliate_name"), r.get("affiliate_id"))
+            offer = _named(r.get("offer_name"), r.get("offer_id"))
             lines.append(
-                f"| `{r['conversion_id']}` | {r.get('affiliate_id')} | {r.get('offer_id')} | "
-                f"{r.get('payout')} | {r.get('sale_amount')} | {matched} |"
+                f"| `{r['conversion_id']}` | {affiliate} | {offer} | "
+                f"{_money(r.get('payout'), r.get('currency_id'))} | "
+                f"{_money(r.get('sale_amount'), r.get('currency_id'))} | {matched} |"
             )
         if len(items) > max_rows:
             lines.append(f"\n… and {len(items) - max_rows} more (highest payout shown first).")
@@ -69,3 +74,27 @@ def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS)
 
 def rule_of_subject(subject: str) -> str:
     return subject.rsplit(" rule ", 1)[-1].strip()
+
+
+def _cell(text: str) -> str:
+    """Markdown-table-safe text (a name may hold ``|`` or a line break)."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _named(name: object, ident: object) -> str:
+    """``Name (id)``; the id alone when the record carries no name."""
+    return f"{_cell(str(name))} ({ident})" if name else str(ident)
+
+
+def _money(amount: object, currency: object) -> str:
+    """Two decimals with the record's currency (raw reports are in the offer's currency)."""
+    if isinstance(amount, int | float) and not isinstance(amount, bool):
+        return f"{amount:,.2f}{f' {currency}' if currency else ''}"
+    return "" if amount is None else _cell(str(amount))
+
+
+def _number(value: object) -> str:
+    """Matched values: floats to 4 significant digits (a ratio of 70.58001095290253 is 70.58)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return _cell(str(value))
