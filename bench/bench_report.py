@@ -44,7 +44,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     # Import everything first so start-up costs are not timed (they are the same for all).
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.operators.conversion_report import ConversionReportOperator
-    from affiliate_network.storage import as_storage_path
+    from affiliate_network.reports.storage import as_storage_path
 
     as_storage_path(args.out).fs  # noqa: B018 - registers Airflow's filesystems up front
     baseline = peak_rss_mb()

@@ -1,6 +1,6 @@
 """Top-level fields of the spec's conversion record, by JSON type (spec: "Conversion record").
 
-One list for the Parquet schema (:mod:`affiliate_network.schema`) and the rules engine
+One list for the Parquet schema (:mod:`affiliate_network.reports.schema`) and the rules engine
 (:mod:`affiliate_network.review.fields`). No imports: DAG parsing may read it.
 """
 

@@ -20,7 +20,7 @@ from affiliate_network.operators.conversion_report import (
     load_network_config,
 )
 from affiliate_network.paths import include_dir
-from affiliate_network.storage import list_partitions, read_partition
+from affiliate_network.reports.storage import list_partitions, read_partition
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 DAG_FILE = DAGS_DIR / "affiliate_daily_reports.py"

@@ -99,7 +99,7 @@ def check_conversion_partitions(
 
     Returns the manifests by day.
     """
-    from affiliate_network.storage import (
+    from affiliate_network.reports.storage import (
         STAGING_DIR,
         as_storage_path,
         list_partitions,
@@ -136,7 +136,7 @@ def check_conversion_partitions(
 
 def check_affiliate_partitions(data_base: str | Path, days: Iterable[str]) -> None:
     """One complete aggregate partition per affiliate of include/reports.yaml and day."""
-    from affiliate_network.storage import list_partitions
+    from affiliate_network.reports.storage import list_partitions
 
     reports = yaml.safe_load((PROJECT_ROOT / "include" / "reports.yaml").read_text())
     affiliates = [a["affiliate_id"] for a in reports["affiliate_reports"]["affiliates"]]

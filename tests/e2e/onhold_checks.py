@@ -63,7 +63,7 @@ def wait_onhold_runs(cluster: AirflowCluster, timeout: float = 400) -> tuple[lis
 
 
 def _read_audit(path: str) -> list[dict]:
-    from affiliate_network.storage import as_storage_path
+    from affiliate_network.reports.storage import as_storage_path
 
     text = as_storage_path(path).read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]

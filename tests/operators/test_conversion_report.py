@@ -32,7 +32,7 @@ from affiliate_network.operators.conversion_report import (
     ConversionReportOperator,
     dataset_asset,
 )
-from affiliate_network.storage import (
+from affiliate_network.reports.storage import (
     STAGING_DIR,
     is_complete,
     iter_partition_records,
@@ -186,7 +186,7 @@ def test_failure_mid_pull_keeps_previous_partition(sandbox, network_conn, tmp_pa
 
 _KILL_SCRIPT = textwrap.dedent(
     """
-    from affiliate_network import storage
+    from affiliate_network.reports import storage
     from affiliate_network.operators.conversion_report import ConversionReportOperator
     storage.SINK_BUFFER_BYTES = 4096  # a small day: let the first row groups reach the disk
     op = ConversionReportOperator(
@@ -428,7 +428,7 @@ def test_parquet_round_trip_of_sandbox_records(sandbox, network_conn, tmp_path, 
     import json
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.schema import conversion_schema
+    from affiliate_network.reports.schema import conversion_schema
 
     api = list(
         AffiliateNetworkHook(network_conn).iter_conversions(

@@ -8,7 +8,7 @@
   lands it under ``<base>/<dataset>/affiliate=<id>/date=.../``; on the 10,000-row cap it splits
   the date range in halves down to single days and never lands a truncated report.
 
-Both write through :mod:`affiliate_network.storage` (atomic publish, ``_manifest.json``) and
+Both write through :mod:`affiliate_network.reports.storage` (atomic publish, ``_manifest.json``) and
 return a small summary for XCom. Heavy modules (pyarrow, the hook) are imported in
 ``execute``: DAG files import this module at parse time.
 """
@@ -26,7 +26,7 @@ from airflow.sdk import Asset
 from affiliate_network.exceptions import ConfigValidationError, ReportRowLimitError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator
 from affiliate_network.paths import resolve_data_base
-from affiliate_network.schema import FORMATS, validate_report_columns
+from affiliate_network.reports.schema import FORMATS, validate_report_columns
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -374,8 +374,8 @@ class ConversionReportOperator(_ReportOperatorBase):
         }
 
     def _land_day(self, hook: AffiliateNetworkHook, base: str, day: dt.date) -> dict[str, Any]:
-        from affiliate_network.schema import conversion_schema
-        from affiliate_network.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
+        from affiliate_network.reports.schema import conversion_schema
+        from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
 
         request = self._request(day)
         attempt = 0
@@ -529,8 +529,8 @@ class AffiliateReportOperator(_ReportOperatorBase):
         self.hook_kwargs = hook_kwargs
 
     def execute_job(self, context: Context) -> dict[str, Any]:
-        from affiliate_network.schema import AffiliateReportSchema
-        from affiliate_network.storage import write_partition
+        from affiliate_network.reports.schema import AffiliateReportSchema
+        from affiliate_network.reports.storage import write_partition
 
         _check_format(self.format)
         start, end = self._window(context)

@@ -1,10 +1,11 @@
 """Outputs on S3: one day's conversions landed on ``s3://`` through ``ObjectStoragePath``.
 
 The bucket is served by moto's server mode on 127.0.0.1 (a real HTTP S3 endpoint, no AWS); the
-data comes from the real sandbox through the hook; the writer is ``affiliate_network.storage``,
-the same code the daily report operator uses. The guarantees checked are the local ones: a
-complete partition has a manifest listing exactly its files, a rerun replaces the partition
-exactly, and a failed write never leaves a partition that looks complete.
+data comes from the real sandbox through the hook; the writer is
+``affiliate_network.reports.storage``, the same code the daily report operator uses. The
+guarantees checked are the local ones: a complete partition has a manifest listing exactly its
+files, a rerun replaces the partition exactly, and a failed write never leaves a partition that
+looks complete.
 
 The connection is given the way the runbook documents it: ``AIRFLOW_CONN_<ID>`` with the
 endpoint in the extras, and the output base ``s3://<conn_id>@<bucket>/<prefix>``.
@@ -32,8 +33,8 @@ pytest.importorskip("airflow.providers.amazon", reason="the 'amazon' extra is no
 boto3 = pytest.importorskip("boto3")
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook  # noqa: E402
-from affiliate_network.schema import conversion_schema  # noqa: E402
-from affiliate_network.storage import (  # noqa: E402
+from affiliate_network.reports.schema import conversion_schema  # noqa: E402
+from affiliate_network.reports.storage import (  # noqa: E402
     MANIFEST_NAME,
     STAGING_DIR,
     is_complete,

@@ -27,8 +27,8 @@ minified by simdjson (key order kept, numbers re-printed by simdjson): landing a
 never builds Python objects (:meth:`ConversionSchema.encode_page`), and records given as dicts
 give the same bytes. Aggregated rows use their sorted-key JSON. The same API data gives the same
 checksum whatever the format, the page order or the time of the pull (see
-:mod:`affiliate_network.storage`). Conversion schema version 2 introduced this form (version 1
-hashed sorted-key JSON), so a partition landed by version 1 reports another checksum.
+:mod:`affiliate_network.reports.storage`). Conversion schema version 2 introduced this form
+(version 1 hashed sorted-key JSON), so a partition landed by version 1 reports another checksum.
 """
 
 from __future__ import annotations

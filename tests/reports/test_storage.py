@@ -26,13 +26,13 @@ from airflow.sdk.io import attach
 from fsspec.implementations.memory import MemoryFileSystem
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.schema import (
+from affiliate_network.reports.schema import (
     AffiliateReportSchema,
     SchemaMismatchError,
     conversion_schema,
     validate_report_columns,
 )
-from affiliate_network.storage import (
+from affiliate_network.reports.storage import (
     MANIFEST_NAME,
     STAGING_DIR,
     TRASH_DIR,
@@ -199,9 +199,9 @@ _KILL_SCRIPT = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, {tests!r})
     from test_storage import make_conversion
-    from affiliate_network.schema import conversion_schema
-    from affiliate_network import storage
-    from affiliate_network.storage import write_partition
+    from affiliate_network.reports.schema import conversion_schema
+    from affiliate_network.reports import storage
+    from affiliate_network.reports.storage import write_partition
 
     marker = Path({marker!r})
     storage.SINK_BUFFER_BYTES = 4096  # small rows: let the first row groups reach the disk

@@ -26,7 +26,7 @@ Rules a reader relies on:
 
 The content checksum identifies the data, not the bytes or the moment: it is a multiset hash
 (sum modulo 2**256 of the SHA-256 of each record's canonical bytes, see
-:meth:`~affiliate_network.schema.RecordSchema.prepare`, plus the row count), so it is
+:meth:`~affiliate_network.reports.schema.RecordSchema.prepare`, plus the row count), so it is
 independent of page order, of the format and of the pull time. The pull time is in the manifest
 (``pulled_at``) but not in the checksum. Duplicates by key inside one pull are dropped (first
 occurrence kept) and counted. The set of seen keys is the only memory that grows with the day:
@@ -63,7 +63,7 @@ from affiliate_network.exceptions import (
     StorageError,
 )
 from affiliate_network.gcpause import paused_gc
-from affiliate_network.schema import FORMAT_SUFFIX, FORMATS, RecordSchema
+from affiliate_network.reports.schema import FORMAT_SUFFIX, FORMATS, RecordSchema
 
 log = logging.getLogger(__name__)
 
