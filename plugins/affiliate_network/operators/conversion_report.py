@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset
 
-from affiliate_network.exceptions import ConfigValidationError, ReportRowLimitError
+from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator
 from affiliate_network.paths import resolve_data_base
 from affiliate_network.reports.schema import FORMATS, validate_report_columns
@@ -374,78 +374,22 @@ class ConversionReportOperator(_ReportOperatorBase):
         }
 
     def _land_day(self, hook: AffiliateNetworkHook, base: str, day: dt.date) -> dict[str, Any]:
-        from affiliate_network.reports.schema import conversion_schema
-        from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
+        from affiliate_network.reports.landing import land_conversion_day
 
-        request = self._request(day)
-        attempt = 0
-        while True:
-            pull = hook.iter_conversions(
-                from_date=request["from"],
-                to_date=request["to"],
-                timezone_id=request["timezone_id"],
-                currency_id=request["currency_id"],
-                show_conversions=request["show_conversions"],
-                show_events=request["show_events"],
-                filters=self.filters,
-                search_terms=self.search_terms,
-                page_size=self.page_size,
-                raw_pages=True,  # landed by Arrow and simdjson, never as Python dicts
-            )
-            with (
-                pull,
-                PartitionWriter(
-                    base,
-                    self.dataset,
-                    {"date": day.isoformat()},
-                    conversion_schema(),
-                    format=self.format,
-                    row_group_rows=self.row_group_rows or DEFAULT_ROW_GROUP_ROWS,
-                ) as writer,
-            ):
-                writer.write_pages(pull)
-                st = pull.stats
-                consistent = st.total_count is None or writer.rows == st.total_count
-                if not consistent and attempt < self.consistency_retries:
-                    # The result set moved while paging (duplicates imply missed rows): re-pull.
-                    attempt += 1
-                    self.log.warning(
-                        "%s: %d unique rows but total_count %s (%d duplicates); re-pulling "
-                        "(attempt %d)",
-                        day,
-                        writer.rows,
-                        st.total_count,
-                        writer.duplicates_dropped,
-                        attempt + 1,
-                    )
-                    continue  # leaving the with-block discards the staged data
-                if not consistent:
-                    self.log.warning(
-                        "%s: landing %d unique rows, total_count said %s; the trailing re-pull "
-                        "will converge it",
-                        day,
-                        writer.rows,
-                        st.total_count,
-                    )
-                stats = {
-                    "pages": st.pages,
-                    "rows_received": st.rows,
-                    "total_count": st.total_count,
-                    "retries": st.retries,
-                    "pull_seconds": round(st.elapsed_s, 3),
-                    "consistent_with_total_count": consistent,
-                    "pull_attempts": attempt + 1,
-                }
-                result = writer.commit(request=request, stats=stats)
-            m = result.manifest
-            return {
-                "date": day.isoformat(),
-                "path": result.path,
-                "rows": m.row_count,
-                "pages": st.pages,
-                "duplicates_dropped": m.duplicates_dropped,
-                "checksum": m.content_checksum,
-            }
+        return land_conversion_day(
+            hook,
+            base,
+            day,
+            request=self._request(day),
+            dataset=self.dataset,
+            format=self.format,
+            page_size=self.page_size,
+            row_group_rows=self.row_group_rows,
+            consistency_retries=self.consistency_retries,
+            filters=self.filters,
+            search_terms=self.search_terms,
+            log=self.log,
+        )
 
 
 # -- per-affiliate aggregated reports -------------------------------------------------------------
@@ -592,37 +536,16 @@ class AffiliateReportOperator(_ReportOperatorBase):
     def _fetch(
         self, hook: AffiliateNetworkHook, start: dt.date, end: dt.date
     ) -> list[tuple[dt.date, dt.date, list[dict[str, Any]]]]:
-        """The entity table for ``start..end``, split in halves while it hits the row cap."""
-        try:
-            table = hook.affiliate_entity_table(
-                from_date=start.isoformat(),
-                to_date=end.isoformat(),
-                columns=self.columns,
-                timezone_id=self._tz_id(),
-                currency_id=self._currency(),
-                filters=self.filters,
-            )
-            return [(start, end, table)]
-        except ReportRowLimitError as err:
-            if start == end:
-                raise ReportRowLimitError(
-                    f"affiliate {self.affiliate_id} (connection "
-                    f"{self.affiliate_network_conn_id}): the entity table for the single day "
-                    f"{start} still hits the 10,000-row cap with columns {self.columns}. "
-                    "Nothing was written. Narrow the report: drop a high-cardinality column "
-                    "(sub1..sub5, hour, country) or add filters (offer, country ...) in "
-                    "include/reports.yaml."
-                ) from err
-            mid = start + dt.timedelta(days=(end - start).days // 2)
-            self.log.info(
-                "%s..%s hit the row cap; splitting into %s..%s and %s..%s",
-                start,
-                end,
-                start,
-                mid,
-                mid + dt.timedelta(days=1),
-                end,
-            )
-            return self._fetch(hook, start, mid) + self._fetch(
-                hook, mid + dt.timedelta(days=1), end
-            )
+        from affiliate_network.reports.affiliate import fetch_entity_table
+
+        return fetch_entity_table(
+            hook,
+            start,
+            end,
+            columns=self.columns,
+            timezone_id=self._tz_id(),
+            currency_id=self._currency(),
+            filters=self.filters,
+            who=f"affiliate {self.affiliate_id} (connection {self.affiliate_network_conn_id})",
+            log=self.log,
+        )
