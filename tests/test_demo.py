@@ -33,5 +33,15 @@ def test_the_demo_runs_twice_in_one_checkout(tmp_path) -> None:
         runs.append(proc)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "previous demo's outputs are now in" in runs[1].stdout
+    # The connections live in the metadata DB (the UI lists them), once each after two runs,
+    # pointing at the second run's sandbox.
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / ".airflow" / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT conn_id, host FROM connection WHERE conn_id = 'affiliate_network_default'"
+        ).fetchall()
+    assert len(rows) == 1
+    assert rows[0][1] in runs[1].stdout  # "[demo] sandbox: <url> ..."
     assert (tmp_path / "data.previous" / "sync").is_dir()
     assert (tmp_path / "data" / "sync").is_dir()

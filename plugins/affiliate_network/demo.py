@@ -1,9 +1,9 @@
 """``affiliate-network-demo``: run the project's DAGs end to end against the local sandbox.
 
-Starts the sandbox on loopback, points the Airflow connections at it through ``AIRFLOW_CONN_*``
-environment variables, migrates a SQLite metadata DB in a project-local ``AIRFLOW_HOME``
-(``.airflow/``), runs each DAG with ``airflow dags test`` for a recent day and prints what
-happened, read from each task's XCom summary. Nothing here touches a real network.
+Starts the sandbox on loopback, migrates a SQLite metadata DB in a project-local
+``AIRFLOW_HOME`` (``.airflow/``), stores the Airflow connections pointing at the sandbox in it,
+runs each DAG with ``airflow dags test`` for a recent day and prints what happened, read from
+each task's XCom summary. Nothing here touches a real network.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = root / ".airflow" / "demo-logs"
     log_dir.mkdir(exist_ok=True)
 
-    from affiliate_network.demo_connections import sandbox_connections
+    from affiliate_network.demo_connections import sandbox_connection_records, store_connections
     from affiliate_network.sandbox.testing import start_sandbox
 
     started = time.monotonic()
@@ -229,11 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     _set_aside_previous_outputs(Path(env["AFFILIATE_NETWORK_DATA_BASE"]))
     with start_sandbox(seed=DEMO_SEED) as sandbox:
         print(f"[demo] sandbox: {sandbox.base_url} (seed {DEMO_SEED}, pid {sandbox.pid})")
-        os.environ.update(sandbox_connections(sandbox, root / "include"))
         airflow = [sys.executable, "-m", "airflow"]
         print("[demo] migrating the metadata DB (SQLite in .airflow/) ...")
         subprocess.run([*airflow, "db", "migrate"], check=True, capture_output=True)
         _quiet_airflow_in_process()
+        # In the metadata DB (replaced on every run: each demo's sandbox has new keys and a new
+        # port), so Admin -> Connections lists them and Test works in the UI.
+        stored = store_connections(sandbox_connection_records(sandbox, root / "include"))
+        print(f"[demo] connections in the metadata DB: {', '.join(stored)}")
         if args.ui:
             return _standalone(airflow, args.ui_port, root)
 
