@@ -116,9 +116,11 @@ def affiliate_daily_reports() -> None:
 
         return load_affiliate_report_targets()
 
-    AffiliateReportOperator.partial(task_id="affiliate_report").expand_kwargs(
-        affiliate_report_targets()
-    )
+    # Outlets on .partial(): a mapped operator's __init__ runs only at execution, so an outlet
+    # set there is never registered and the Assets view never lists the dataset.
+    AffiliateReportOperator.partial(
+        task_id="affiliate_report", outlets=[dataset_asset("affiliate_reports")]
+    ).expand_kwargs(affiliate_report_targets())
 
 
 affiliate_daily_reports()

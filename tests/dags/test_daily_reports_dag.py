@@ -63,6 +63,13 @@ def test_tasks_retries_and_mapping(dag) -> None:
     assert dag.get_task("repull_trailing_window").upstream_task_ids == {"pull_conversions"}
     mapped = dag.get_task("affiliate_report")
     assert mapped.is_mapped
+    # Every dataset the DAG writes is a registered outlet of its producing task (a mapped
+    # operator's __init__ runs only at execution: an outlet set there never reached the
+    # Assets view).
+    assert [a.name for a in mapped.outlets] == ["affiliate_network_affiliate_reports"]
+    assert [a.name for a in dag.get_task("pull_conversions").outlets] == [
+        "affiliate_network_conversions"
+    ]
     assert dag.params["trailing_days"] == 7
 
 

@@ -40,3 +40,17 @@ def test_plan_shows_the_diff_and_detailed_exit_code(example_doc, write_state, tm
     out = capsys.readouterr().out
     assert "~ daily_click_cap: 0 -> 10000" in out
     assert "0 to create, 1 to update" in out
+
+
+def test_a_blocked_plan_exits_non_zero_without_any_flag(example_doc, write_state, tmp_path, capsys):
+    # An intent without an id (a create whose outcome is unknown): the sync would stop on it, so
+    # a script or CI job running `plan` must stop too. It exited 0 before.
+    path = write_state(example_doc)
+    rate = load_desired_state(path).section("scrub_rates")[0]
+    ledger = Ledger(tmp_path / "ledger.json")
+    ledger.record_intent(rate.ledger_key, definition=rate.body(), hash_=rate.definition_hash())
+    assert main(["plan", str(path), "--ledger", str(ledger.path)]) == 3
+    assert main(["plan", str(path), "--ledger", str(ledger.path), "--detailed-exitcode"]) == 3
+    captured = capsys.readouterr()
+    assert "UNKNOWN OUTCOME" in captured.out
+    assert "blocked: 1 object(s)" in captured.err

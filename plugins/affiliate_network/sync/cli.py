@@ -7,7 +7,9 @@ Usage::
                                 [--detailed-exitcode]
 
 Exit codes: 0 valid / no changes, 1 invalid or error, 2 (with ``--detailed-exitcode``) the plan
-has changes or blocked objects. Nothing is ever sent to the network from here.
+has changes, 3 the plan is blocked (unresolved or drifted create-once objects: the sync would
+stop; always, with or without the flag, so a script or a CI job stops too). Nothing is ever
+sent to the network from here.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--detailed-exitcode",
         action="store_true",
-        help="exit 2 when the plan would change something or is blocked",
+        help="exit 2 when the plan would change something (a blocked plan always exits 3)",
     )
     return parser
 
@@ -67,7 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts = plan.counts()
         pending = counts["create"] + counts["update"] + counts["record"]
         blocked = counts["unresolved"] + counts["drift"]
-        return 2 if args.detailed_exitcode and (pending or blocked) else 0
+        if blocked:
+            print(f"blocked: {blocked} object(s) need a person (see above)", file=sys.stderr)
+            return 3
+        return 2 if args.detailed_exitcode and pending else 0
     except AffiliateNetworkError as exc:
         print(str(exc), file=sys.stderr)
         return 1
