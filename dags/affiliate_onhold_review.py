@@ -96,9 +96,11 @@ running apply task at a time (`max_active_tis_per_dag=1`), and a write lease bes
 backfill) waits for, with a log line naming the holder. A retry of the same run takes its lease
 back at once; a killed holder's lease is taken over (same host: at once; else after 10 min).
 
-**Dry run**: trigger with `dry_run` ticked to decide and write the audit without changing
-anything; a guardrail that would trip is reported (`guardrail_tripped` in the summary, a warning
-in the log) instead of failing the task.
+**Dry run**: a manual trigger leaves `dry_run` empty and is a dry run (it decides and writes
+the audit without changing anything); set it to false in the trigger form to write. Scheduled
+and backfill runs write. With `dry_run` true nothing is ever written. In a dry run a guardrail
+that would trip is reported (`guardrail_tripped` in the summary, a warning in the log) instead
+of failing the task.
 
 **Human review**: each request lists the conversions the rule flagged (highest payout first),
 with the values that matched. Choose *Approve all*, *Reject all* or *Keep on hold*; list
@@ -136,7 +138,14 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
         "retry_exponential_backoff": True,
     },
     params={
-        "dry_run": Param(False, type="boolean", description="Decide and audit; change nothing."),
+        # Empty by default: scheduled and backfill runs write, a manual trigger from the UI only
+        # decides and audits unless the person sets it to false on purpose.
+        "dry_run": Param(
+            None,
+            type=["null", "boolean"],
+            description="Empty: a manual trigger only decides and audits (scheduled runs write). "
+            "false: write now. true: never write.",
+        ),
         "rules_file": Param(
             "onhold_rules.yaml", type="string", description="Rules file (include folder)."
         ),

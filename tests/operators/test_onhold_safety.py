@@ -207,3 +207,21 @@ def test_overlapping_reviews_never_send_an_id_twice(
     total = sum(sum(r["applied"].values()) for r in results.values())
     assert total == len(sent)
     assert all(states(network_conn, window)[i] != ON_HOLD for i in sent)
+
+
+@pytest.mark.parametrize(
+    ("run_type", "writes"),
+    [("manual", False), ("scheduled", True), ("backfill", True), (None, False)],
+)
+def test_an_unset_dry_run_depends_on_how_the_run_started(
+    sandbox, network_conn, rules_file, window, tmp_path, run_type, writes
+) -> None:
+    # The trigger form's default: a manual trigger only decides and audits; scheduled and
+    # backfill runs write. (Before, a manual trigger from the UI wrote by default.)
+    from types import SimpleNamespace
+
+    sandbox.clear_requests()
+    ctx = {**context(), "dag_run": SimpleNamespace(run_type=run_type)}
+    summary = review_op(rules_file, window, tmp_path, dry_run=None).execute(ctx)
+    assert summary["dry_run"] is (not writes)
+    assert bool(patches(sandbox)) is writes

@@ -110,6 +110,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         (unless the conversion's data changed).
     :param chunk_size: on-hold ids per PATCH.
     :param dry_run: decide and write the audit, change nothing (templated; bool or "true"/"false").
+        ``None`` decides by the run: a manual trigger is a dry run (writing is a deliberate
+        choice in the trigger form), a scheduled or backfill run writes.
     :param reject_status: PATCH status for rejections (documented: ``rejected``).
     :param max_reject_share: fail before any write when rejections / decided conversions (those a
         rule matched) exceed this share (0..1); ``None`` disables.
@@ -135,7 +137,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         min_age_hours: float = 0.0,
         keep_decision_hours: float = 24.0,
         chunk_size: int = 100,
-        dry_run: bool | str = False,
+        dry_run: bool | str | None = False,
         reject_status: str = DEFAULT_REJECT_STATUS,
         max_reject_share: float | None = 0.5,
         max_reject_count: int | None = 1000,
@@ -247,6 +249,21 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             eligible.append(i)
         return eligible, on_hold
 
+    def _dry_run(self, context: Context) -> bool:
+        if self.dry_run is not None and self.dry_run != "None":
+            return as_bool(self.dry_run, "dry_run")
+        dag_run = (context or {}).get("dag_run")
+        run_type = str(getattr(dag_run, "run_type", "") or "").lower()
+        manual = run_type.endswith("manual")
+        self.log.info(
+            "dry_run not set: a %s run %s",
+            run_type or "manual",
+            "only decides and audits (set dry_run false in the trigger form to write)"
+            if manual or not run_type
+            else "writes",
+        )
+        return manual or not run_type
+
     def _guardrails(self, evaluation: Evaluation, records: list[dict[str, Any]]) -> None:
         """Ceilings checked before the first write.
 
@@ -318,7 +335,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         from affiliate_network.review.human_decisions import state_dir
         from affiliate_network.review.lease import WriteLease, lease_path
 
-        dry_run = as_bool(self.dry_run, "dry_run")
+        dry_run = self._dry_run(context)
         check_reject_status(self.reject_status)
         rules_path = self._rules_path()
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled
