@@ -94,4 +94,13 @@ def airflow_db() -> Path:
         capture_output=True,
         env=os.environ.copy(),
     )
+    # WAL: the in-process API server of a test reads while an `airflow dags test` subprocess
+    # writes; in SQLite's default journal a busy writer makes those reads fail after 5 s
+    # ("database is locked", a 500 "Database error"), which a loaded CI machine hits. The mode
+    # is stored in the file, so every process opening it uses it.
+    import sqlite3
+
+    with sqlite3.connect(_AIRFLOW_HOME / "airflow.db") as db:
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    assert mode == "wal", mode
     return _AIRFLOW_HOME

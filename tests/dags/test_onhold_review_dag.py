@@ -81,6 +81,7 @@ def _states(conn_id: str, first: str, last: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.timeout(900)  # a loaded CI machine: `dags test` + HITL can pass 5 min
 def test_run_with_human_review_through_the_rest_api(
     airflow_db, sandbox, network_conn, tmp_path, monkeypatch
 ) -> None:
@@ -172,6 +173,7 @@ def test_run_with_human_review_through_the_rest_api(
     assert sandbox.keys["network"] not in (tmp_path / "dag.log").read_text()
 
 
+@pytest.mark.timeout(900)  # a loaded CI machine: `dags test` + HITL can pass 5 min
 def test_a_tripped_guardrail_fails_the_task_without_retries(
     airflow_db, sandbox, network_conn, tmp_path, monkeypatch
 ) -> None:
