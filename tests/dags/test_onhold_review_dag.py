@@ -20,6 +20,7 @@ import pytest
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
 from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, OPTION_REJECT
+from tests.isolation import isolated, only_isolated
 
 DAG_ID = "affiliate_onhold_review"
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "affiliate_onhold_review.py"
@@ -81,6 +82,12 @@ def _states(conn_id: str, first: str, last: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.timeout(900)
+def test_human_review_run_in_a_fresh_process() -> None:
+    isolated(f"{__file__}::test_run_with_human_review_through_the_rest_api")
+
+
+@only_isolated
 @pytest.mark.timeout(900)  # a loaded CI machine: `dags test` + HITL can pass 5 min
 def test_run_with_human_review_through_the_rest_api(
     airflow_db, sandbox, network_conn, tmp_path, monkeypatch

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from tests.isolation import isolated, only_isolated
+
 
 def _cli_test(conn_id: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -44,6 +46,12 @@ def test_cli_connections_test_fails_clearly_with_a_wrong_key(sandbox, make_conne
     assert wrong not in out
 
 
+@pytest.mark.timeout(600)
+def test_rest_test_calls_in_a_fresh_process() -> None:
+    isolated(f"{__file__}::test_rest_test_call_with_port_left_out")
+
+
+@only_isolated
 @pytest.mark.parametrize("right_key", [True, False])
 def test_rest_test_call_with_port_left_out(
     airflow_db, sandbox, monkeypatch, right_key: bool
