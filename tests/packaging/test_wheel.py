@@ -82,15 +82,15 @@ def installed(tmp_path_factory) -> dict:
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     shutil.copytree(PROJECT_ROOT / "include", project / "include")
     env = clean_env(tmp, venv, project)
-    run(["airflow", "db", "migrate"], env=env)
-    return {"venv": venv, "project": project, "env": env}
+    airflow = str(venv / "bin" / "airflow")
+    run([airflow, "db", "migrate"], env=env)
+    return {"venv": venv, "project": project, "env": env, "airflow": airflow}
 
 
 def test_the_package_is_imported_from_the_wheel(installed) -> None:
-    done = run(
-        ["python", "-c", "import affiliate_network.paths as p; print(p.__file__, p.include_dir())"],
-        env=installed["env"], cwd=installed["project"],
-    )  # fmt: skip
+    code = "import affiliate_network.paths as p; print(p.__file__, p.include_dir())"
+    python = str(installed["venv"] / "bin" / "python")
+    done = run([python, "-c", code], env=installed["env"], cwd=installed["project"])
     module, include = done.stdout.split()
     assert Path(module).is_relative_to(installed["venv"])
     # Installed as a wheel, include/ is found beside the DAGs folder.
@@ -98,7 +98,9 @@ def test_the_package_is_imported_from_the_wheel(installed) -> None:
 
 
 def test_airflow_lists_the_provider(installed) -> None:
-    done = run(["airflow", "providers", "list", "--output", "json"], env=installed["env"])
+    done = run(
+        [installed["airflow"], "providers", "list", "--output", "json"], env=installed["env"]
+    )
     providers = {p["package_name"]: p for p in json.loads(done.stdout)}
     assert DIST in providers, sorted(providers)
     import affiliate_network
@@ -107,7 +109,9 @@ def test_airflow_lists_the_provider(installed) -> None:
 
 
 def test_airflow_registers_the_connection_type(installed) -> None:
-    done = run(["airflow", "providers", "hooks", "--output", "json"], env=installed["env"])
+    done = run(
+        [installed["airflow"], "providers", "hooks", "--output", "json"], env=installed["env"]
+    )
     hooks = {h["connection_type"]: h for h in json.loads(done.stdout)}
     assert hooks["affiliate_network"]["class"] == (
         "affiliate_network.hooks.affiliate_network.AffiliateNetworkHook"
@@ -131,7 +135,7 @@ def test_dags_test_of_the_daily_report_lands_beside_the_dags(installed, sandbox)
         )  # fmt: skip
     # A run at ``last`` 00:00 lands ``day`` (its data interval), plus one trailing day.
     done = subprocess.run(
-        ["airflow", "dags", "test", DAG_ID, last.isoformat(),
+        [installed["airflow"], "dags", "test", DAG_ID, last.isoformat(),
          "--conf", json.dumps({"trailing_days": 1})],
         env=env, cwd=installed["project"], capture_output=True, text=True, timeout=300,
         check=False,
