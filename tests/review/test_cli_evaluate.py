@@ -164,3 +164,19 @@ def test_evaluate_names_a_path_with_nothing_to_read(landed, tmp_path) -> None:
     assert done.returncode == 1
     assert str(tmp_path) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("rows.jsonl", b'{"conversion_id": "a"}\n{not json\n'), ("part-00000.parquet", b"PAR1 no")],
+)
+def test_evaluate_names_a_file_it_cannot_read(landed, tmp_path, name: str, content: bytes) -> None:
+    bad = tmp_path / name
+    bad.write_bytes(content)
+    done = subprocess.run(
+        [str(SCRIPT), "evaluate", str(landed["rules"]), "--records", str(bad)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert f"{bad}: cannot be read" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gzip
+import itertools
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -108,8 +109,7 @@ def _read_json(path: Path) -> Iterator[dict[str, Any]]:
         if head == "[":  # a JSON array of rows (pandas ``orient="records"``, DuckDB ARRAY)
             yield from json.loads(head + handle.read())
             return
-        first = head + handle.readline()
-        for line in (first, *handle):
+        for line in itertools.chain([head + handle.readline()], handle):
             if line.strip():
                 yield json.loads(line)
 
@@ -186,16 +186,24 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
     """Conversion records from what the package lands or exports (see the module docstring).
 
     :param path: a file or a folder of files.
-    :raises StorageError: nothing readable there, or a row that is not a JSON object.
+    :raises StorageError: nothing readable there, a file that is not what its name says, or a
+        row that is not a JSON object.
     """
     records: list[dict[str, Any]] = []
     for file in _record_files(Path(path)):
         rows = _read_parquet(file) if file.name.endswith(".parquet") else _read_json(file)
-        for row in rows:
-            if not isinstance(row, dict):
-                raise StorageError(f"{file}: a row is a {type(row).__name__}, not an object")
-            records.append(as_record(row, file))
+        try:
+            for row in rows:
+                if not isinstance(row, dict):
+                    raise StorageError(f"{file}: a row is a {type(row).__name__}, not an object")
+                records.append(as_record(row, file))
+        except (ValueError, OSError) as err:  # bad JSON, not Parquet, not gzip, not UTF-8
+            raise StorageError(f"{file}: cannot be read as {_kind(file)} ({err})") from None
     return records
+
+
+def _kind(file: Path) -> str:
+    return "Parquet" if file.name.endswith(".parquet") else "JSON rows"
 
 
 def _write_decisions(out: str, records: Sequence[dict[str, Any]], evaluation: Any) -> None:
