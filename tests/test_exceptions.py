@@ -106,3 +106,14 @@ def test_a_failing_error_pickles_as_itself() -> None:
     assert isinstance(copy, AirflowFailException)
     assert str(copy) == "reject share 0.9 > 0.5"
     assert type(copy).__name__ == "GuardrailError"
+
+
+def test_a_converted_error_is_not_converted_twice() -> None:
+    from affiliate_network.exceptions import ConfigValidationError
+    from affiliate_network.operators.base import failing_fast
+
+    original = ConfigValidationError("bad file")
+    with pytest.raises(ConfigValidationError) as info, failing_fast(), failing_fast():
+        raise original
+    assert isinstance(info.value, AirflowFailException)
+    assert info.value.__cause__ is original

@@ -70,6 +70,8 @@ def failing_fast() -> Iterator[None]:
     try:
         yield
     except NonRetryableError as err:
+        if isinstance(err, AirflowFailException):
+            raise  # already converted (a nested block): keep it as is
         raise fail_fast(err) from err
 
 
