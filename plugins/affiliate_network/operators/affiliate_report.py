@@ -105,47 +105,23 @@ class AffiliateReportOperator(ReportOperatorBase):
         self.hook_kwargs = hook_kwargs
 
     def execute_job(self, context: Context) -> dict[str, Any]:
-        from affiliate_network.reports.schema import AffiliateReportSchema
-        from affiliate_network.reports.storage import write_partition
+        from affiliate_network.reports.affiliate import write_affiliate_report
 
         check_format(self.format)
         start, end = self._window(context)
         started = time.monotonic()
         pieces = self._fetch(self.hook, start, end)
         self.close_hook()  # the rest is local work
-        rows = [
-            {**row, "report_from": a.isoformat(), "report_to": b.isoformat()}
-            for a, b, table in pieces
-            for row in table
-        ]
-        date_key = start.isoformat() if start == end else f"{start}_{end}"
-        keys = {"affiliate": str(self.affiliate_id), "date": date_key}
-        request = {
-            "endpoint": "POST /affiliates/reporting/entity/table",
-            "from": start.isoformat(),
-            "to": end.isoformat(),
-            "columns": self.columns,
-            "timezone_id": self._tz_id(),
-            "timezone": self._timezone()[1],
-            "currency_id": self._currency(),
-            "filters": self.filters,
-            "conn_id": self.affiliate_network_conn_id,
-        }
-        stats = {
-            "requests_landed": [
-                {"from": a.isoformat(), "to": b.isoformat(), "rows": len(t)} for a, b, t in pieces
-            ],
-            "splits": len(pieces) - 1,
-        }
-        result = write_partition(
+        partition_key, result = write_affiliate_report(
             resolve_data_base(self.base_path),
-            self.dataset,
-            keys,
-            rows,
-            AffiliateReportSchema(self.columns),
-            request=request,
+            dataset=self.dataset,
+            affiliate_id=str(self.affiliate_id),
+            start=start,
+            end=end,
+            pieces=pieces,
+            columns=self.columns,
+            request=self._request(start, end),
             format=self.format,
-            stats=stats,
         )
         summary = {
             "dataset": self.dataset,
@@ -156,7 +132,6 @@ class AffiliateReportOperator(ReportOperatorBase):
             "checksum": result.manifest.content_checksum,
             "seconds": round(time.monotonic() - started, 3),
         }
-        partition_key = f"affiliate={self.affiliate_id}/date={date_key}"
         self._emit_asset_events(
             context,
             {"dataset": self.dataset, "partition": partition_key, "path": result.path,
@@ -164,6 +139,20 @@ class AffiliateReportOperator(ReportOperatorBase):
             [partition_key],
         )  # fmt: skip
         return summary
+
+    def _request(self, start: dt.date, end: dt.date) -> dict[str, Any]:
+        """The request parameters recorded in the manifest (never a key)."""
+        return {
+            "endpoint": "POST /affiliates/reporting/entity/table",
+            "from": start.isoformat(),
+            "to": end.isoformat(),
+            "columns": self.columns,
+            "timezone_id": self._tz_id(),
+            "timezone": self._timezone()[1],
+            "currency_id": self._currency(),
+            "filters": self.filters,
+            "conn_id": self.affiliate_network_conn_id,
+        }
 
     def _fetch(
         self, hook: AffiliateNetworkHook, start: dt.date, end: dt.date
