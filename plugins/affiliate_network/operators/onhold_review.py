@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import ObjectStoragePath
-
 from affiliate_network.exceptions import (
     ConfigValidationError,
     GuardrailError,
@@ -36,32 +34,30 @@ from affiliate_network.paths import include_dir, resolve_data_base
 from affiliate_network.review.apply import (
     APPROVED,
     DEFAULT_REJECT_STATUS,
-    ON_HOLD,
     ApplyOutcome,
     OnHoldWriter,
     check_reject_status,
     outcome_reasons,
 )
-from affiliate_network.review.audit import audit_dir, read_jsonl, write_jsonl_atomic
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_since, on_hold_status
+from affiliate_network.review.audit import (
+    audit_dir,
+    audit_rows,
+    finish_rows,
+    read_jsonl,
+    write_jsonl_atomic,
+)
+from affiliate_network.review.candidates import eligible_positions
+from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.requests import (
     KEEP_PARAM,
     REVIEW_OPTIONS,
     build_review_requests,
 )
-from affiliate_network.review.window import ReviewWindow, review_window
+from affiliate_network.review.traffic import pull_review_traffic
+from affiliate_network.review.window import review_window
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.review.engine import Evaluation, RuleSet
-
-#: Fields copied from a conversion into the audit so a reviewer sees what was decided.
-_AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")
-#: Fields and relationship members kept from each pulled conversion besides what rules read.
-_KEEP_FIELDS = ("conversion_id", "transaction_id", "currency_id", *_AUDIT_FIELDS)
-_KEEP_MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,12 +150,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             raise ConfigValidationError(
                 f"keep_decision_hours must be >= 0, got {keep_decision_hours}"
             )
-        if max_reject_share is not None and not 0 <= max_reject_share <= 1:
-            raise ConfigValidationError(
-                f"max_reject_share must be in [0, 1], got {max_reject_share}"
-            )
-        if max_reject_count is not None and max_reject_count < 0:
-            raise ConfigValidationError(f"max_reject_count must be >= 0, got {max_reject_count}")
+        Guardrails(max_reject_share, max_reject_count, max_approved_payout).validate()
         if not reject_status or reject_status == APPROVED:
             raise ConfigValidationError(
                 f"reject_status must be a rejecting status, got {reject_status!r}"
@@ -188,63 +179,6 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         path = Path(self.rules_file)
         return path if path.is_absolute() else include_dir() / path
 
-    def _window(self, horizon_hours: float) -> ReviewWindow:
-        return review_window(
-            timezone_id=self.timezone_id,
-            lookback_days=self.lookback_days,
-            to_date=self.to_date,
-            as_of=self.as_of,
-            horizon_hours=horizon_hours,
-        )
-
-    def _pull_traffic(
-        self, hook: AffiliateNetworkHook, ruleset: RuleSet, window: ReviewWindow
-    ) -> list[dict[str, Any]]:
-        """Every conversion of the window and its look-back, whatever its on-hold state,
-        projected to what rules and audit need (aggregates count all of them)."""
-        keep = {*(p.split(".", 1)[0] for p in ruleset.prefetch), *_KEEP_FIELDS}
-        members = {*ruleset.relationship_members(), *_KEEP_MEMBERS}
-        records: list[dict[str, Any]] = []
-        for record in hook.iter_conversions(
-            from_date=window.pull_from,
-            to_date=window.pull_to,
-            timezone_id=window.timezone_id,
-            show_conversions=True,
-            show_events=False,
-            page_size=self.page_size,
-        ):
-            # Keep only the fields rules and audit read: memory stays bounded for big windows.
-            compact = {k: record[k] for k in keep if k in record}
-            rel = record.get("relationship")
-            if isinstance(rel, dict):
-                compact["relationship"] = {m: rel[m] for m in members if m in rel}
-            records.append(compact)
-        return records
-
-    def _eligible(
-        self, records: list[dict[str, Any]], window: ReviewWindow, horizon_hours: float
-    ) -> tuple[list[int], int]:
-        """Positions to decide (on hold, in the window, old enough) and how many on hold."""
-        now = window.as_of_ts
-        min_age_s = self.min_age_hours * 3600
-        horizon_s = horizon_hours * 3600
-        eligible: list[int] = []
-        on_hold = 0
-        for i, record in enumerate(records):
-            if on_hold_status(record) != ON_HOLD or not on_hold_conversion_id(record):
-                continue
-            at = record.get("conversion_unix_timestamp")
-            if (
-                not isinstance(at, int | float)
-                or not window.decide_from_ts <= at < window.decide_to_ts
-            ):
-                continue  # look-back traffic: counted in aggregates, decided by its own window
-            on_hold += 1
-            if now - (on_hold_since(record) or now) < min_age_s or now - at < horizon_s:
-                continue
-            eligible.append(i)
-        return eligible, on_hold
-
     def _dry_run(self, context: Context) -> bool:
         if self.dry_run is not None and self.dry_run != "None":
             return as_bool(self.dry_run, "dry_run")
@@ -260,75 +194,11 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         )
         return manual or not run_type
 
-    def _guardrails(self, evaluation: Evaluation, records: list[dict[str, Any]]) -> None:
-        """Ceilings checked before the first write.
-
-        The reject share is rejections / conversions a rule decided (matched), undecided ones
-        left out: the stricter of the two readings (a smaller denominator, a larger share), so
-        a rules change that rejects most of what it matches trips the guardrail even when many
-        conversions match no rule.
-        """
-        rejects = [d for d in evaluation.decisions if d.action == "reject"]
-        decided = len(evaluation.decisions)
-        problems = []
-        if self.max_reject_count is not None and len(rejects) > self.max_reject_count:
-            problems.append(f"{len(rejects)} rejections > max_reject_count {self.max_reject_count}")
-        share = len(rejects) / decided if decided else 0.0
-        if self.max_reject_share is not None and share > self.max_reject_share:
-            problems.append(
-                f"reject share {share:.1%} ({len(rejects)}/{decided} decided) > max_reject_share "
-                f"{self.max_reject_share:.1%}"
-            )
-        if self.max_approved_payout is not None:
-            payout = sum(
-                float(records[d.index].get("payout") or 0)
-                for d in evaluation.decisions
-                if d.action == "approve"
-            )
-            if payout > self.max_approved_payout:
-                problems.append(
-                    f"approved payout {payout:.2f} > max_approved_payout "
-                    f"{self.max_approved_payout:.2f}"
-                )
-        if problems:
-            top = Counter(d.rule_id for d in rejects).most_common(5)
-            top_text = ", ".join(f"{rule} ({n})" for rule, n in top) or "none"
-            raise GuardrailError(
-                "On-hold review stopped before any write: "
-                + "; ".join(problems)
-                + f". Top rejecting rules: {top_text}. Check those rules (or the traffic), then "
-                "rerun; raise the ceiling only if the volume is expected."
-            )
-
-    def _apply_sticky_keeps(self, rows: list[dict], state: ObjectStoragePath, now: float) -> int:
-        """Turn ``review`` rows a person recently kept on hold (same data) into ``hold``."""
-        from affiliate_network.review.human_decisions import HumanDecisions
-
-        store = HumanDecisions(state).load()
-        kept = 0
-        for row in rows:
-            if row["action"] != "review":
-                continue
-            rec = store.kept(row, now=now, keep_hours=self.keep_decision_hours)
-            if rec is None:
-                continue
-            until = dt.datetime.fromtimestamp(
-                float(rec["decided_at"]) + self.keep_decision_hours * 3600, dt.UTC
-            )
-            row["action"] = "hold"
-            row["hold_reason"] = (
-                f"kept on hold by {rec.get('responded_by') or 'a reviewer'} (run "
-                f"{rec.get('run_id')}); not asked again before {until:%Y-%m-%d %H:%M} UTC "
-                "unless its data changes"
-            )
-            kept += 1
-        return kept
-
     # -- execute --------------------------------------------------------------------------------
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.engine import RuleSet
-        from affiliate_network.review.human_decisions import state_dir
+        from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
         from affiliate_network.review.lease import WriteLease, lease_path
 
         dry_run = self._dry_run(context)
@@ -337,12 +207,20 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled
         self.log.info("Rules %s: %d enabled rules", rules_path, len(ruleset.compiled))
         horizon = ruleset.horizon_hours
-        window = self._window(horizon)
+        window = review_window(
+            timezone_id=self.timezone_id,
+            lookback_days=self.lookback_days,
+            to_date=self.to_date,
+            as_of=self.as_of,
+            horizon_hours=horizon,
+        )
         base = resolve_data_base(self.base_path)
         hook = self.hook
         started = time.monotonic()
-        records = self._pull_traffic(hook, ruleset, window)
-        eligible, on_hold = self._eligible(records, window, horizon)
+        records = pull_review_traffic(hook, ruleset, window, self.page_size)
+        eligible, on_hold = eligible_positions(
+            records, window, min_age_hours=self.min_age_hours, horizon_hours=horizon
+        )
         evaluation = ruleset.evaluate(records, now=window.as_of_ts, eligible=eligible)
         self.log.info(
             "Window %s..%s (%s, as of %s; aggregates over %d conversions from %s): %d on "
@@ -377,19 +255,23 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         folder = audit_dir(base, self.dag_id, run_id)
         audit_path = folder / f"decisions-attempt-{attempt}.jsonl"
         state = state_dir(base, self.affiliate_network_conn_id)
-        rows = self._audit_rows(records, evaluation, ruleset)
+        rows = audit_rows(records, evaluation, ruleset)
         # Wall-clock time: how long ago a person answered (as_of only moves the traffic view).
-        sticky = self._apply_sticky_keeps(rows, state, time.time())
+        sticky = apply_sticky_keeps(
+            rows, state, now=time.time(), keep_hours=self.keep_decision_hours
+        )
 
         outcome_by_id: dict[str, tuple[bool, str]] = {}
         approve_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "approve"]
         reject_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "reject"]
         guardrail: str | None = None
         try:
-            self._guardrails(evaluation, records)
+            Guardrails(
+                self.max_reject_share, self.max_reject_count, self.max_approved_payout
+            ).check(evaluation, records)
         except GuardrailError as err:
             if not dry_run:
-                self._finish_rows(rows, {}, "guardrail tripped: nothing written")
+                finish_rows(rows, {}, "guardrail tripped: nothing written")
                 write_jsonl_atomic(audit_path, rows)
                 self.log.error("%s Audit: %s", err, audit_path)
                 raise
@@ -401,10 +283,10 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         mismatches = skipped = chunks = 0
         if dry_run:
             reason = "dry run" if guardrail is None else "dry run; guardrail"
-            self._finish_rows(rows, {}, reason)
+            finish_rows(rows, {}, reason)
         elif approve_ids or reject_ids:
             # Intentions first: if the task dies mid-apply the audit shows what was planned.
-            self._finish_rows(rows, {}, "pending: not yet applied")
+            finish_rows(rows, {}, "pending: not yet applied")
             write_jsonl_atomic(audit_path, rows)
             lease = WriteLease(
                 lease_path(base, self.affiliate_network_conn_id), f"{self.dag_id}/{run_id}"
@@ -432,9 +314,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
                     # Record what the read-back shows landed: a retry sends only what is on
                     # hold.
                     outcome_reasons(outcomes, outcome_by_id)
-                    self._finish_rows(
-                        rows, outcome_by_id, f"not applied: failed ({type(err).__name__})"
-                    )
+                    finish_rows(rows, outcome_by_id, f"not applied: failed ({type(err).__name__})")
                     write_jsonl_atomic(audit_path, rows)
                     raise
             finally:
@@ -445,9 +325,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
                 mismatches += len(outcome.mismatches)
                 skipped += len(outcome.skipped)
                 chunks += outcome.chunks
-            self._finish_rows(rows, outcome_by_id, "not applied")
+            finish_rows(rows, outcome_by_id, "not applied")
         else:
-            self._finish_rows(rows, {}, "not applied")
+            finish_rows(rows, {}, "not applied")
         count = write_jsonl_atomic(audit_path, rows)
         self.log.info("Audit: %d decisions -> %s", count, audit_path)
 
@@ -475,49 +355,6 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             "state_dir": str(state),
             "elapsed_s": round(time.monotonic() - started, 3),
         }
-
-    def _audit_rows(
-        self, records: list[dict[str, Any]], evaluation: Evaluation, ruleset: RuleSet
-    ) -> list[dict]:
-        descriptions = {rule.id: rule.description for rule in ruleset.rules}
-        rows = []
-        for decision in evaluation.decisions:
-            record = records[decision.index]
-            rel = record.get("relationship") or {}
-            affiliate = rel.get("affiliate") or {}
-            offer = rel.get("offer") or {}
-            row = {
-                "conversion_id": record.get("conversion_id"),
-                "on_hold_conversion_id": on_hold_conversion_id(record),
-                "rule_id": decision.rule_id,
-                "rule_description": descriptions.get(decision.rule_id, ""),
-                "action": decision.action,
-                "matched": decision.matched,
-                "affiliate_id": affiliate.get("network_affiliate_id"),
-                "affiliate_name": affiliate.get("name"),
-                "offer_id": offer.get("network_offer_id"),
-                "offer_name": offer.get("name"),
-                "currency_id": record.get("currency_id"),
-            }
-            for key in _AUDIT_FIELDS:
-                row[key] = record.get(key)
-            rows.append(row)
-        return rows
-
-    def _finish_rows(
-        self, rows: list[dict], outcomes: dict[str, tuple[bool, str]], default_reason: str
-    ) -> None:
-        for row in rows:
-            action = row["action"]
-            if action == "review":
-                row["applied"], row["reason"] = False, "waiting for a human decision"
-            elif action == "hold":
-                row["applied"] = False
-                row["reason"] = row.get("hold_reason") or "rule says keep on hold"
-            elif row["on_hold_conversion_id"] in outcomes:
-                row["applied"], row["reason"] = outcomes[row["on_hold_conversion_id"]]
-            else:
-                row["applied"], row["reason"] = False, default_reason
 
 
 __all__ = [
