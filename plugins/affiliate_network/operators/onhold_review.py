@@ -1,15 +1,14 @@
-"""On-hold review operators: thin adapters over the job library in :mod:`affiliate_network.review`
-(rules engine, window, apply with re-check and read-back, audit, review requests).
+"""On-hold review operators: thin adapters over the job library :mod:`affiliate_network.review`.
 
 Three pieces, used by the ``affiliate_onhold_review`` DAG:
 
-* :class:`OnHoldReviewOperator` pulls the conversions of a lookback window, keeps those whose
-  CURRENT on-hold state (the LAST ``relationship.on_hold_snapshots`` entry) is ``on_hold``,
-  decides them with ``include/onhold_rules.yaml``, checks the guardrails before the first write,
-  applies approvals and rejections in chunks (re-checking right before each chunk which are still
-  on hold, reading back after), and writes one audit file per attempt.
-* :func:`build_review_requests` turns the ``review`` decisions of that audit file into one
-  human-in-the-loop request per rule (subject + markdown body listing the conversions).
+* :class:`OnHoldReviewOperator` reads its arguments and the run (dry run or not, run id, try
+  number) and calls :func:`affiliate_network.review.job.run_review`: pull the window's traffic,
+  decide the conversions currently on hold with ``include/onhold_rules.yaml``, check the
+  guardrails, apply approvals and rejections (re-check, chunk, read back), write the audit. It
+  returns a small summary (XCom).
+* :func:`build_review_requests` (:mod:`affiliate_network.review.requests`) turns the ``review``
+  decisions of that audit file into one human-in-the-loop request per rule.
 * :class:`OnHoldReviewApplyOperator` (in :mod:`.onhold_review_apply`, re-exported here) applies
   the human's choice for each request, with the same re-check / chunk / read-back path, so
   rerunning it never writes twice.
@@ -18,51 +17,23 @@ Three pieces, used by the ``affiliate_onhold_review`` DAG:
 from __future__ import annotations
 
 import datetime as dt
-import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.exceptions import (
-    ConfigValidationError,
-    GuardrailError,
-)
+from affiliate_network.exceptions import ConfigValidationError, GuardrailError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 from affiliate_network.paths import include_dir, resolve_data_base
-from affiliate_network.review.apply import (
-    APPROVED,
-    DEFAULT_REJECT_STATUS,
-    ApplyOutcome,
-    OnHoldWriter,
-    check_reject_status,
-    outcome_reasons,
-)
-from affiliate_network.review.audit import (
-    audit_dir,
-    audit_rows,
-    finish_rows,
-    read_jsonl,
-    write_jsonl_atomic,
-)
-from affiliate_network.review.candidates import eligible_positions
+from affiliate_network.review.apply import DEFAULT_REJECT_STATUS, OnHoldWriter, check_reject_status
+from affiliate_network.review.audit import read_jsonl, write_jsonl_atomic
 from affiliate_network.review.guardrails import Guardrails
-from affiliate_network.review.requests import (
-    KEEP_PARAM,
-    REVIEW_OPTIONS,
-    build_review_requests,
-)
-from affiliate_network.review.traffic import pull_review_traffic
+from affiliate_network.review.job import ReviewOptions, ReviewResult, ReviewRun, run_review
+from affiliate_network.review.requests import KEEP_PARAM, REVIEW_OPTIONS, build_review_requests
 from affiliate_network.review.window import review_window
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-
-# ---------------------------------------------------------------------------------------------
-# The review operator
-# ---------------------------------------------------------------------------------------------
 
 
 class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
@@ -142,19 +113,6 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         super().__init__(**kwargs)
         if lookback_days < 1:
             raise ConfigValidationError(f"lookback_days must be >= 1, got {lookback_days}")
-        if not 1 <= chunk_size <= 2000:
-            raise ConfigValidationError(f"chunk_size must be between 1 and 2000, got {chunk_size}")
-        if min_age_hours < 0:
-            raise ConfigValidationError(f"min_age_hours must be >= 0, got {min_age_hours}")
-        if keep_decision_hours < 0:
-            raise ConfigValidationError(
-                f"keep_decision_hours must be >= 0, got {keep_decision_hours}"
-            )
-        Guardrails(max_reject_share, max_reject_count, max_approved_payout).validate()
-        if not reject_status or reject_status == APPROVED:
-            raise ConfigValidationError(
-                f"reject_status must be a rejecting status, got {reject_status!r}"
-            )
         self.rules_file = rules_file
         self.affiliate_network_conn_id = affiliate_network_conn_id
         self.lookback_days = lookback_days
@@ -172,8 +130,20 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         self.lease_wait_minutes = lease_wait_minutes
         self.base_path = base_path
         self.page_size = page_size
+        self._options()  # the library checks the other arguments: a bad one fails at parse time
 
-    # -- helpers --------------------------------------------------------------------------------
+    def _options(self) -> ReviewOptions:
+        return ReviewOptions(
+            min_age_hours=self.min_age_hours,
+            keep_decision_hours=self.keep_decision_hours,
+            chunk_size=self.chunk_size,
+            reject_status=self.reject_status,
+            guardrails=Guardrails(
+                self.max_reject_share, self.max_reject_count, self.max_approved_payout
+            ),
+            lease_wait_minutes=self.lease_wait_minutes,
+            page_size=self.page_size,
+        )
 
     def _rules_path(self) -> Path:
         path = Path(self.rules_file)
@@ -194,167 +164,72 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         )
         return manual or not run_type
 
-    # -- execute --------------------------------------------------------------------------------
+    def _run(self, context: Context, base: str) -> ReviewRun:
+        """This attempt's place: audit folder per run id, file per try number."""
+        run_id = str(
+            (context or {}).get("run_id") or f"manual__{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
+        )
+        ti = (context or {}).get("ti")
+        attempt = getattr(ti, "try_number", None) or 1
+        return ReviewRun(base, self.affiliate_network_conn_id, self.dag_id, run_id, attempt)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.engine import RuleSet
-        from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
-        from affiliate_network.review.lease import WriteLease, lease_path
 
         dry_run = self._dry_run(context)
         check_reject_status(self.reject_status)
         rules_path = self._rules_path()
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled
         self.log.info("Rules %s: %d enabled rules", rules_path, len(ruleset.compiled))
-        horizon = ruleset.horizon_hours
         window = review_window(
             timezone_id=self.timezone_id,
             lookback_days=self.lookback_days,
             to_date=self.to_date,
             as_of=self.as_of,
-            horizon_hours=horizon,
+            horizon_hours=ruleset.horizon_hours,
         )
-        base = resolve_data_base(self.base_path)
-        hook = self.hook
-        started = time.monotonic()
-        records = pull_review_traffic(hook, ruleset, window, self.page_size)
-        eligible, on_hold = eligible_positions(
-            records, window, min_age_hours=self.min_age_hours, horizon_hours=horizon
+        run = self._run(context, resolve_data_base(self.base_path))
+        result = run_review(
+            self.hook,
+            ruleset,
+            window,
+            options=self._options(),
+            run=run,
+            dry_run=dry_run,
+            log=self.log,
         )
-        evaluation = ruleset.evaluate(records, now=window.as_of_ts, eligible=eligible)
-        self.log.info(
-            "Window %s..%s (%s, as of %s; aggregates over %d conversions from %s): %d on "
-            "hold, %d old enough (on hold %.4gh, aggregates complete %.4gh), decided %d in "
-            "%.3f s CPU",
-            window.decide_from,
-            window.to_date,
-            window.timezone,
-            window.as_of,
-            len(records),
-            window.pull_from,
-            on_hold,
-            len(eligible),
-            self.min_age_hours,
-            horizon,
-            len(evaluation.decisions),
-            evaluation.cpu_seconds,
-        )
-        for rule in ruleset.rules:
-            self.log.info(
-                "  rule %-28s %-7s %6d",
-                rule.id,
-                rule.action,
-                evaluation.per_rule.get(rule.id, 0),
-            )
+        return _review_summary(result)
 
-        run_id = str(
-            (context or {}).get("run_id") or f"manual__{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
-        )
-        ti = (context or {}).get("ti")
-        attempt = getattr(ti, "try_number", None) or 1
-        folder = audit_dir(base, self.dag_id, run_id)
-        audit_path = folder / f"decisions-attempt-{attempt}.jsonl"
-        state = state_dir(base, self.affiliate_network_conn_id)
-        rows = audit_rows(records, evaluation, ruleset)
-        # Wall-clock time: how long ago a person answered (as_of only moves the traffic view).
-        sticky = apply_sticky_keeps(
-            rows, state, now=time.time(), keep_hours=self.keep_decision_hours
-        )
 
-        outcome_by_id: dict[str, tuple[bool, str]] = {}
-        approve_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "approve"]
-        reject_ids = [r["on_hold_conversion_id"] for r in rows if r["action"] == "reject"]
-        guardrail: str | None = None
-        try:
-            Guardrails(
-                self.max_reject_share, self.max_reject_count, self.max_approved_payout
-            ).check(evaluation, records)
-        except GuardrailError as err:
-            if not dry_run:
-                finish_rows(rows, {}, "guardrail tripped: nothing written")
-                write_jsonl_atomic(audit_path, rows)
-                self.log.error("%s Audit: %s", err, audit_path)
-                raise
-            # A dry run reports the verdict instead of failing: on-call wants the decisions.
-            guardrail = str(err)
-            self.log.warning("Dry run: a real run would stop here. %s", err)
+def _review_summary(result: ReviewResult) -> dict[str, Any]:
+    """The XCom of a review: counts, window and paths (the audit file holds the detail).
 
-        summary_applied = {APPROVED: 0, self.reject_status: 0}
-        mismatches = skipped = chunks = 0
-        if dry_run:
-            reason = "dry run" if guardrail is None else "dry run; guardrail"
-            finish_rows(rows, {}, reason)
-        elif approve_ids or reject_ids:
-            # Intentions first: if the task dies mid-apply the audit shows what was planned.
-            finish_rows(rows, {}, "pending: not yet applied")
-            write_jsonl_atomic(audit_path, rows)
-            lease = WriteLease(
-                lease_path(base, self.affiliate_network_conn_id), f"{self.dag_id}/{run_id}"
-            )
-            lease.acquire(wait_s=self.lease_wait_minutes * 60, log=self.log)
-            try:
-                writer = OnHoldWriter(
-                    hook,
-                    from_date=window.decide_from,
-                    to_date=window.to_date,
-                    timezone_id=window.timezone_id,
-                    chunk_size=self.chunk_size,
-                    log=self.log,
-                    on_chunk=lease.renew,
-                )
-                outcomes = {APPROVED: ApplyOutcome(), self.reject_status: ApplyOutcome()}
-                try:
-                    for ids, status in (
-                        (approve_ids, APPROVED),
-                        (reject_ids, self.reject_status),
-                    ):
-                        if ids:
-                            writer.apply(ids, status, outcomes[status])
-                except Exception as err:
-                    # Record what the read-back shows landed: a retry sends only what is on
-                    # hold.
-                    outcome_reasons(outcomes, outcome_by_id)
-                    finish_rows(rows, outcome_by_id, f"not applied: failed ({type(err).__name__})")
-                    write_jsonl_atomic(audit_path, rows)
-                    raise
-            finally:
-                lease.release()
-            outcome_reasons(outcomes, outcome_by_id)
-            for status, outcome in outcomes.items():
-                summary_applied[status] = len(outcome.applied)
-                mismatches += len(outcome.mismatches)
-                skipped += len(outcome.skipped)
-                chunks += outcome.chunks
-            finish_rows(rows, outcome_by_id, "not applied")
-        else:
-            finish_rows(rows, {}, "not applied")
-        count = write_jsonl_atomic(audit_path, rows)
-        self.log.info("Audit: %d decisions -> %s", count, audit_path)
-
-        per_action = Counter(r["action"] for r in rows)
-        return {
-            "window": [window.decide_from, window.to_date],
-            "as_of": window.as_of,
-            "timezone_id": window.timezone_id,
-            "pulled": len(records),
-            "on_hold": on_hold,
-            "eligible": len(eligible),
-            "too_young": on_hold - len(eligible),
-            "undecided": evaluation.unmatched,
-            "decisions": {a: per_action.get(a, 0) for a in ("approve", "reject", "review", "hold")},
-            "per_rule": dict(evaluation.per_rule),
-            "applied": summary_applied,
-            "skipped_not_on_hold": skipped,
-            "readback_mismatches": mismatches,
-            "patch_requests": chunks,
-            "review_pending": per_action.get("review", 0),
-            "kept_on_hold_by_reviewer": sticky,
-            "dry_run": dry_run,
-            "guardrail_tripped": guardrail is not None,
-            "audit_path": str(audit_path),
-            "state_dir": str(state),
-            "elapsed_s": round(time.monotonic() - started, 3),
-        }
+    :param result: what :func:`~affiliate_network.review.job.run_review` returned.
+    """
+    window, writes, per_action = result.window, result.writes, result.per_action
+    return {
+        "window": [window.decide_from, window.to_date],
+        "as_of": window.as_of,
+        "timezone_id": window.timezone_id,
+        "pulled": result.pulled,
+        "on_hold": result.on_hold,
+        "eligible": result.eligible,
+        "too_young": result.on_hold - result.eligible,
+        "undecided": result.evaluation.unmatched,
+        "decisions": per_action,
+        "per_rule": dict(result.evaluation.per_rule),
+        "applied": writes.applied,
+        "skipped_not_on_hold": writes.skipped,
+        "readback_mismatches": writes.mismatches,
+        "patch_requests": writes.chunks,
+        "review_pending": per_action["review"],
+        "kept_on_hold_by_reviewer": result.kept_by_reviewer,
+        "dry_run": result.dry_run,
+        "guardrail_tripped": result.guardrail is not None,
+        "audit_path": str(result.audit_path),
+        "state_dir": str(result.state_dir),
+        "elapsed_s": result.elapsed_s,
+    }
 
 
 __all__ = [
