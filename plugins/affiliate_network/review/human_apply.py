@@ -21,6 +21,7 @@ from airflow.sdk import ObjectStoragePath
 from affiliate_network.exceptions import AffiliateNetworkError
 from affiliate_network.review.apply import (
     APPROVED,
+    ApplyOutcome,
     OnHoldWriter,
     check_reject_status,
     outcome_reasons,
@@ -62,6 +63,25 @@ class HumanApplyResult:
     unanswered: int
     readback_mismatches: int
     audit_path: ObjectStoragePath
+
+    @classmethod
+    def of(
+        cls,
+        requests: int,
+        per_status: dict[str, ApplyOutcome],
+        decided: Decided,
+        audit_path: ObjectStoragePath,
+    ) -> HumanApplyResult:
+        """Counts from the writes' outcomes and the choices."""
+        choices = [c for c, _ in decided.values()]
+        return cls(
+            requests=requests,
+            applied={s: len(o.applied) for s, o in per_status.items()},
+            kept_on_hold=choices.count(OPTION_KEEP),
+            unanswered=choices.count(UNANSWERED),
+            readback_mismatches=sum(len(o.mismatches) for o in per_status.values()),
+            audit_path=audit_path,
+        )
 
 
 def plan_choices(
@@ -190,15 +210,7 @@ def apply_human_choices(
         lease.release()
     audit_path = folder / f"human-attempt-{attempt}.jsonl"
     write_jsonl_atomic(audit_path, human_rows)
-    choices = [c for c, _ in decided.values()]
-    return HumanApplyResult(
-        requests=len(requests),
-        applied={s: len(o.applied) for s, o in per_status.items()},
-        kept_on_hold=choices.count(OPTION_KEEP),
-        unanswered=choices.count(UNANSWERED),
-        readback_mismatches=sum(len(o.mismatches) for o in per_status.values()),
-        audit_path=audit_path,
-    )
+    return HumanApplyResult.of(len(requests), per_status, decided, audit_path)
 
 
 def _human_rows(
