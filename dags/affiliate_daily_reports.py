@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pendulum
+
 # The Task SDK's timetable, not airflow.timetables': the core class pulls the scheduler's
 # serialization modules into every parse (about half a second here).
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, task

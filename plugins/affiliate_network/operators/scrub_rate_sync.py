@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from affiliate_network.exceptions import ConfigValidationError, PortalMismatchError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
+
 # The section names without the pydantic models of sync.models (DAG files import this module at
 # parse time; the models load in execute). spec_fields lists the same sections, in file order.
 from affiliate_network.sync.spec_fields import WHOLE_FIELDS as SECTIONS
