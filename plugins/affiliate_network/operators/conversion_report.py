@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 #: Names that moved to :mod:`affiliate_network.settings` (the one loader of include/), still
 #: importable from here; resolved on first use so parsing a DAG file reads no settings code.
 _FROM_SETTINGS = ("load_affiliate_report_targets", "load_network_config")
+#: The endpoint a day is pulled from (the lineage input).
+CONVERSIONS_ENDPOINT = "/networks/reporting/conversions"
 
 __all__ = [
     "MAX_WINDOW_DAYS",
@@ -165,6 +167,7 @@ class ConversionReportOperator(ReportOperatorBase):
         return window_days(start, end, self.lookback_days)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
+        self.reset_lineage()
         check_format(self.format)
         days = self.days(context)
         if days:
@@ -177,6 +180,9 @@ class ConversionReportOperator(ReportOperatorBase):
         partitions: list[dict[str, Any]] = []
         for day in days:
             partitions.append(self._land_day(self.hook, base, day))
+            # Day by day: a later day failing still reports what was landed.
+            self._record_endpoint_read(CONVERSIONS_ENDPOINT)
+            self._record_partition_written(partitions[-1]["path"], partitions[-1]["rows"])
         summary = {
             "dataset": self.dataset,
             "format": self.format,
