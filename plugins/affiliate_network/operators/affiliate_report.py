@@ -17,12 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.assets import dataset_asset
+from affiliate_network.operators.lineage import ENTITY_TABLE_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
 from affiliate_network.reports.schema import validate_report_columns
-
-#: The endpoint the report is requested from (the lineage input).
-ENTITY_TABLE_ENDPOINT = "/affiliates/reporting/entity/table"
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

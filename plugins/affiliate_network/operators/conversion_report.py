@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.affiliate_report import AffiliateReportOperator
 from affiliate_network.operators.assets import dataset_asset
+from affiliate_network.operators.lineage import CONVERSIONS_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
 from affiliate_network.reports.window import MAX_WINDOW_DAYS
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 #: Names that moved to :mod:`affiliate_network.settings` (the one loader of include/), still
 #: importable from here; resolved on first use so parsing a DAG file reads no settings code.
 _FROM_SETTINGS = ("load_affiliate_report_targets", "load_network_config")
-#: The endpoint a day is pulled from (the lineage input).
-CONVERSIONS_ENDPOINT = "/networks/reporting/conversions"
 
 __all__ = [
     "MAX_WINDOW_DAYS",

@@ -29,6 +29,11 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
+#: Endpoints the operators read or write (paths below the base URL's ``/v1``), as datasets.
+CONVERSIONS_ENDPOINT = "/networks/reporting/conversions"
+ENTITY_TABLE_ENDPOINT = "/affiliates/reporting/entity/table"
+ONHOLD_ENDPOINT = "/networks/reporting/onhold"
+
 #: Object stores whose dataset name is the key without a leading slash (like their providers').
 _BUCKET_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "wasbs"})
 
