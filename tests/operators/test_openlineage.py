@@ -1,8 +1,10 @@
-"""OpenLineage: the report operators' inputs (API endpoints) and outputs (partitions).
+"""OpenLineage: inputs (API endpoints, the review's audit) and outputs (partitions, audit files,
+the on-hold endpoint when written) of the report and on-hold operators.
 
 Unit level: the naming helpers, and ``get_openlineage_facets_on_complete`` on operators that ran
-against the sandbox. Task level: a real ``airflow dags test`` of the daily reports DAG with the
-OpenLineage provider's file transport, reading the COMPLETE events it wrote.
+against the sandbox. Task level: a real ``airflow dags test`` of the daily reports DAG and an
+``airflow tasks test`` of the on-hold review with the OpenLineage provider's file transport,
+reading the COMPLETE events it wrote.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ from affiliate_network.operators.conversion_report import (
     ConversionReportOperator,
 )
 from affiliate_network.operators.lineage import api_endpoint_dataset, storage_dataset
+from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.reports.storage import list_partitions
+from affiliate_network.review.audit import read_jsonl
+from affiliate_network.review.requests import OPTION_REJECT, build_review_requests
+from tests.operators.onhold_support import context, review_op
 
 DAG_ID = "affiliate_daily_reports"
 
@@ -146,6 +152,43 @@ def test_affiliate_report_lineage_after_execute(
     assert lineage.outputs[0].outputFacets["outputStatistics"].rowCount == summary["rows"] > 0
 
 
+def test_onhold_review_lineage_dry_run_then_writing(
+    sandbox, network_conn, rules_file, window, tmp_path, api_namespace
+) -> None:
+    conversions = (api_namespace, "/v1/networks/reporting/conversions")
+    onhold = (api_namespace, "/v1/networks/reporting/onhold")
+    dry = review_op(rules_file, window, tmp_path, dry_run=True)
+    summary = dry.execute(context("dry"))
+    lineage = dry.get_openlineage_facets_on_complete(None)
+    assert _pairs(lineage.inputs) == [conversions]
+    # A dry run writes its audit and nothing to the network.
+    assert _pairs(lineage.outputs) == [("file", summary["audit_path"])]
+    rows = len(read_jsonl(summary["audit_path"]))
+    assert lineage.outputs[0].outputFacets["outputStatistics"].rowCount == rows > 0
+
+    op = review_op(rules_file, window, tmp_path)
+    summary = op.execute(context("writes"))
+    assert summary["patch_requests"] > 0
+    lineage = op.get_openlineage_facets_on_complete(None)
+    assert _pairs(lineage.inputs) == [conversions]
+    assert _pairs(lineage.outputs) == [("file", summary["audit_path"]), onhold]
+
+    requests = build_review_requests(summary)
+    apply = OnHoldReviewApplyOperator(
+        task_id="apply", summary=summary, requests=requests,
+        responses=[{"chosen_options": [OPTION_REJECT], "params_input": {}}] * len(requests),
+    )  # fmt: skip
+    result = apply.execute(context("writes"))
+    lineage = apply.get_openlineage_facets_on_complete(None)
+    assert _pairs(lineage.inputs) == [("file", summary["audit_path"]), conversions]
+    assert _pairs(lineage.outputs) == [("file", result["audit_path"]), onhold]
+    # Rerun: everything was already applied, no PATCH, so the endpoint is no output.
+    apply.execute(context("writes"))
+    assert _pairs(apply.get_openlineage_facets_on_complete(None).outputs) == [
+        ("file", result["audit_path"])
+    ]
+
+
 # ---------------------------------------------------------------------- a real task run
 def _ol_env(sandbox, base: Path, events: Path) -> dict[str, str]:
     env = os.environ.copy()
@@ -230,3 +273,38 @@ def test_dag_run_emits_report_lineage_through_the_file_transport(
     text = events.read_text()
     for key in (sandbox.keys["network"], *sandbox.keys["affiliate"].values()):
         assert key not in text, "an API key reached an OpenLineage event"
+
+
+def test_onhold_review_task_emits_lineage_through_the_file_transport(
+    airflow_db, sandbox, network_conn, tmp_path, api_namespace
+) -> None:
+    base = tmp_path / "data"
+    events = tmp_path / "openlineage.jsonl"
+    env = _ol_env(sandbox, base, events)
+    env["AFFILIATE_ONHOLD_MIN_AGE_HOURS"] = "0"
+    env["AFFILIATE_ONHOLD_REVIEW_SCHEDULE"] = "none"
+    env["AFFILIATE_ONHOLD_MAX_REJECT_COUNT"] = "100000"
+    env["AFFILIATE_ONHOLD_MAX_REJECT_SHARE"] = "1"
+    day = sandbox.catalog()["last_date"]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow", "tasks", "test", "affiliate_onhold_review", "review",
+         day, "-t", json.dumps({"dry_run": False})],
+        env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    print(f"tasks test with OpenLineage: {time.monotonic() - started:.1f}s")
+
+    deadline = time.monotonic() + 20
+    while not (jobs := _complete_events(events) if events.exists() else {}):
+        assert time.monotonic() < deadline, output[-3000:]
+        time.sleep(0.5)
+    (review,) = jobs["affiliate_onhold_review.review"]
+    (audit,) = base.rglob("decisions-attempt-*.jsonl")
+    assert _datasets(review, "inputs") == [(api_namespace, "/v1/networks/reporting/conversions")]
+    assert _datasets(review, "outputs") == [
+        ("file", str(audit)),
+        (api_namespace, "/v1/networks/reporting/onhold"),
+    ]
+    assert sandbox.keys["network"] not in events.read_text()
