@@ -120,9 +120,18 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param base_path: audit base (templated); default Variable ``affiliate_network_data_base``.
     :param page_size: conversion report page size (default: the connection's).
+    :param full_pull: pull the whole window instead of the snapshot plus what is new
+        (templated; the snapshot is rewritten from it).
     """
 
-    template_fields: Sequence[str] = ("rules_file", "to_date", "as_of", "dry_run", "base_path")
+    template_fields: Sequence[str] = (
+        "rules_file",
+        "to_date",
+        "as_of",
+        "dry_run",
+        "base_path",
+        "full_pull",
+    )
     ui_color = "#fde9c9"
 
     def __init__(
@@ -145,6 +154,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         lease_wait_minutes: float = 35.0,
         base_path: str | None = None,
         page_size: int | None = None,
+        full_pull: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -185,6 +195,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         self.lease_wait_minutes = lease_wait_minutes
         self.base_path = base_path
         self.page_size = page_size
+        self.full_pull = full_pull
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -202,28 +213,29 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         )
 
     def _pull_traffic(
-        self, hook: AffiliateNetworkHook, ruleset: RuleSet, window: ReviewWindow
+        self, hook: AffiliateNetworkHook, ruleset: RuleSet, window: ReviewWindow, base: str
     ) -> list[dict[str, Any]]:
         """Every conversion of the window and its look-back, whatever its on-hold state,
-        projected to what rules and audit need (aggregates count all of them)."""
-        keep = {*(p.split(".", 1)[0] for p in ruleset.prefetch), *_KEEP_FIELDS}
-        members = {*ruleset.relationship_members(), *_KEEP_MEMBERS}
-        records: list[dict[str, Any]] = []
-        for record in hook.iter_conversions(
-            from_date=window.pull_from,
-            to_date=window.pull_to,
-            timezone_id=window.timezone_id,
-            show_conversions=True,
-            show_events=False,
+        projected to what rules and audit need (aggregates count all of them): the snapshot
+        kept beside the audit plus what is new (:mod:`affiliate_network.review.traffic`)."""
+        from affiliate_network.review.human_decisions import state_dir
+        from affiliate_network.review.traffic import (
+            TrafficSnapshotStore,
+            pull_review_traffic,
+            traffic_snapshot_path,
+        )
+
+        state = state_dir(base, self.affiliate_network_conn_id)
+        return pull_review_traffic(
+            hook,
+            window=window,
+            fields={*(p.split(".", 1)[0] for p in ruleset.prefetch), *_KEEP_FIELDS},
+            members={*ruleset.relationship_members(), *_KEEP_MEMBERS},
+            store=TrafficSnapshotStore(traffic_snapshot_path(state, window.timezone_id)),
             page_size=self.page_size,
-        ):
-            # Keep only the fields rules and audit read: memory stays bounded for big windows.
-            compact = {k: record[k] for k in keep if k in record}
-            rel = record.get("relationship")
-            if isinstance(rel, dict):
-                compact["relationship"] = {m: rel[m] for m in members if m in rel}
-            records.append(compact)
-        return records
+            full=as_bool(self.full_pull, "full_pull"),
+            log=self.log,
+        ).records
 
     def _eligible(
         self, records: list[dict[str, Any]], window: ReviewWindow, horizon_hours: float
@@ -345,7 +357,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         base = resolve_data_base(self.base_path)
         hook = self.hook
         started = time.monotonic()
-        records = self._pull_traffic(hook, ruleset, window)
+        records = self._pull_traffic(hook, ruleset, window, base)
         eligible, on_hold = self._eligible(records, window, horizon)
         evaluation = ruleset.evaluate(records, now=window.as_of_ts, eligible=eligible)
         self.log.info(
