@@ -61,9 +61,7 @@ def hook(conn) -> Iterator[AffiliateNetworkHook]:
 def _start(world: Any) -> dt.datetime:
     """Mid-morning of the data's third day (UTC): a window with traffic before and after."""
     first = dt.date.fromisoformat(world.catalog()["first_date"])
-    return dt.datetime(first.year, first.month, first.day, 10, tzinfo=dt.UTC) + dt.timedelta(
-        days=2
-    )
+    return dt.datetime(first.year, first.month, first.day, 10, tzinfo=dt.UTC) + dt.timedelta(days=2)
 
 
 def _ruleset() -> RuleSet:
@@ -119,7 +117,9 @@ def test_incremental_pull_equals_full_pull_and_asks_for_far_fewer_rows(
     t1 = _start(world)
     world.clear_requests()
     first = _pull(hook, store, t1)
-    assert first.mode == "full" and "first run" in first.reason and first.saved
+    assert first.mode == "full"
+    assert "first run" in first.reason
+    assert first.saved
     full_rows = _rows(world)
     assert full_rows == len(first.records) > 500
 
@@ -160,10 +160,13 @@ def test_lost_or_damaged_snapshot_falls_back_to_the_full_window(world, hook, tmp
         again = _pull(hook, store, t2)
         assert again.mode == "full", why
         assert "unreadable" in again.reason or "incomplete" in again.reason
-        assert again.records == reference and again.saved
+        assert again.records == reference
+        assert again.saved
     store.path.unlink()
     lost = _pull(hook, store, t2)
-    assert lost.mode == "full" and "first run" in lost.reason and lost.records == reference
+    assert lost.mode == "full"
+    assert "first run" in lost.reason
+    assert lost.records == reference
     # ...and the rewritten snapshot serves the next run incrementally.
     assert _pull(hook, store, t2 + dt.timedelta(hours=1)).mode == "incremental"
 
@@ -175,12 +178,15 @@ def test_runs_behind_the_cursor_are_served_but_never_rewind_it(world, hook, tmp_
     cursor = store.load()[0].cursor_ts
     # A manual run / backfill a few hours back: the same conversions a full pull returns.
     back = _pull(hook, store, t1)
-    assert back.mode == "incremental" and not back.saved
+    assert back.mode == "incremental"
+    assert not back.saved
     assert back.records == _pull(hook, None, t1).records
     assert store.load()[0].cursor_ts == cursor
     # A backfill whose window starts before the snapshot: full pull, snapshot untouched.
     older = _pull(hook, store, t1 - dt.timedelta(days=1))
-    assert older.mode == "full" and "before the snapshot" in older.reason and not older.saved
+    assert older.mode == "full"
+    assert "before the snapshot" in older.reason
+    assert not older.saved
     assert store.load()[0].cursor_ts == cursor
 
 
@@ -190,7 +196,8 @@ def test_age_new_fields_and_a_forced_full_pull_fall_back(world, hook, tmp_path) 
     _pull(hook, store, t1)
     later = t1 + dt.timedelta(hours=1)
     aged = _pull(hook, store, later, clock=lambda: dt.datetime.now(dt.UTC).timestamp() + 90_000)
-    assert aged.mode == "full" and "full pull more than 24 h ago" in aged.reason
+    assert aged.mode == "full"
+    assert "full pull more than 24 h ago" in aged.reason
     assert _pull(hook, store, later, full=True).mode == "full"
     ruleset = _ruleset()
     fields, members = _fields(ruleset)
@@ -201,7 +208,8 @@ def test_age_new_fields_and_a_forced_full_pull_fall_back(world, hook, tmp_path) 
         members=members,
         store=store,
     )
-    assert wider.mode == "full" and "fields" in wider.reason
+    assert wider.mode == "full"
+    assert "fields" in wider.reason
     # The snapshot now keeps the union: both field sets are served incrementally.
     assert _pull(hook, store, later + dt.timedelta(hours=1)).mode == "incremental"
 
