@@ -226,7 +226,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         )
 
         state = state_dir(base, self.affiliate_network_conn_id)
-        return pull_review_traffic(
+        pull = pull_review_traffic(
             hook,
             window=window,
             fields={*(p.split(".", 1)[0] for p in ruleset.prefetch), *_KEEP_FIELDS},
@@ -235,7 +235,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             page_size=self.page_size,
             full=as_bool(self.full_pull, "full_pull"),
             log=self.log,
-        ).records
+        )
+        self._traffic = pull.summary()
+        return pull.records
 
     def _eligible(
         self, records: list[dict[str, Any]], window: ReviewWindow, horizon_hours: float
@@ -473,6 +475,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             "as_of": window.as_of,
             "timezone_id": window.timezone_id,
             "pulled": len(records),
+            "traffic": self._traffic,  # full or incremental, rows asked of the API
             "on_hold": on_hold,
             "eligible": len(eligible),
             "too_young": on_hold - len(eligible),

@@ -189,6 +189,16 @@ class TrafficPull:
     rows_refreshed: int = 0
     saved: bool = False
 
+    def summary(self) -> dict[str, Any]:
+        """Counts for a task's return value (no records)."""
+        return {
+            "mode": self.mode,
+            "reason": self.reason,
+            "rows_new": self.rows_new,
+            "rows_refreshed": self.rows_refreshed,
+            "snapshot_saved": self.saved,
+        }
+
 
 class _FallBack(Exception):  # noqa: N818 (control flow inside this module only)
     """The incremental path cannot vouch for its result: pull in full instead."""
