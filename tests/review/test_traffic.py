@@ -252,6 +252,8 @@ def test_review_decisions_after_a_run_that_decided_part_of_a_group_match_a_full_
     t2 = t1 + dt.timedelta(hours=8)
     incremental = _review(conn, base, t2, "scheduled__2", dry_run=True)
     full = _review(conn, tmp_path / "other", t2, "manual__full", dry_run=True, full_pull=True)
+    assert incremental["traffic"]["mode"] == "incremental"
+    assert full["traffic"]["mode"] == "full"
     assert incremental["pulled"] == full["pulled"]
     got, want = _decisions(incremental), _decisions(full)
     assert got == want
