@@ -112,9 +112,11 @@ def affiliate_daily_reports() -> None:
     @task
     def affiliate_report_targets() -> list[dict]:
         """One mapped-task kwargs dict per affiliate connection in include/reports.yaml."""
+        from affiliate_network.operators.base import failing_fast
         from affiliate_network.operators.conversion_report import load_affiliate_report_targets
 
-        return load_affiliate_report_targets()
+        with failing_fast():  # an invalid reports.yaml fails at once, as in an operator
+            return load_affiliate_report_targets()
 
     # Outlets on .partial(): a mapped operator's __init__ runs only at execution, so an outlet
     # set there is never registered and the Assets view never lists the dataset.

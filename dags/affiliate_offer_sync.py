@@ -93,10 +93,13 @@ def affiliate_offer_sync() -> None:
     @task(retries=1)
     def validate(state_file: str) -> dict[str, int]:
         """Fail fast on any invalid value; return the object counts."""
+        from affiliate_network.operators.base import failing_fast
         from affiliate_network.operators.scrub_rate_sync import resolve_state_file
         from affiliate_network.sync.loader import load_desired_state
 
-        return load_desired_state(resolve_state_file(state_file), display_name=state_file).counts()
+        with failing_fast():  # an invalid file fails at once, as in an operator
+            state = load_desired_state(resolve_state_file(state_file), display_name=state_file)
+        return state.counts()
 
     plan = OfferStateSyncOperator(
         task_id="plan",

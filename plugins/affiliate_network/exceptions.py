@@ -1,24 +1,26 @@
 """Errors raised by the affiliate network package: every error class lives here.
 
-Every error is an :class:`AffiliateNetworkError`, itself an ``AirflowException`` so Airflow's
-retry and failure handling treat them like any provider error. HTTP errors carry the status code
-and the server's message (``error``, falling back to ``Error``) and never the API key.
+HTTP errors carry the status code and the server's message (``error``, falling back to
+``Error``) and never the API key.
 
-Errors a retry cannot fix are :class:`NonRetryableError`, also an ``AirflowFailException``: the
-task fails at once instead of spending its retries (re-pulling a window twice to trip the same
-guardrail). They are: configuration and rules validation, a tripped guardrail, a blocked sync,
-a report that cannot fit the row cap, a schema mismatch, and a key that is refused (401, 403,
-wrong portal, bad connection fields). Transient trouble (5xx, 429, timeouts, a busy lease, an
-unknown outcome that the next run re-checks) stays retryable.
+Errors a retry cannot fix are :class:`NonRetryableError`: the task fails at once instead of
+spending its retries (re-pulling a window twice to trip the same guardrail). They are:
+configuration and rules validation, a tripped guardrail, a blocked sync, a report that cannot
+fit the row cap, a schema mismatch, and a key that is refused (401, 403, wrong portal, bad
+connection fields). Transient trouble (5xx, 429, timeouts, a busy lease, an unknown outcome that
+the next run re-checks) stays retryable.
+
+This module imports nothing from Airflow: importing Airflow takes seconds, and the command lines
+(``affiliate-network-rules``, ``affiliate-network-sync``) and job libraries import these errors.
+The operators' base (:mod:`affiliate_network.operators.base`) is where a
+:class:`NonRetryableError` becomes an Airflow ``AirflowFailException`` (the exception Airflow's
+task runner fails without retries on), still an instance of its own class.
 """
 
 from __future__ import annotations
 
-from airflow.exceptions import AirflowException
-from airflow.sdk.exceptions import AirflowFailException
 
-
-class AffiliateNetworkError(AirflowException):
+class AffiliateNetworkError(Exception):
     """Base class of every error this package raises.
 
     :param message: human-readable description (the server's message for HTTP errors).
@@ -36,8 +38,12 @@ class AffiliateNetworkError(AirflowException):
         return f"{self.status_code}: {self.message}"
 
 
-class NonRetryableError(AffiliateNetworkError, AirflowFailException):
-    """An error a retry cannot fix: the task fails without using its retries."""
+class NonRetryableError(AffiliateNetworkError):
+    """An error a retry cannot fix: the task fails without using its retries.
+
+    Raised from an operator, it reaches Airflow as an ``AirflowFailException`` (see
+    :func:`affiliate_network.operators.base.fail_fast`).
+    """
 
 
 class InvalidRequestError(AffiliateNetworkError):

@@ -20,16 +20,53 @@ DATA_BASE_VARIABLE = "affiliate_network_data_base"
 
 # plugins/affiliate_network/paths.py -> project root in a checkout.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: A checkout (the package under ``<root>/plugins``), not an installed wheel (site-packages).
+IN_CHECKOUT = Path(__file__).resolve().parent.parent.name == "plugins"
+
+
+def _dags_folder() -> Path:
+    """Airflow's configured DAGs folder (``[core] dags_folder``)."""
+    from airflow.configuration import conf
+
+    return Path(conf.get("core", "dags_folder")).expanduser()
+
+
+def _deployment_root() -> Path:
+    """Where ``include/`` and ``data/`` live: the checkout, or beside the DAGs folder.
+
+    An installed wheel has no project folder of its own; Airflow projects keep ``include/`` next
+    to ``dags/`` (Astro, the official docker-compose ``/opt/airflow/{dags,include}``).
+    """
+    if IN_CHECKOUT:
+        return PROJECT_ROOT
+    return _dags_folder().parent
 
 
 def include_dir() -> Path:
-    """Folder holding ``onhold_rules.yaml``, ``offer_state.yaml``, ``reports.yaml``."""
-    return Path(os.environ.get(INCLUDE_DIR_ENV) or PROJECT_ROOT / "include")
+    """Folder holding ``onhold_rules.yaml``, ``offer_state.yaml``, ``reports.yaml``.
+
+    Order: ``$AFFILIATE_NETWORK_INCLUDE_DIR``; in a checkout ``<project>/include``; installed as
+    a wheel, ``include/`` beside Airflow's DAGs folder (``<dags_folder>/../include``), else
+    inside it (``<dags_folder>/include``). Not an Airflow Variable: DAG files read this folder
+    at parse time (the report timetable's timezone), where a Variable lookup is a round trip
+    to the metadata DB on every parse.
+    """
+    explicit = os.environ.get(INCLUDE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    beside = _deployment_root() / "include"
+    if IN_CHECKOUT or beside.is_dir():
+        return beside
+    inside = _dags_folder() / "include"
+    return inside if inside.is_dir() else beside
 
 
 def default_data_base() -> str:
-    """Output base when no Airflow Variable is set: env, else ``<project>/data``."""
-    return os.environ.get(DATA_BASE_ENV) or str(PROJECT_ROOT / "data")
+    """Output base when no Airflow Variable is set: env, else ``data/`` beside ``include/``.
+
+    That is ``<project>/data`` in a checkout, ``<dags_folder>/../data`` for an installed wheel.
+    """
+    return os.environ.get(DATA_BASE_ENV) or str(_deployment_root() / "data")
 
 
 def resolve_data_base(explicit: str | None = None, *, outside_task: bool = False) -> str:
@@ -37,7 +74,7 @@ def resolve_data_base(explicit: str | None = None, *, outside_task: bool = False
 
     Order: ``explicit`` (an operator's ``base_path``), else the Airflow Variable
     ``affiliate_network_data_base``, else ``$AFFILIATE_NETWORK_DATA_BASE``, else
-    ``<project>/data``.
+    :func:`default_data_base` (``<project>/data``, or beside the DAGs folder for a wheel).
 
     Airflow's ``Variable.get`` turns a failed lookup (API server restarting, a network blip)
     into "not set", which would silently move the outputs, and the sync's ledger, to the local

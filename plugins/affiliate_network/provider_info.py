@@ -5,11 +5,13 @@ Kept in its own module so ``get_provider_info()`` stays import-light (no hook, n
 
 from __future__ import annotations
 
+from typing import Any
+
 from affiliate_network import __version__
 
 CONN_TYPE = "affiliate_network"
 
-PROVIDER_INFO: dict = {
+PROVIDER_INFO: dict[str, Any] = {
     "package-name": "airflow-provider-affiliate-network",
     "name": "Affiliate Network",
     "description": "Hook, operators and a local sandbox for an affiliate tracking network API "

@@ -191,6 +191,14 @@ def load_network_settings() -> NetworkSettings:
     )
 
 
+def load_network_config() -> dict[str, Any]:
+    """``include/network.yaml`` as ``{"timezone", "timezone_id", "currency_id"}``.
+
+    Validated against the API's timezone table, as :func:`load_network_settings`.
+    """
+    return load_network_settings().as_dict()
+
+
 def resolve_timezone(
     timezone_id: int | str | None, timezone: str | None, settings: NetworkSettings | None = None
 ) -> tuple[int, str]:

@@ -7,6 +7,9 @@ sandbox than before it (a hook left open keeps its pooled keep-alive connections
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -85,3 +88,52 @@ def test_a_report_closes_its_hook_and_a_rerun_builds_a_new_one(
     assert open_connections(sandbox) == before
     op.execute(context())  # a retry in the same worker: a fresh hook, closed again
     assert open_connections(sandbox) == before
+
+
+FAILING_DAG = """
+import datetime as dt
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import dag
+
+from affiliate_network.exceptions import GuardrailError, ServerError
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+
+ATTEMPTS = Path(__file__).with_name("attempts.txt")
+
+
+class Raising(AffiliateNetworkBaseOperator):
+    def __init__(self, error: str, **kwargs):
+        super().__init__(retries=2, retry_delay=dt.timedelta(0), **kwargs)
+        self.error = error
+
+    def execute_job(self, context):
+        with ATTEMPTS.open("a") as out:
+            out.write(self.task_id + "\\n")
+        raise {"guardrail": GuardrailError, "server": ServerError}[self.error]("boom", 503)
+
+
+@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"))
+def fail_fast_probe():
+    Raising(task_id="guardrail", error="guardrail")
+    Raising(task_id="server", error="server")
+
+
+fail_fast_probe()
+"""
+
+
+def test_the_task_runner_fails_a_non_retryable_error_without_retries(airflow_db, tmp_path) -> None:
+    # Through Airflow's own task runner: a NonRetryableError runs once although the task has
+    # retries; a transient error spends them (3 attempts).
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "fail_fast_probe.py").write_text(FAILING_DAG)
+    env = {**os.environ, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow", "dags", "test", "fail_fast_probe", "2026-01-02"],
+        env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    attempts = (dags / "attempts.txt").read_text().split()
+    assert sorted(attempts) == ["guardrail", "server", "server", "server"], done.stdout[-4000:]

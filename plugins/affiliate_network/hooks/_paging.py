@@ -250,84 +250,84 @@ class PagedIterator(Iterator[dict[str, Any]]):
     def _count(self, records: list[Any]) -> int:
         return records[0].rows if self._raw else len(records)
 
+    def _first_page(self, started: float) -> tuple[list[Any], int, int, int, tuple[int, int]]:
+        """Page 1: its records, ``total_count``, the page size served, the last page number
+        and the page's digest (to spot a server that ignores ``page``).
+        """
+        stats = self.stats
+        raw = self._fetch(1, self._page_size)
+        stats.retries += raw.retries
+        records, paging = self._parse(raw, 1)
+        digest = (len(raw.content), hash(raw.content))
+        del raw
+        total = self._paging_int(paging, "total_count", 1, minimum=0) or 0
+        stats.total_count = total
+        # Some endpoints enforce a smaller maximum than asked for: page by what was served.
+        page_size = self._paging_int(paging, "page_size", 1, minimum=1) or self._page_size
+        served = self._count(records)
+        if 0 < served < page_size < total:
+            page_size = served
+        last_page = max(1, math.ceil(total / page_size))
+        if last_page > MAX_PAGES:
+            raise AffiliateNetworkError(
+                f"{self._label}: paging says total_count {total} at page_size {page_size}, "
+                f"{last_page} pages; more than {MAX_PAGES:,} pages is not a plausible "
+                "answer, so nothing more is requested"
+            )
+        stats.pages = 1
+        stats.rows += self._count(records)
+        stats.elapsed_s = self._clock() - started
+        self._progress(started, last_page)
+        return records, total, page_size, last_page, digest
+
+    def _later_page(
+        self, raw: RawPage, page: int, last_page: int, total: int, previous: tuple[int, int]
+    ) -> tuple[list[Any], tuple[int, int]]:
+        """A page after the first, parsed and checked against the pull so far."""
+        self.stats.retries += raw.retries
+        records, paging = self._parse(raw, page)
+        digest = (len(raw.content), hash(raw.content))
+        if digest == previous:
+            # Two pages byte for byte alike: the server ignores ``page`` (or a proxy
+            # cached page 1). Going on would land the same rows again and again.
+            raise AffiliateNetworkError(
+                f"{self._label}: page {page} is identical to page {page - 1}; the "
+                "server ignores the page parameter, so the pull stops here"
+            )
+        if self._count(records) == 0 and page < last_page:
+            raise AffiliateNetworkError(
+                f"{self._label}: page {page} of {last_page} came back empty although "
+                f"total_count said {total}: the result set moved or the answer is "
+                "inconsistent; the pull stops (rerun it)"
+            )
+        if paging.get("total_count") != total:
+            self._log.warning(
+                "%s: total_count changed from %s to %s at page %d; the result set "
+                "moved during the pull",
+                self._label,
+                total,
+                paging.get("total_count"),
+                page,
+            )
+        return records, digest
+
     def _generate(self) -> Iterator[Any]:
         started = self._clock()
         stats = self.stats
-        executor: ThreadPoolExecutor | None = None
-        window: deque[tuple[int, Future[RawPage]]] = deque()
+        prefetch: _Prefetcher | None = None
         finished = False
         try:
-            raw = self._fetch(1, self._page_size)
-            stats.retries += raw.retries
-            records, paging = self._parse(raw, 1)
-            previous = (len(raw.content), hash(raw.content))
-            del raw
-            total = self._paging_int(paging, "total_count", 1, minimum=0) or 0
-            stats.total_count = total
-            # Some endpoints enforce a smaller maximum than asked for: page by what was served.
-            page_size = self._paging_int(paging, "page_size", 1, minimum=1) or self._page_size
-            served = self._count(records)
-            if 0 < served < page_size < total:
-                page_size = served
-            last_page = max(1, math.ceil(total / page_size))
-            if last_page > MAX_PAGES:
-                raise AffiliateNetworkError(
-                    f"{self._label}: paging says total_count {total} at page_size {page_size}, "
-                    f"{last_page} pages; more than {MAX_PAGES:,} pages is not a plausible "
-                    "answer, so nothing more is requested"
-                )
-            stats.pages = 1
-            stats.rows += self._count(records)
-            stats.elapsed_s = self._clock() - started
-            self._progress(started, last_page)
+            records, total, page_size, last_page, previous = self._first_page(started)
             yield from records
             del records
-
-            next_page = 2
-            if last_page >= next_page:
-                pin_mmap_threshold()  # worker-read page buffers must not pile up in arenas
-                executor = ThreadPoolExecutor(
-                    max_workers=min(self._concurrency, last_page - 1),
-                    thread_name_prefix="affiliate-network-page",
-                )
-            while next_page <= last_page and len(window) < self._concurrency:
-                window.append((next_page, executor.submit(self._fetch, next_page, page_size)))
-                next_page += 1
-            while window:
-                page, future = window.popleft()
-                raw = future.result()
-                del future  # a done future keeps its result (the raw page) alive
-                # Refill the window before parsing so the workers never idle on us.
-                if next_page <= last_page:
-                    window.append((next_page, executor.submit(self._fetch, next_page, page_size)))
-                    next_page += 1
-                stats.retries += raw.retries
-                records, paging = self._parse(raw, page)
-                digest = (len(raw.content), hash(raw.content))
+            prefetch = _Prefetcher(
+                self._fetch, concurrency=self._concurrency, page_size=page_size, last=last_page
+            )
+            while (item := prefetch.next_page()) is not None:
+                page, raw = item
+                del item
+                records, previous = self._later_page(raw, page, last_page, total, previous)
                 del raw
-                if digest == previous:
-                    # Two pages byte for byte alike: the server ignores ``page`` (or a proxy
-                    # cached page 1). Going on would land the same rows again and again.
-                    raise AffiliateNetworkError(
-                        f"{self._label}: page {page} is identical to page {page - 1}; the "
-                        "server ignores the page parameter, so the pull stops here"
-                    )
-                previous = digest
-                if self._count(records) == 0 and page < last_page:
-                    raise AffiliateNetworkError(
-                        f"{self._label}: page {page} of {last_page} came back empty although "
-                        f"total_count said {total}: the result set moved or the answer is "
-                        "inconsistent; the pull stops (rerun it)"
-                    )
-                if paging.get("total_count") != total:
-                    self._log.warning(
-                        "%s: total_count changed from %s to %s at page %d; the result set "
-                        "moved during the pull",
-                        self._label,
-                        total,
-                        paging.get("total_count"),
-                        page,
-                    )
                 stats.pages += 1
                 stats.rows += self._count(records)
                 stats.elapsed_s = self._clock() - started
@@ -337,9 +337,56 @@ class PagedIterator(Iterator[dict[str, Any]]):
             finished = True
         finally:
             self._cancel.set()
-            for _, future in window:
-                future.cancel()
-            if executor is not None:
-                executor.shutdown(wait=False, cancel_futures=True)
+            if prefetch is not None:
+                prefetch.shutdown()
             stats.elapsed_s = self._clock() - started
             self._log_end(finished)
+
+
+class _Prefetcher:
+    """Pages 2..``last`` fetched on worker threads, at most ``concurrency`` outstanding.
+
+    Each page is handed over by a plain method call (never held in a generator frame), so the
+    raw bytes of a page live only as long as its consumer keeps them.
+    """
+
+    def __init__(self, fetch: PageFetcher, *, concurrency: int, page_size: int, last: int) -> None:
+        self._fetch = fetch
+        self._page_size = page_size
+        self._last = last
+        self._next = 2
+        self._window: deque[tuple[int, Future[RawPage]]] = deque()
+        self._executor: ThreadPoolExecutor | None = None
+        if last >= 2:
+            pin_mmap_threshold()  # worker-read page buffers must not pile up in arenas
+            self._executor = ThreadPoolExecutor(
+                max_workers=min(concurrency, last - 1),
+                thread_name_prefix="affiliate-network-page",
+            )
+        while self._next <= last and len(self._window) < concurrency:
+            self._submit()
+
+    def _submit(self) -> None:
+        assert self._executor is not None
+        future = self._executor.submit(self._fetch, self._next, self._page_size)
+        self._window.append((self._next, future))
+        self._next += 1
+
+    def next_page(self) -> tuple[int, RawPage] | None:
+        """The next page in order (waiting for it), or None after the last."""
+        if not self._window:
+            return None
+        page, future = self._window.popleft()
+        raw = future.result()
+        del future  # a done future keeps its result (the raw page) alive
+        # Refill the window before the page is parsed so the workers never idle on us.
+        if self._next <= self._last:
+            self._submit()
+        return page, raw
+
+    def shutdown(self) -> None:
+        """Cancel the pages not yet fetched and let the workers go."""
+        for _, future in self._window:
+            future.cancel()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)

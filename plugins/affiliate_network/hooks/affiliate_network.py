@@ -1,12 +1,13 @@
 """AffiliateNetworkHook: all HTTP with the affiliate tracking network, for all four portals.
 
-It extends providers-http's :class:`~airflow.providers.http.hooks.http.HttpHook` (connection
-lookup, ``requests`` sessions, transport extras such as ``verify`` and ``proxies``) and adds what
-the API specification (``affiliate-network-api.md``) asks of a client:
+It stands on Airflow's :class:`~airflow.sdk.BaseHook` (connection lookup, logging) with its own
+``requests`` sessions (:mod:`affiliate_network.hooks._transport`: auth header, retries, throttle),
+and adds what the API specification (``affiliate-network-api.md``) asks of a client; this module
+holds the connection parsing and the endpoint methods:
 
 * Auth: the API key (connection password) goes in ``X-Svc-Api-Key``; it is registered with the
-  secrets masker the moment it is read. Connection extras are never sent as headers (HttpHook
-  copies unknown extras into headers; this hook passes it transport options only).
+  secrets masker the moment it is read. Connection extras are never sent as headers; only the
+  transport extras (``verify``, ``proxies``, ``cert``, ...) set session options.
 * Portal guard: each endpoint belongs to the portal named by its path prefix (``/networks``,
   ``/affiliates``, ``/advertisers``, ``/partners``); calling one with another portal's connection
   raises :class:`PortalMismatchError` before anything is sent.
@@ -41,25 +42,20 @@ answering ``86400``) is capped, with a warning in the task log, so no worker is 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import queue
 import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlsplit
 
 import orjson
 import requests
-import urllib3
-from airflow.providers.http.hooks.http import HttpHook
+from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import mask_secret
-from requests_toolbelt.adapters.socket_options import TCPKeepAliveAdapter
 
 try:  # the masker's lookup, re-exported next to mask_secret
     from airflow.sdk.log import redact
@@ -75,23 +71,32 @@ from affiliate_network.exceptions import (
     ConnectionConfigError,
     InvalidRequestError,
     NotFoundError,
-    OutcomeUnknownError,
     PermissionDeniedError,
     PortalMismatchError,
     ReportRowLimitError,
-    TransportError,
-    error_for_status,
 )
 from affiliate_network.hooks._paging import PagedIterator, PullStats, RawPage
 from affiliate_network.hooks._ratelimit import RateLimitThrottle
-from affiliate_network.hooks._retry import (
-    RetryPolicy,
-    is_retryable_status,
-    parse_retry_after,
-    was_never_sent,
+from affiliate_network.hooks._retry import RetryPolicy
+from affiliate_network.hooks._transport import (
+    API_KEY_HEADER,
+    CONNECT_TIMEOUT_S,
+    RETRY_AFTER_CAP_S,
+    SAFE_RESEND_STATUSES,
+    Reply,
+    Transport,
 )
 
-__all__ = ["AffiliateNetworkHook", "PagedIterator", "PullStats", "RetryPolicy"]
+__all__ = [
+    "API_KEY_HEADER",
+    "CONNECT_TIMEOUT_S",
+    "RETRY_AFTER_CAP_S",
+    "SAFE_RESEND_STATUSES",
+    "AffiliateNetworkHook",
+    "PagedIterator",
+    "PullStats",
+    "RetryPolicy",
+]
 
 #: Portal name -> path prefix (spec, "What the service does").
 PORTAL_PREFIXES: dict[str, str] = {
@@ -100,31 +105,18 @@ PORTAL_PREFIXES: dict[str, str] = {
     "advertiser": "/advertisers",
     "marketplace": "/partners",
 }
-API_KEY_HEADER = "X-Svc-Api-Key"
 DEFAULT_PAGE_SIZE = 2000
 MAX_PAGE_SIZE = 2000  # spec, "Limits": typically 2,000
 DEFAULT_CONCURRENCY = 4
 # Public docs: at most 10 concurrent requests to the network reporting endpoints.
 MAX_CONCURRENCY = 10
 DEFAULT_TIMEOUT_S = 120.0
-CONNECT_TIMEOUT_S = 10.0
 ENTITY_TABLE_ROW_CAP = 10_000  # spec, "Limits": rows returned by aggregated reporting
 TIME_COLUMNS = frozenset({"hour", "date", "week", "month", "year"})
 #: Statuses the spec shows (``approved``) or implies (rejection exists; its value is not shown, so
 #: any lowercase status word is sent as given and the server decides).
 ON_HOLD_STATUSES = ("approved", "rejected")
 ON_HOLD_STATUS_FORM = re.compile(r"[a-z][a-z_]*\Z")
-#: The one status after which a non-idempotent request is re-sent: a 429 is the rate limiter
-#: refusing the request before it was handled. Any 5xx may come after the create was applied
-#: (a proxy's 502/504, a 500 thrown after the insert, a 503 from a draining instance), so a
-#: create is never re-sent on one: the caller reconciles instead (safe side for creates).
-SAFE_RESEND_STATUSES = frozenset({429})
-#: Longest ``Retry-After`` honoured, in seconds: the spec's backoff ceiling.
-RETRY_AFTER_CAP_S = 30.0
-#: Extras HttpHook reads as transport options. Only these reach HttpHook: it copies every other
-#: extra into the request headers, and ours (portal, region, ...) must never be sent.
-_TRANSPORT_EXTRAS = ("stream", "cert", "proxies", "proxy", "verify", "verify_ssl", "trust_env")
-
 #: One cheap authenticated call per portal for :meth:`AffiliateNetworkHook.test_connection`:
 #: (method, path, query, body). Network and affiliate use documented endpoints; the spec documents
 #: no advertiser or marketplace endpoint, only names ``GET /advertisers/advertiser`` and
@@ -140,36 +132,6 @@ _CHEAP_CALLS: dict[str, tuple[str, str, dict[str, Any] | None, dict[str, Any] | 
     "advertiser": ("GET", "/advertisers/advertiser", None, None),
     "marketplace": ("GET", "/partners/connections", None, None),
 }
-
-
-@dataclass(frozen=True)
-class _Reply:
-    status: int
-    content: bytes
-    retries: int
-
-
-class _TransportExtras:
-    """The view of a connection HttpHook's session set-up gets: transport extras only."""
-
-    def __init__(self, host: str | None, extras: dict[str, Any]) -> None:
-        self.host = host
-        self.extra_dejson = extras
-        self.extra = orjson.dumps(extras).decode() if extras else None
-
-
-def _read_body(response: requests.Response) -> bytes:
-    """The whole body in one read: ``response.content`` joins 10 kB chunks, holding a multi-MB
-    page twice and costing a Python-level loop per chunk.
-    """
-    try:
-        return response.raw.read(decode_content=True) or b""
-    except urllib3.exceptions.ReadTimeoutError as exc:
-        raise requests.exceptions.ReadTimeout(str(exc)) from None
-    except urllib3.exceptions.HTTPError as exc:  # ProtocolError, DecodeError, ...
-        raise requests.exceptions.ChunkedEncodingError(str(exc)) from None
-    finally:
-        response.close()  # after a full read this only returns the connection to the pool
 
 
 #: Paths every portal's key may call (the public reference's metadata lookups).
@@ -223,7 +185,7 @@ def _conversion_filters(filters: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     return [dict(item) for item in filters]
 
 
-class AffiliateNetworkHook(HttpHook):
+class AffiliateNetworkHook(BaseHook):
     """Client of the affiliate tracking network API (network, affiliate, advertiser, marketplace).
 
     Connection: ``host`` = base URL ending in ``/v1``; ``password`` = the portal's API key; extras
@@ -275,37 +237,25 @@ class AffiliateNetworkHook(HttpHook):
         rng: random.Random | None = None,
         adapter: requests.adapters.HTTPAdapter | None = None,
     ) -> None:
-        # tcp_keep_alive=False: HttpHook would share one adapter (one urllib3 pool) across every
-        # session it makes; this hook mounts a fresh adapter per session instead.
-        self._loading = True  # base_url must not trigger a connection read during __init__
-        super().__init__(
-            method="GET",
-            http_conn_id=affiliate_network_conn_id,
-            tcp_keep_alive=False,
-            adapter=adapter,
-        )
+        super().__init__()
         self.affiliate_network_conn_id = affiliate_network_conn_id
         self.retry_policy = RetryPolicy(max_attempts, base_delay, max_delay, jitter)
         self._timeout_arg = timeout
         self._page_size_arg = page_size
         self._concurrency_arg = concurrency
+        self._adapter = adapter
         self._sleep = sleep
         self._clock = clock
         self._rng = rng or random.Random()
         self._throttle = RateLimitThrottle(
             reserve=rate_limit_reserve, clock=clock, sleep=sleep, enabled=throttle
         )
-        self._sessions: queue.LifoQueue[requests.Session] = queue.LifoQueue()
         self._load_lock = threading.Lock()
-        self._loaded = False
-        self._api_key = ""
+        self._transport: Transport | None = None
         self._portal = ""
         self._extras: dict[str, Any] = {}
-        self._connection: Any = None
-        self._timeout_s = DEFAULT_TIMEOUT_S
         self._page_size = DEFAULT_PAGE_SIZE
         self._concurrency = DEFAULT_CONCURRENCY
-        self._loading = False
 
     def __repr__(self) -> str:
         # Never the connection (its repr shows the password).
@@ -314,10 +264,10 @@ class AffiliateNetworkHook(HttpHook):
     # ------------------------------------------------------------------ connection
     def _load(self) -> None:
         """Read the connection once: mask the key, validate extras, pick the base URL."""
-        if self._loaded:
+        if self._transport is not None:
             return
         with self._load_lock:
-            if self._loaded:
+            if self._transport is not None:
                 return
             conn_id = self.affiliate_network_conn_id
             try:
@@ -345,11 +295,9 @@ class AffiliateNetworkHook(HttpHook):
                 raise ConnectionConfigError(
                     f"connection {conn_id!r}: the API key (password field) is empty"
                 )
-            self._api_key = key
             self._portal = portal
             self._extras = extras
-            self._connection = conn
-            self._timeout_s = self._number_setting(
+            timeout_s = self._number_setting(
                 "timeout", self._timeout_arg, DEFAULT_TIMEOUT_S, 0.001, 3600.0, float
             )
             self._page_size = self._number_setting(
@@ -358,8 +306,18 @@ class AffiliateNetworkHook(HttpHook):
             self._concurrency = self._number_setting(
                 "concurrency", self._concurrency_arg, DEFAULT_CONCURRENCY, 1, MAX_CONCURRENCY, int
             )
-            self._set_base_url(conn)
-            self._loaded = True
+            self._transport = Transport(
+                base_url=self._base_url_from(conn),
+                api_key=key,
+                extras=extras,
+                adapter=self._adapter,
+                timeout_s=timeout_s,
+                throttle=self._throttle,
+                sleep=self._sleep,
+                clock=self._clock,
+                rng=self._rng,
+                log=self.log,
+            )
 
     def _number_setting(
         self, name: str, argument: Any, default: Any, low: float, high: float, kind: type
@@ -384,8 +342,8 @@ class AffiliateNetworkHook(HttpHook):
             )
         return value
 
-    def _set_base_url(self, connection: Any) -> None:
-        """Base URL from the connection (overrides HttpHook, which reads ``schema`` as scheme).
+    def _base_url_from(self, connection: Any) -> str:
+        """Base URL from the connection (``schema`` is a path here, not the scheme).
 
         ``host`` may be a full URL (``https://api.example.com/v1``) or a bare host, in which case
         the URI form's path (``schema`` field) is the path, ``https`` is assumed and ``/v1`` is
@@ -423,9 +381,7 @@ class AffiliateNetworkHook(HttpHook):
             raise ConnectionConfigError(
                 f"connection {conn_id!r}: {field} must end in /v1 (the API version segment)"
             )
-        self.base_url = f"{parts.scheme}://{parts.netloc}{path}"
-        self._base_url_initialized = True
-        self._srv_lookup_enabled = False
+        return f"{parts.scheme}://{parts.netloc}{path}"
 
     @staticmethod
     def _url_from_host(connection: Any) -> str:
@@ -446,82 +402,33 @@ class AffiliateNetworkHook(HttpHook):
         netloc = f"{host}:{port}" if port else host
         return f"{scheme}://{netloc}/{path or 'v1'}"
 
-    def _configure_session_from_auth(self, session: requests.Session, connection: Any) -> Any:
-        # The key travels in X-Svc-Api-Key, never as basic auth (login is unused).
-        session.auth = None
-        return session
+    def get_conn(self, headers: dict[Any, Any] | None = None) -> requests.Session:
+        """A new ``requests`` session carrying the API key header and the transport extras.
 
-    def _configure_session_from_extra(
-        self, session: requests.Session, connection: Any, extra_options: dict[str, Any]
-    ) -> requests.Session:
-        extras = self._extras
-        transport = {k: extras[k] for k in _TRANSPORT_EXTRAS if k in extras}
-        return super()._configure_session_from_extra(
-            session, _TransportExtras(connection.host, transport), extra_options
-        )
+        The hook's own requests use a pool of such sessions; this one is the caller's to use
+        and close. Sessions are not shared between threads.
 
-    def _configure_session_from_mount_adapters(self, session: requests.Session) -> requests.Session:
-        # One adapter (one connection pool) per session: a session is used by one thread at a time.
-        adapter = self.adapter or TCPKeepAliveAdapter(
-            idle=120, count=20, interval=30, pool_connections=1, pool_maxsize=1
-        )
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
-        return session
-
-    def get_conn(
-        self, headers: dict[Any, Any] | None = None, extra_options: dict[str, Any] | None = None
-    ) -> requests.Session:
-        """A new ``requests`` session carrying the API key header (HttpHook's, minus extras as
-        headers and basic auth). Sessions are not shared between threads.
+        :param headers: extra headers for this session.
         """
-        self._load()
-        # HttpHook.get_conn would look the connection up again for every session (each lookup
-        # registers the key with the masker and the supervisor once more); the connection read
-        # by _load is used instead, with HttpHook's session set-up steps in HttpHook's order.
-        connection = self._connection
-        session = self._configure_session_from_auth(requests.Session(), connection)
-        if connection.extra or extra_options:
-            session = self._configure_session_from_extra(session, connection, extra_options or {})
-        session = self._configure_session_from_mount_adapters(session)
-        if self.default_headers:
-            session.headers.update(self.default_headers)
-        session.headers.update({API_KEY_HEADER: self._api_key, "Accept": "application/json"})
+        session = self._loaded_transport().new_session()
         if headers:
             session.headers.update(headers)
         return session
 
-    @contextlib.contextmanager
-    def _session(self) -> Iterator[requests.Session]:
-        # A pool of sessions: a worker borrows one for a request, so no two threads share one.
-        try:
-            session = self._sessions.get_nowait()
-        except queue.Empty:
-            session = self.get_conn()
-        try:
-            yield session
-        finally:
-            self._sessions.put(session)
+    def _loaded_transport(self) -> Transport:
+        self._load()
+        assert self._transport is not None
+        return self._transport
 
     def close(self) -> None:
         """Close the pooled sessions (the hook stays usable: new ones are made on demand)."""
-        while True:
-            try:
-                self._sessions.get_nowait().close()
-            except queue.Empty:
-                break
+        if self._transport is not None:
+            self._transport.close()
 
     @property
-    def base_url(self) -> str:  # type: ignore[override]
+    def base_url(self) -> str:
         """Base URL every path is appended to (the EU one for ``region: eu``), read lazily."""
-        if not self._base_url and not getattr(self, "_loading", True):
-            self._load()
-        return self._base_url
-
-    @base_url.setter
-    def base_url(self, value: str) -> None:
-        # HttpHook.__init__ assigns "" before this class has set anything up.
-        self._base_url = value
+        return self._loaded_transport().base_url
 
     @property
     def portal(self) -> str:
@@ -558,19 +465,7 @@ class AffiliateNetworkHook(HttpHook):
             )
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
-
-    def _error_message(self, content: bytes, reason: str | None, status: int) -> str:
-        """The server's ``error``, falling back to ``Error`` (spec, "Errors")."""
-        try:
-            doc = orjson.loads(content)
-        except orjson.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict):
-            message = doc.get("error") or doc.get("Error")
-            if message:
-                return self._scrub(str(message))
-        return reason or f"HTTP {status}"
+        return self._transport.scrub(text) if self._transport is not None else text
 
     def _send(
         self,
@@ -583,123 +478,19 @@ class AffiliateNetworkHook(HttpHook):
         policy: RetryPolicy | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
-    ) -> _Reply:
-        """Send one request with the retry policy; return the 2xx reply or raise."""
+    ) -> Reply:
+        """Send one request with the retry policy (portal guard first); the 2xx reply or raise."""
         self._guard(method, path)
-        policy = policy or self.retry_policy
-        url = self.base_url + path
-        data = orjson.dumps(body) if body is not None else None
-        headers = {"Content-Type": "application/json"} if data is not None else None
-        read_timeout = timeout or self._timeout_s
-        timeouts = (min(CONNECT_TIMEOUT_S, read_timeout), read_timeout)
-        shown = f"{path}?{urlencode(params)}" if params else path
-        attempt = 0
-        while True:
-            attempt += 1
-            self._throttle.acquire()
-            started = self._clock()
-            try:
-                with self._session() as session:
-                    # allow_redirects=False: requests would forward X-Svc-Api-Key to any host
-                    # a redirect names.
-                    response = session.request(
-                        method,
-                        url,
-                        params=params,
-                        data=data,
-                        headers=headers,
-                        timeout=timeouts,
-                        allow_redirects=False,
-                        stream=True,
-                    )
-                    content = _read_body(response)
-            except requests.RequestException as exc:
-                self._throttle.release(remaining=None, status=None)
-                kind = "timeout" if isinstance(exc, requests.Timeout) else "connection error"
-                self.log.debug(
-                    "%s %s -> %s after %.3fs (attempt %d/%d)",
-                    method,
-                    shown,
-                    kind,
-                    self._clock() - started,
-                    attempt,
-                    policy.max_attempts,
-                )
-                # The requests exception holds the prepared request (and so the key header):
-                # it is summarised, never chained.
-                detail = self._scrub(f"{type(exc).__name__}: {exc}")
-                if not idempotent and not was_never_sent(exc):
-                    raise OutcomeUnknownError(
-                        f"{method} {path}: {kind} after the request was sent; the server may "
-                        f"have applied it. It was not re-sent: check the current state before "
-                        f"trying again ({detail})"
-                    ) from None
-                if attempt >= policy.max_attempts or (cancel is not None and cancel.is_set()):
-                    raise TransportError(
-                        f"{method} {path}: {kind} on attempt {attempt} of {policy.max_attempts} "
-                        f"({detail})"
-                    ) from None
-                self._sleep(policy.backoff(attempt, self._rng.random()))
-                continue
-
-            status = response.status_code
-            remaining_header = response.headers.get("X-RateLimit-Remaining")
-            remaining = int(remaining_header) if (remaining_header or "").isdigit() else None
-            retry_after = (
-                parse_retry_after(response.headers.get("Retry-After"))
-                if is_retryable_status(status)
-                else None
-            )
-            if retry_after is not None and retry_after > RETRY_AFTER_CAP_S:
-                self.log.warning(
-                    "%s %s: %d with Retry-After %.0f s, capped at %.0f s (the spec's backoff "
-                    "ceiling)",
-                    method,
-                    path,
-                    status,
-                    retry_after,
-                    RETRY_AFTER_CAP_S,
-                )
-                retry_after = RETRY_AFTER_CAP_S
-            self._throttle.release(remaining=remaining, status=status, retry_after=retry_after)
-            self.log.debug(
-                "%s %s -> %d in %.3fs (attempt %d/%d)",
-                method,
-                shown,
-                status,
-                self._clock() - started,
-                attempt,
-                policy.max_attempts,
-            )
-            if 200 <= status < 300:
-                return _Reply(status, content, attempt - 1)
-            message = self._error_message(content, response.reason, status)
-            del response, content
-            if is_retryable_status(status):
-                if not idempotent and status not in SAFE_RESEND_STATUSES:
-                    raise OutcomeUnknownError(
-                        f"{method} {path}: {status} {message}; the server may have applied "
-                        "it. It was not re-sent: check the current state before trying again",
-                        status,
-                    )
-                if attempt < policy.max_attempts and not (cancel is not None and cancel.is_set()):
-                    delay = (
-                        retry_after
-                        if retry_after is not None
-                        else policy.backoff(attempt, self._rng.random())
-                    )
-                    self._sleep(delay)
-                    continue
-                self.log.warning(
-                    "%s %s: giving up after %d attempts, last status %d",
-                    method,
-                    path,
-                    attempt,
-                    status,
-                )
-            error = error_for_status(status, message)
-            error.method, error.path = method, path  # type: ignore[attr-defined]
-            raise error
+        return self._loaded_transport().send(
+            method,
+            path,
+            params=params,
+            body=body,
+            idempotent=idempotent,
+            policy=policy or self.retry_policy,
+            timeout=timeout,
+            cancel=cancel,
+        )
 
     def _call(
         self,

@@ -2,15 +2,77 @@
 
 from __future__ import annotations
 
-from functools import cached_property
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from affiliate_network.exceptions import NonRetryableError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+
+@cache
+def _failing_class(cls: type[NonRetryableError]) -> type[NonRetryableError]:
+    """``cls`` that is also Airflow's ``AirflowFailException`` (built once per error class).
+
+    Same name and module as ``cls``: ``except GuardrailError`` still catches it, and
+    ``AirflowException.serialize`` names the package's class.
+    """
+    return type(
+        cls.__name__,
+        (cls, AirflowFailException),
+        {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__reduce__": _reduce},
+    )
+
+
+def _reduce(err: NonRetryableError) -> tuple[Any, ...]:
+    # Pickled (a callback, a listener) as the failing variant of the package's own class.
+    base = type(err).__mro__[1]
+    return (_rebuild, (base, err.args, dict(err.__dict__)))
+
+
+def _rebuild(cls: type[NonRetryableError], args: tuple, state: dict) -> NonRetryableError:
+    err = _failing_class(cls).__new__(_failing_class(cls), *args)
+    err.__dict__.update(state)
+    return err
+
+
+def fail_fast(err: NonRetryableError) -> NonRetryableError:
+    """The same error as an ``AirflowFailException``: Airflow fails the task without retries.
+
+    Airflow's task runner (``airflow.sdk.execution_time.task_runner``) marks a task FAILED at
+    once only for ``AirflowFailException`` (and sensor timeouts); any other exception goes
+    through the retry check. The errors module stays free of Airflow imports (the command lines
+    import it), so the operators make the conversion here. The result is still an instance of
+    ``type(err)`` with the same message and attributes (nothing is added: no key can leak).
+
+    :param err: a package error a retry cannot fix.
+    :returns: a copy of ``err`` whose class also derives from ``AirflowFailException``.
+    """
+    if isinstance(err, AirflowFailException):
+        return err
+    return _rebuild(type(err), err.args, dict(err.__dict__))
+
+
+@contextmanager
+def failing_fast() -> Iterator[None]:
+    """In a ``@task`` function: a :class:`NonRetryableError` fails the task without retries.
+
+    The operators' ``execute`` does the same for every operator of the package.
+    """
+    try:
+        yield
+    except NonRetryableError as err:
+        if isinstance(err, AirflowFailException):
+            raise  # already converted (a nested block): keep it as is
+        raise fail_fast(err) from err
 
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
@@ -42,7 +104,9 @@ class AffiliateNetworkBaseOperator(BaseOperator):
 
     The hook is built on first use (never at DAG parse time) from
     ``affiliate_network_conn_id`` and ``hook_kwargs``, and closed when ``execute`` ends, on
-    success or error, so no pooled connection or worker thread outlives the task.
+    success or error, so no pooled connection or worker thread outlives the task. A
+    :class:`~affiliate_network.exceptions.NonRetryableError` leaves ``execute`` as an
+    ``AirflowFailException`` too (:func:`fail_fast`): the task fails without its retries.
     """
 
     affiliate_network_conn_id: str
@@ -57,7 +121,8 @@ class AffiliateNetworkBaseOperator(BaseOperator):
 
     def execute(self, context: Context) -> Any:
         try:
-            return self.execute_job(context)
+            with failing_fast():
+                return self.execute_job(context)
         finally:
             self.close_hook()
 

@@ -1,6 +1,7 @@
 """The affiliate's aggregated report and its 10,000-row cap: split the range until it fits.
 
-Runnable without Airflow's task context: give it a hook of the affiliate portal.
+Runnable without Airflow's task context: :func:`fetch_entity_table` with a hook of the affiliate
+portal, then :func:`write_affiliate_report` to publish what it fetched as one partition.
 """
 
 from __future__ import annotations
@@ -12,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 from affiliate_network.exceptions import ReportRowLimitError
 
 if TYPE_CHECKING:
+    import os
+
+    from airflow.sdk import ObjectStoragePath
+
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.reports.storage import PublishResult
 
 #: (first day, last day, rows) of each sub-request that fitted under the cap.
 Piece = tuple[dt.date, dt.date, list[dict[str, Any]]]
@@ -74,3 +80,59 @@ def fetch_entity_table(
     return fetch_entity_table(hook, start, mid, **kwargs) + fetch_entity_table(
         hook, mid + dt.timedelta(days=1), end, **kwargs
     )
+
+
+def write_affiliate_report(
+    base: ObjectStoragePath | str | os.PathLike[str],
+    *,
+    dataset: str,
+    affiliate_id: str,
+    start: dt.date,
+    end: dt.date,
+    pieces: Sequence[Piece],
+    columns: Sequence[Any],
+    request: dict[str, Any],
+    format: str,
+) -> tuple[str, PublishResult]:
+    """Publish the fetched pieces of one affiliate's report as one partition, atomically.
+
+    Every row carries the ``report_from``/``report_to`` range it aggregates. The partition is
+    ``affiliate=<id>/date=<start>`` for one day, ``date=<start>_<end>`` for a longer window.
+
+    :param base: the data base (local path or object-storage URL).
+    :param dataset: dataset folder under the base.
+    :param affiliate_id: the affiliate's id (partition key).
+    :param start: first day of the window.
+    :param end: last day of the window (inclusive).
+    :param pieces: what :func:`fetch_entity_table` returned.
+    :param columns: the report's validated columns (the schema follows them).
+    :param request: request parameters recorded in the manifest (never a key).
+    :param format: ``parquet`` or ``jsonl``.
+    :return: the partition key (``affiliate=.../date=...``) and the publish result.
+    """
+    from affiliate_network.reports.schema import AffiliateReportSchema
+    from affiliate_network.reports.storage import write_partition
+
+    rows = [
+        {**row, "report_from": a.isoformat(), "report_to": b.isoformat()}
+        for a, b, table in pieces
+        for row in table
+    ]
+    date_key = start.isoformat() if start == end else f"{start}_{end}"
+    stats = {
+        "requests_landed": [
+            {"from": a.isoformat(), "to": b.isoformat(), "rows": len(t)} for a, b, t in pieces
+        ],
+        "splits": len(pieces) - 1,
+    }
+    result = write_partition(
+        base,
+        dataset,
+        {"affiliate": affiliate_id, "date": date_key},
+        rows,
+        AffiliateReportSchema(columns),
+        request=request,
+        format=format,
+        stats=stats,
+    )
+    return f"affiliate={affiliate_id}/date={date_key}", result

@@ -49,22 +49,31 @@ import orjson
 from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import InvalidRequestError
+from affiliate_network.review.audit import AUDIT_FIELDS
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.review.engine import RuleSet
     from affiliate_network.review.window import ReviewWindow
 
 __all__ = [
     "DEFAULT_MAX_AGE_HOURS",
     "DEFAULT_OVERLAP_S",
+    "KEEP_FIELDS",
+    "KEEP_MEMBERS",
     "SNAPSHOT_VERSION",
     "TrafficPull",
     "TrafficSnapshot",
     "TrafficSnapshotStore",
     "pull_review_traffic",
+    "review_fields",
     "traffic_snapshot_path",
 ]
+
+#: Fields and relationship members kept from each pulled conversion besides what rules read.
+KEEP_FIELDS = ("conversion_id", "transaction_id", "currency_id", *AUDIT_FIELDS)
+KEEP_MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
 
 #: Format version of the snapshot file; another version is ignored (full pull).
 SNAPSHOT_VERSION = 1
@@ -77,6 +86,12 @@ DEFAULT_REFRESH_CHUNK = 500
 _ON_HOLD = "on_hold"
 
 log_ = logging.getLogger(__name__)
+
+
+def review_fields(ruleset: RuleSet) -> tuple[frozenset[str], frozenset[str]]:
+    """Top-level fields and ``relationship`` members the rules and the audit read."""
+    fields = {*(p.split(".", 1)[0] for p in ruleset.prefetch), *KEEP_FIELDS}
+    return frozenset(fields), frozenset({*ruleset.relationship_members(), *KEEP_MEMBERS})
 
 
 def traffic_snapshot_path(state: ObjectStoragePath, timezone_id: int) -> ObjectStoragePath:

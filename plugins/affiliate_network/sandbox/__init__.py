@@ -7,10 +7,12 @@ affiliate_network.sandbox``) or, from Python/pytest, with
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["create_app"]
 
 
-def create_app(*args, **kwargs):
+def create_app(*args: Any, **kwargs: Any) -> Any:
     """Build the ASGI app (imported lazily so importing the package stays cheap)."""
     from affiliate_network.sandbox.app import create_app as _create
 

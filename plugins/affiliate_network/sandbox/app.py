@@ -36,7 +36,7 @@ from affiliate_network.sandbox.state import State
 from affiliate_network.sandbox.world import Raw, World
 from affiliate_network.timezones import as_api_records
 
-Handler = Callable[["Sandbox", World, Principal, dict, dict, Any], Any]
+Handler = Callable[["Sandbox", World, Principal, dict[str, Any], dict[str, Any], Any], Any]
 #: Largest request body the API reads (the spec shows no limit; larger ones get 413 unread).
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: Largest body of an admin request (data config, fault settings: a few hundred bytes).
@@ -75,83 +75,121 @@ def _int_param(raw: str) -> int:
 # --- endpoint handlers (thin: parse, call the world) ---------------------------------------------
 
 
-def h_conversions(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_conversions(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     page, size = parse_paging(q)
     return w.conversion_report(body, page, size)
 
 
-def h_onhold(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_onhold(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.patch_onhold(body, sb.faults.config.onhold_ignore_ids)
 
 
-def h_sale(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_sale(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.put_sale_amount(params["id"], body)
 
 
-def h_flowchart(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_flowchart(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.flowchart(params["id"])
 
 
-def h_entity(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_entity(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.entity_table(p.entity_id, body)
 
 
-def h_offergroup(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_offergroup(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.put_offer_group(_int_param(params["id"]), body)
 
 
-def h_offer(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_offer(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.put_offer(_int_param(params["id"]), body)
 
 
-def h_scrub(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_scrub(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.post_scrub_rate(body)
 
 
-def h_trackingdomain(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_trackingdomain(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.put_tracking_domain(_int_param(params["id"]), body)
 
 
-def h_tiered(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_tiered(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     page, size = parse_paging(q)
     return w.tiered_commissions(body, page, size)
 
 
-def h_channel(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_channel(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.put_channel(_int_param(params["id"]), body)
 
 
-def h_category(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_category(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.post_category(body)
 
 
-def h_encode(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_encode(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.encode(body)
 
 
-def h_pixels(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_pixels(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     page, size = parse_paging(q)
     return w.pixels(body, page, size)
 
 
-def h_payoutrevenue(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_payoutrevenue(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     expand = q.get(choices.EXPAND_PARAM) == choices.EXPAND_VALUE
     return w.get_payout_revenue(_int_param(params["id"]), expand)
 
 
-def h_offerurl_get(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_offerurl_get(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.get_offer_url(_int_param(params["id"]))
 
 
-def h_offerurl_patch(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_offerurl_patch(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.patch_offer_urls(body)
 
 
-def h_label(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_label(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.get_label(params["label"])
 
 
-def h_network(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_network(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     # Network info. The reference page documents GET /networks with ``timezone_id``; the
     # timezone user guide names ``reporting_timezone_id`` (GET /networks/info). Both are served,
     # with both fields: the default reporting timezone of report requests.
@@ -166,22 +204,28 @@ def h_network(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: 
     }
 
 
-def h_timezones(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_timezones(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     # GET /meta/timezones (public reference "Timezones"): any portal's key.
     return {"timezones": as_api_records()}
 
 
-def h_affiliate_self(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_affiliate_self(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     return w.catalog.affiliate_small(p.entity_id)
 
 
-def h_advertiser_self(sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any) -> Any:
+def h_advertiser_self(
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
+) -> Any:
     adv = w.catalog.advertisers[p.entity_id]
     return {k: adv[k] for k in ("network_advertiser_id", "network_id", "name", "account_status")}
 
 
 def h_partner_connections(
-    sb: Sandbox, w: World, p: Principal, params: dict, q: dict, body: Any
+    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
 ) -> Any:
     return {"connections": [{"network_id": w.network_id, "name": f"Sandbox network ({w.region})"}]}
 
@@ -239,7 +283,7 @@ class Sandbox:
 
     # --- state ----------------------------------------------------------------------------------
 
-    def reset(self, overrides: dict) -> DataConfig:
+    def reset(self, overrides: dict[str, Any]) -> DataConfig:
         cfg = self.base_config.with_overrides(overrides)
         self.config = cfg
         self.worlds = {"default": World(cfg, "default"), "eu": World(cfg, "eu")}
@@ -257,7 +301,9 @@ class Sandbox:
 
     # --- ASGI -------------------------------------------------------------------------------------
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(
+        self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]
+    ) -> None:
         if scope["type"] == "lifespan":
             while True:
                 msg = await receive()
@@ -292,13 +338,13 @@ class Sandbox:
 
     async def api(
         self,
-        scope: dict,
-        receive: Callable[[], Awaitable[dict]],
-        send: Callable,
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[dict[str, Any]]],
+        send: Callable[..., Any],
         method: str,
         region: str,
         api: str,
-        query: dict,
+        query: dict[str, Any],
     ) -> None:
         # The body is read only after the route, the key and its scope are accepted, and only
         # up to MAX_BODY_BYTES: a refused request costs no memory whatever its size.
@@ -388,7 +434,7 @@ class Sandbox:
         await _respond(send, status, payload, headers)
 
     @staticmethod
-    def _match(api: str) -> tuple[Route | None, dict]:
+    def _match(api: str) -> tuple[Route | None, dict[str, Any]]:
         for route in ROUTES:
             m = route.regex.match(api)
             if m:
@@ -397,7 +443,9 @@ class Sandbox:
 
     # --- admin ------------------------------------------------------------------------------------
 
-    def admin(self, method: str, path: str, query: dict, raw: bytes) -> tuple[int, Any, dict]:
+    def admin(
+        self, method: str, path: str, query: dict[str, Any], raw: bytes
+    ) -> tuple[int, Any, dict[str, Any]]:
         try:
             return 200, self._admin(method, path, query, raw), {}
         except ApiError as err:
@@ -405,13 +453,13 @@ class Sandbox:
         except (ConfigError, FaultConfigError, ValueError) as err:
             return 400, {"error": str(err)}, {}
 
-    def _world(self, query: dict) -> World:
+    def _world(self, query: dict[str, Any]) -> World:
         region = query.get("region", "default")
         if region not in self.worlds:
             raise invalid("region must be default or eu")
         return self.worlds[region]
 
-    def _admin(self, method: str, path: str, query: dict, raw: bytes) -> Any:
+    def _admin(self, method: str, path: str, query: dict[str, Any], raw: bytes) -> Any:
         route = (method, path.rstrip("/"))
         if route == ("GET", "/_sandbox/health"):
             return {"status": "ok", "pid": os.getpid(), "config": self.config.to_json()}
@@ -514,7 +562,9 @@ def planted_rules() -> dict[str, str]:
 # --- low-level I/O --------------------------------------------------------------------------------
 
 
-async def _read_body(scope: dict, receive: Callable[[], Awaitable[dict]], limit: int) -> bytes:
+async def _read_body(
+    scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]], limit: int
+) -> bytes:
     """The request body, or :class:`BodyTooLargeError` as soon as it is known to exceed ``limit``.
 
     A declared ``Content-Length`` above the limit is refused before any byte is read; a chunked
@@ -554,7 +604,9 @@ def _parse_json(raw: bytes) -> Any:
         raise invalid("the body is not valid JSON") from None
 
 
-async def _respond(send: Callable, status: int, payload: Any, headers: dict[str, str]) -> None:
+async def _respond(
+    send: Callable[..., Any], status: int, payload: Any, headers: dict[str, str]
+) -> None:
     chunks = payload.chunks if isinstance(payload, Raw) else [orjson.dumps(payload)]
     length = sum(len(c) for c in chunks)
     raw_headers = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from affiliate_network.sandbox import choices
 from affiliate_network.sandbox.errors import ApiError, before
@@ -49,13 +50,13 @@ class KeyRing:
         self.key_seed = key_seed
         self.principals: dict[str, Principal] = {}
         self.revoked: set[str] = set()
-        self.listing: dict = {}
+        self.listing: dict[str, Any] = {}
 
     def build(self, regions: dict[str, tuple[list[int], list[int]]]) -> None:
         """``regions``: region -> (affiliate ids, advertiser ids)."""
         self.principals.clear()
         self.revoked.clear()
-        listing: dict = {}
+        listing: dict[str, Any] = {}
         for region, (aff_ids, adv_ids) in regions.items():
             ks = self.key_seed
             net = _key(ks, region, "network")

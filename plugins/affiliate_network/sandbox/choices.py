@@ -6,6 +6,8 @@ clients may rely on these and nothing else. When a choice changes, change it her
 
 from __future__ import annotations
 
+from typing import Any
+
 # --- Resources and their fields (conventions) --------------------------------------------------
 #: Network id of the default-region network and of the EU network (not shown: any integer).
 NETWORK_ID = 1
@@ -80,7 +82,7 @@ HOLDING_PERIOD_S = 7 * 86400
 #: ``relationship.snapshots`` and shows in every later report.
 
 # --- PUT /networks/offergroups/{id}: defaults of omitted non-required fields -------------------
-OFFER_GROUP_DEFAULTS: dict = {
+OFFER_GROUP_DEFAULTS: dict[str, Any] = {
     "offer_group_status": "active",
     "internal_notes": "",
     "currency_id": "USD",
@@ -106,7 +108,7 @@ OFFER_SESSION_DEFINITIONS = ("cookie", "ip", "ip_user_agent", "google_ad_id", "i
 PAYOUT_TYPES = ("cpc", "cpa", "cpm", "cps", "cpa_cps", "prv")
 REVENUE_TYPES = ("rpc", "rpa", "rpm", "rps", "rpa_rps")
 #: Omitted non-required offer fields reset to these (the offer record shows them).
-OFFER_DEFAULTS: dict = {
+OFFER_DEFAULTS: dict[str, Any] = {
     "thumbnail_url": "",
     "destination_url": "",
     "server_side_url": "",
@@ -169,7 +171,7 @@ OFFER_DEFAULTS: dict = {
     **{cap: 0 for cap in CAP_FIELDS},
 }
 #: Default payout_revenue when omitted: one default CPA entry paying 0 / earning 0.
-DEFAULT_PAYOUT_REVENUE: dict = {
+DEFAULT_PAYOUT_REVENUE: dict[str, Any] = {
     "entry_name": "Base",
     "payout_type": "cpa",
     "payout_amount": 0,

@@ -112,7 +112,7 @@ class Catalog:
             for k in range(len(_FIRST))
         ]
 
-        self.advertisers: dict[int, dict] = {}
+        self.advertisers: dict[int, dict[str, Any]] = {}
         for a in range(cfg.advertisers):
             aid = ADVERTISER_BASE + 1 + a
             brand = _BRANDS[a % len(_BRANDS)] + ("" if a < len(_BRANDS) else f" {a}")
@@ -144,7 +144,7 @@ class Catalog:
             }
         adv_ids = list(self.advertisers)
 
-        self.categories: dict[int, dict] = {}
+        self.categories: dict[int, dict[str, Any]] = {}
         for k, name in enumerate(["Finance", "Gaming", "Lifestyle", "Travel", "Utilities"]):
             cid = CATEGORY_BASE + 1 + k
             self.categories[cid] = {
@@ -157,7 +157,7 @@ class Catalog:
             }
         cat_ids = list(self.categories)
 
-        self.tracking_domains: dict[int, dict] = {}
+        self.tracking_domains: dict[int, dict[str, Any]] = {}
         for k, host in enumerate(["trk.example-net.com", "go.example-net.com", "click.partner.io"]):
             tid = TRACKING_DOMAIN_BASE + 1 + k
             self.tracking_domains[tid] = {
@@ -178,8 +178,8 @@ class Catalog:
         td_ids = list(self.tracking_domains)
 
         # Offers: offer k belongs to advertiser k % A and to one of that advertiser's 2 groups.
-        self.offers: dict[int, dict] = {}
-        self.offer_info: dict[int, dict] = {}
+        self.offers: dict[int, dict[str, Any]] = {}
+        self.offer_info: dict[int, dict[str, Any]] = {}
         n_adv = len(adv_ids)
         for k in range(cfg.offers):
             oid = OFFER_BASE + 1 + k
@@ -212,7 +212,7 @@ class Catalog:
             }
             self.offers[oid] = self._offer_fields(oid)
 
-        self.affiliates: dict[int, dict] = {}
+        self.affiliates: dict[int, dict[str, Any]] = {}
         for f in range(cfg.affiliates):
             fid = AFFILIATE_BASE + 1 + f
             name = _AFFILIATE_NAMES[f % len(_AFFILIATE_NAMES)] + (
@@ -237,7 +237,7 @@ class Catalog:
                 "referrer_id": 0,
             }
 
-        self.offer_groups: dict[int, dict] = {}
+        self.offer_groups: dict[int, dict[str, Any]] = {}
         for a, adv in enumerate(adv_ids):
             adv_short = self.advertisers[adv]["name"].removesuffix(" Inc.")
             for half in range(2):
@@ -258,7 +258,7 @@ class Catalog:
                     "time_saved": created,
                 }
 
-        self.offer_urls: dict[int, dict] = {}
+        self.offer_urls: dict[int, dict[str, Any]] = {}
         n = 0
         for oid, info in self.offer_info.items():
             for variant in ("Landing A", "Landing B"):
@@ -281,7 +281,7 @@ class Catalog:
                     "time_saved": created,
                 }
 
-        self.cpr_settings: dict[int, dict] = {}
+        self.cpr_settings: dict[int, dict[str, Any]] = {}
         aff_ids = list(self.affiliates)
         for k, oid in enumerate(self.offer_info):
             sid = CPR_SETTING_BASE + 1 + k
@@ -319,7 +319,7 @@ class Catalog:
                 "time_saved": created,
             }
 
-        self.tiered: dict[int, dict] = {}
+        self.tiered: dict[int, dict[str, Any]] = {}
         offer_ids = list(self.offer_info)
         for k in range(max(1, (cfg.offers + 1) // 2)):
             tid = TIERED_BASE + 1 + k
@@ -362,7 +362,7 @@ class Catalog:
                 "time_saved": created,
             }
 
-        self.pixels: dict[int, dict] = {}
+        self.pixels: dict[int, dict[str, Any]] = {}
         n = 0
         for f, fid in enumerate(aff_ids):
             targets = [0] + ([offer_ids[f % len(offer_ids)]] if f % 2 == 0 else [])
@@ -398,7 +398,7 @@ class Catalog:
             if p["network_offer_id"] == 0
         }
 
-        self.channels: dict[int, dict] = {}
+        self.channels: dict[int, dict[str, Any]] = {}
         for k, name in enumerate(["Search", "Social", "Email", "Native"]):
             cid = CHANNEL_BASE + 1 + k
             self.channels[cid] = {
@@ -411,7 +411,7 @@ class Catalog:
                 "relationship": {},
             }
 
-        self.assignments: dict[int, dict] = {}
+        self.assignments: dict[int, dict[str, Any]] = {}
         for f, fid in enumerate(aff_ids):
             aid = ASSIGNMENT_BASE + 1 + f
             self.assignments[aid] = {
@@ -423,7 +423,7 @@ class Catalog:
                 "network_offer_id": 0,
             }
 
-        self.labels: dict[str, dict] = {}
+        self.labels: dict[str, dict[str, Any]] = {}
         for k, label in enumerate(_LABELS):
             self.labels[label] = {
                 "label": label,
@@ -474,7 +474,7 @@ class Catalog:
         )
         return fields
 
-    def offer_summary(self, oid: int, fields: dict | None = None) -> dict[str, Any]:
+    def offer_summary(self, oid: int, fields: dict[str, Any] | None = None) -> dict[str, Any]:
         f = fields or self.offers[oid]
         return {
             "network_offer_id": oid,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from affiliate_network.sandbox import choices
 from affiliate_network.sandbox.errors import invalid
 
@@ -21,7 +23,7 @@ def envelope(page: int, page_size: int, total: int) -> dict[str, int]:
     return {"page": page, "page_size": page_size, "total_count": total}
 
 
-def slice_list(items: list, page: int, page_size: int) -> list:
+def slice_list(items: list[Any], page: int, page_size: int) -> list[Any]:
     start = (page - 1) * page_size
     return items[start : start + page_size]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from affiliate_network.sandbox import choices
 
@@ -42,7 +43,7 @@ class RateLimiter:
         wait = (1.0 - tokens) / self.refill if self.refill > 0 else 3600.0
         return False, 0, wait
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"capacity": self.capacity, "refill_per_second": self.refill}
 
 

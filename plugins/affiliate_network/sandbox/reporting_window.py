@@ -32,7 +32,7 @@ _MIN = dt.datetime(1970, 1, 2)
 _MAX = dt.datetime(9998, 12, 31)
 
 
-def resolve_timezone(body: dict, default_id: int) -> tuple[int, str]:
+def resolve_timezone(body: dict[str, Any], default_id: int) -> tuple[int, str]:
     """``(timezone_id, IANA name)`` of a request: its ``timezone_id`` or the network default."""
     tz = body.get("timezone_id")
     if tz is None:
@@ -66,7 +66,7 @@ def _bound(value: Any, name: str, *, end: bool, allow_time: bool) -> tuple[dt.da
 
 
 def utc_window(
-    body: dict,
+    body: dict[str, Any],
     default_tz_id: int,
     today: dt.date,
     *,

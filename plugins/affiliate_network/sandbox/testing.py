@@ -34,7 +34,9 @@ _FLAG_NAMES = {
 }
 
 
-def _window_params(from_date: Any, to_date: Any, timezone_id: int | None, region: str) -> dict:
+def _window_params(
+    from_date: Any, to_date: Any, timezone_id: int | None, region: str
+) -> dict[str, Any]:
     # No timezone_id: the network's default reporting timezone, as the API does.
     params: dict[str, Any] = {"from": str(from_date), "to": str(to_date), "region": region}
     if timezone_id is not None:
@@ -54,7 +56,7 @@ class RunningSandbox:
     :param workdir: temp folder holding the ready file and the process log.
     """
 
-    def __init__(self, process: subprocess.Popen, url: str, workdir: Path) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], url: str, workdir: Path) -> None:
         self.process = process
         self.url = url
         self.base_url = f"{url}/v1"
@@ -71,43 +73,45 @@ class RunningSandbox:
     def log_path(self) -> Path:
         return self.workdir / "sandbox.log"
 
-    def admin(self, method: str, path: str, json: Any = None, params: dict | None = None) -> Any:
+    def admin(
+        self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
         """Call an admin endpoint (``/_sandbox/...``) and return its parsed JSON."""
         resp = self._http.request(method, self.url + path, json=json, params=params, timeout=120)
         if resp.status_code >= 400:
             raise SandboxAdminError(f"{method} {path} -> {resp.status_code}: {resp.text[:500]}")
         return resp.json()
 
-    def reset(self, **data_config: Any) -> dict:
+    def reset(self, **data_config: Any) -> dict[str, Any]:
         """Fresh state: startup data config with ``data_config`` overrides, no faults, no logs."""
         cfg = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in data_config.items()}
         out = self.admin("POST", "/_sandbox/reset", json=cfg)
         self.keys = self.admin("GET", "/_sandbox/keys")
         return out
 
-    def set_faults(self, **faults: Any) -> dict:
+    def set_faults(self, **faults: Any) -> dict[str, Any]:
         return self.admin("PUT", "/_sandbox/faults", json=faults)
 
-    def clear_faults(self) -> dict:
+    def clear_faults(self) -> dict[str, Any]:
         return self.admin("PUT", "/_sandbox/faults", json={})
 
-    def set_rate_limit(self, capacity: int, refill_per_second: float) -> dict:
+    def set_rate_limit(self, capacity: int, refill_per_second: float) -> dict[str, Any]:
         return self.admin(
             "PUT",
             "/_sandbox/rate_limit",
             json={"capacity": capacity, "refill_per_second": refill_per_second},
         )
 
-    def requests_log(self) -> list[dict]:
+    def requests_log(self) -> list[dict[str, Any]]:
         return self.admin("GET", "/_sandbox/requests")["requests"]
 
-    def request_counts(self) -> dict:
+    def request_counts(self) -> dict[str, Any]:
         return self.admin("GET", "/_sandbox/requests/counts")
 
-    def clear_requests(self) -> dict:
+    def clear_requests(self) -> dict[str, Any]:
         return self.admin("DELETE", "/_sandbox/requests")
 
-    def catalog(self, region: str = "default") -> dict:
+    def catalog(self, region: str = "default") -> dict[str, Any]:
         return self.admin("GET", "/_sandbox/catalog", params={"region": region})
 
     def truth(
@@ -116,7 +120,7 @@ class RunningSandbox:
         to_date: Any,
         timezone_id: int | None = None,
         region: str = "default",
-    ) -> dict:
+    ) -> dict[str, Any]:
         return self.admin(
             "GET",
             "/_sandbox/truth/conversions",
@@ -129,17 +133,17 @@ class RunningSandbox:
         to_date: Any,
         timezone_id: int | None = None,
         region: str = "default",
-    ) -> dict:
+    ) -> dict[str, Any]:
         return self.admin(
             "GET",
             "/_sandbox/truth/planted",
             params=_window_params(from_date, to_date, timezone_id, region),
         )
 
-    def objects(self, kind: str, region: str = "default") -> dict:
+    def objects(self, kind: str, region: str = "default") -> dict[str, Any]:
         return self.admin("GET", f"/_sandbox/objects/{kind}", params={"region": region})
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return self.admin("GET", "/_sandbox/stats")
 
     def stop(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from affiliate_network.sandbox.errors import invalid
 
@@ -24,7 +24,7 @@ def obj(body: Any) -> dict[str, Any]:
     return body
 
 
-def req(body: dict, name: str) -> Any:
+def req(body: dict[str, Any], name: str) -> Any:
     if name not in body or body[name] is None:
         raise invalid(f"{name} is required")
     return body[name]
@@ -49,20 +49,20 @@ def integer(value: Any, name: str, *, minimum: int | None = None) -> int:
         raise invalid(
             f"{name} must be an integer" + (f" >= {minimum}" if minimum is not None else "")
         )
-    return value
+    return cast(int, value)
 
 
 def number(value: Any, name: str, *, lo: float | None = None, hi: float | None = None) -> float:
     if not is_num(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
         raise invalid(f"{name} must be a number" + (f" in {lo}..{hi}" if hi is not None else ""))
-    return value
+    return cast(float, value)
 
 
 def enum(value: Any, name: str, allowed: Iterable[str]) -> str:
     allowed = tuple(allowed)
     if value not in allowed:
         raise invalid(f"{name} must be one of {', '.join(allowed)}")
-    return value
+    return cast(str, value)
 
 
 def int_list(value: Any, name: str) -> list[int]:

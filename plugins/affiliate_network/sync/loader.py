@@ -86,7 +86,9 @@ def _object_label(section: str, index: int, raw: Any) -> str:
     return f"{section}[{index}]" + (f" ({', '.join(ident)})" if ident else "")
 
 
-def _line_map(node: yaml.Node, path: DocPath, lines: dict[DocPath, int], problems: list) -> None:
+def _line_map(
+    node: yaml.Node, path: DocPath, lines: dict[DocPath, int], problems: list[Any]
+) -> None:
     """Record the 1-based line of every path; note duplicate mapping keys (YAML keeps the last)."""
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
@@ -104,7 +106,7 @@ def _line_map(node: yaml.Node, path: DocPath, lines: dict[DocPath, int], problem
             _line_map(item, (*path, index), lines, problems)
 
 
-def _parse(text: str, source: str) -> tuple[Any, dict[DocPath, int], list]:
+def _parse(text: str, source: str) -> tuple[Any, dict[DocPath, int], list[Any]]:
     try:
         node = yamlguard.compose(text)
         # Recursive or exponentially aliased documents, before anything walks them.
@@ -117,7 +119,7 @@ def _parse(text: str, source: str) -> tuple[Any, dict[DocPath, int], list]:
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigValidationError(f"{source}{line}: not valid YAML: {exc}") from exc
     lines: dict[DocPath, int] = {}
-    duplicates: list = []
+    duplicates: list[Any] = []
     if node is not None:
         _line_map(node, (), lines, duplicates)
     return data, lines, duplicates
@@ -249,7 +251,7 @@ def _validate_object(
     return obj if complete else None
 
 
-def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The model holding the field at ``loc`` (``payout_revenue.0.x`` -> the entry model)."""
     current: Any = model
     for part in loc[:-1]:
@@ -275,7 +277,7 @@ def _find_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _unknown_field_message(model: type[BaseModel], loc: tuple) -> str:
+def _unknown_field_message(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``unknown field; did you mean 'x'? Fields of an offer group: ...``."""
     holder = _model_at(model, loc)
     if holder is None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -35,7 +36,9 @@ NetworkId = Annotated[StrictInt, Field(gt=0)]
 OptionalId = Annotated[StrictInt, Field(ge=0)]
 
 
-def number(*, ge: float | None = None, le: float | None = None) -> Any:
+def _number_check(
+    *, ge: float | None = None, le: float | None = None
+) -> Callable[[Any], int | float]:
     """A JSON number (int or float, not bool, not a string) within ``[ge, le]``; ints stay ints."""
 
     def check(value: Any) -> int | float:
@@ -49,10 +52,10 @@ def number(*, ge: float | None = None, le: float | None = None) -> Any:
             raise ValueError(f"Input should be less than or equal to {le}")
         return value
 
-    return Annotated[int | float, PlainValidator(check)]
+    return check
 
 
-def whole_number(*, ge: int | None = None) -> Any:
+def _whole_number_check(*, ge: int | None = None) -> Callable[[Any], int]:
     """A whole JSON number (an int; ``250.0`` is read as 250, ``250.5`` is an error), not bool."""
 
     def check(value: Any) -> int:
@@ -64,17 +67,22 @@ def whole_number(*, ge: int | None = None) -> Any:
             value = int(value)
         if ge is not None and value < ge:
             raise ValueError(f"Input should be greater than or equal to {ge}")
-        return value
+        return int(value)
 
-    return Annotated[int, PlainValidator(check)]
+    return check
 
 
 #: A money / count / rate value: a JSON number, never negative.
-NonNegativeNumber = number(ge=0)
+NonNegativeNumber: TypeAlias = Annotated[int | float, PlainValidator(_number_check(ge=0))]
 #: A cap (conversions, clicks, payout or revenue per period): a whole number, 0 = no cap.
-Cap = whole_number(ge=0)
+Cap: TypeAlias = Annotated[int, PlainValidator(_whole_number_check(ge=0))]
 #: A percentage: 0 to 100.
-Percentage = number(ge=0, le=100)
+Percentage: TypeAlias = Annotated[int | float, PlainValidator(_number_check(ge=0, le=100))]
+#: The scrub rate a custom setting carries, within the spec's bounds.
+ScrubRatePercentage: TypeAlias = Annotated[
+    int | float,
+    PlainValidator(_number_check(ge=sf.SCRUB_RATE_PERCENTAGE_MIN, le=sf.SCRUB_RATE_PERCENTAGE_MAX)),
+]
 #: Currency code string (USD, EUR, GBP...).
 CurrencyCode = Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")]
 #: Value of an open enumeration (only some values are shown by the spec): lower_snake_case.
@@ -197,7 +205,7 @@ class OfferGroup(DesiredObject):
 
     @field_validator("network_offer_ids", "labels")
     @classmethod
-    def _no_duplicates(cls, value: list) -> list:
+    def _no_duplicates(cls, value: list[Any]) -> list[Any]:
         duplicates = sorted({str(v) for v in value if value.count(v) > 1})
         if duplicates:
             raise ValueError(f"lists {', '.join(duplicates)} more than once")
@@ -246,7 +254,7 @@ def _optional_offer_fields() -> dict[str, Any]:
     return fields
 
 
-_OfferOptionalFields = create_model(  # type: ignore[call-overload]
+_OfferOptionalFields = create_model(
     "_OfferOptionalFields", __base__=DesiredObject, **_optional_offer_fields()
 )
 
@@ -365,9 +373,7 @@ class ScrubRate(DesiredObject):
     network_affiliate_id: NetworkId
     name: Annotated[StrictStr, Field(min_length=1)]
     custom_setting_status: Literal[sf.CUSTOM_SETTING_STATUSES]  # type: ignore[valid-type]
-    scrub_rate_percentage: number(  # type: ignore[valid-type]
-        ge=sf.SCRUB_RATE_PERCENTAGE_MIN, le=sf.SCRUB_RATE_PERCENTAGE_MAX
-    )
+    scrub_rate_percentage: ScrubRatePercentage
     scrub_rate_status: Literal[sf.SCRUB_RATE_STATUSES]  # type: ignore[valid-type]
     variables: list[ScrubRateVariable] | None = None
     ruleset: ScrubRateRuleset | None = None

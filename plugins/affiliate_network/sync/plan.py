@@ -254,7 +254,12 @@ def _plan_put(obj: DesiredObject, entry: dict[str, Any] | None, forced: set[str]
     body = obj.body()
     if entry is None or entry.get("network_id") != obj.network_id:
         return PlannedChange(
-            obj, "update", diff({}, body), obj.network_id, first_apply=True, warnings=_warnings(obj)
+            obj,
+            "update",
+            tuple(diff({}, body)),
+            obj.network_id,
+            first_apply=True,
+            warnings=_warnings(obj),
         )
     changes = tuple(diff(entry.get("definition") or {}, body))
     if entry.get("hash") == obj.definition_hash() and obj.ledger_key not in forced:

@@ -1,5 +1,7 @@
 """Admin views of a world: truth counts and the catalog listing (``/_sandbox/...``)."""
 
+from typing import Any
+
 from affiliate_network.sandbox import choices
 from affiliate_network.sandbox.data import (
     KIND_CONVERSION,
@@ -17,7 +19,7 @@ class AdminArea(WorldBase):
     # Truth (admin)
     # ============================================================================================
 
-    def truth(self, t0: int, t1: int) -> dict:
+    def truth(self, t0: int, t1: int) -> dict[str, Any]:
         key = (self.state.version, t0, t1)
         hit = self._truth_cache.get(key)
         if hit is not None:
@@ -73,7 +75,7 @@ class AdminArea(WorldBase):
 
     # --- admin views -----------------------------------------------------------------------------
 
-    def catalog_listing(self) -> dict:
+    def catalog_listing(self) -> dict[str, Any]:
         cat = self.catalog
         return {
             "region": self.region,

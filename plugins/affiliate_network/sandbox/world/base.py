@@ -65,25 +65,25 @@ class WorldBase:
         self.state = State()
         self.gen = Generator(cfg, self.seed, self.catalog, self.state)
         self.encode_key = derive(self.network_id, "encode")
-        self._scan_cache: OrderedDict[tuple, list[tuple[int, int]]] = OrderedDict()
-        self._truth_cache: OrderedDict[tuple, dict] = OrderedDict()
+        self._scan_cache: OrderedDict[tuple[Any, ...], list[tuple[int, int]]] = OrderedDict()
+        self._truth_cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
 
     # ============================================================================================
     # Common request pieces
     # ============================================================================================
 
-    def timezone(self, body: dict) -> tuple[int, str]:
+    def timezone(self, body: dict[str, Any]) -> tuple[int, str]:
         """The request's ``timezone_id`` and zone; omitted: the network's reporting timezone."""
         return resolve_timezone(body, self.cfg.reporting_timezone_id)
 
     @staticmethod
-    def currency(body: dict) -> str:
+    def currency(body: dict[str, Any]) -> str:
         cur = body.get("currency_id") or choices.DEFAULT_CURRENCY
         if cur not in choices.CURRENCY_RATES:
             raise invalid("unknown currency_id")
         return cur
 
-    def window(self, body: dict, kind: str = "conversions") -> tuple[int, int]:
+    def window(self, body: dict[str, Any], kind: str = "conversions") -> tuple[int, int]:
         """UTC ``[t0, t1)`` of a report request (see :mod:`.reporting_window`).
 
         :param kind: ``conversions`` (both date forms, 365-day history), ``aggregate`` (dates,
@@ -151,25 +151,25 @@ class WorldBase:
     # Catalog objects with the overlay
     # ============================================================================================
 
-    def _objects(self, kind: str) -> dict[int, dict]:
+    def _objects(self, kind: str) -> dict[int, dict[str, Any]]:
         return self.state.objects[kind]
 
-    def advertiser(self, aid: int) -> dict:
+    def advertiser(self, aid: int) -> dict[str, Any]:
         return self.catalog.advertisers[aid]
 
-    def offer_fields(self, oid: int) -> dict | None:
+    def offer_fields(self, oid: int) -> dict[str, Any] | None:
         return self._objects("offers").get(oid) or self.catalog.offers.get(oid)
 
-    def offer_group_fields(self, gid: int) -> dict | None:
+    def offer_group_fields(self, gid: int) -> dict[str, Any] | None:
         return self._objects("offer_groups").get(gid) or self.catalog.offer_groups.get(gid)
 
-    def offer_url(self, uid: int) -> dict | None:
+    def offer_url(self, uid: int) -> dict[str, Any] | None:
         return self._objects("offer_urls").get(uid) or self.catalog.offer_urls.get(uid)
 
-    def channel(self, cid: int) -> dict | None:
+    def channel(self, cid: int) -> dict[str, Any] | None:
         return self._objects("channels").get(cid) or self.catalog.channels.get(cid)
 
-    def assignments(self) -> dict[int, dict]:
+    def assignments(self) -> dict[int, dict[str, Any]]:
         merged = dict(self.catalog.assignments)
         merged.update(self._objects("tracking_domains"))
         return merged
@@ -191,7 +191,7 @@ def _find_terms(raw: Any, fields: tuple[str, ...]) -> list[tuple[str, str]]:
     return out
 
 
-def _ruleset(nid: int) -> dict:
+def _ruleset(nid: int) -> dict[str, Any]:
     lists = [
         "platforms",
         "device_types",

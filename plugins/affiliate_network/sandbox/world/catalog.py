@@ -16,7 +16,7 @@ from affiliate_network.sandbox.world.base import WorldBase, _find_terms, _now
 class CatalogArea(WorldBase):
     """Catalog entities: tracking domains, channels, categories, labels, pixels, encode."""
 
-    def assignment_record(self, a: dict) -> dict:
+    def assignment_record(self, a: dict[str, Any]) -> dict[str, Any]:
         rec = dict(a)
         rel = {
             "affiliate": self.catalog.affiliate_small(a["network_affiliate_id"]),
@@ -29,7 +29,7 @@ class CatalogArea(WorldBase):
         rec["relationship"] = rel
         return rec
 
-    def put_tracking_domain(self, affiliate_id: int, body: Any) -> dict:
+    def put_tracking_domain(self, affiliate_id: int, body: Any) -> dict[str, Any]:
         if affiliate_id not in self.catalog.affiliates:
             raise not_found()
         body = v.obj(body)
@@ -76,7 +76,7 @@ class CatalogArea(WorldBase):
 
     # --- channels, categories --------------------------------------------------------------------
 
-    def put_channel(self, cid: int, body: Any) -> dict:
+    def put_channel(self, cid: int, body: Any) -> dict[str, Any]:
         current = self.channel(cid)
         if current is None:
             raise not_found()
@@ -88,7 +88,7 @@ class CatalogArea(WorldBase):
         self.state.touch()
         return rec
 
-    def post_category(self, body: Any) -> dict:
+    def post_category(self, body: Any) -> dict[str, Any]:
         body = v.obj(body)
         name = v.string(v.req(body, "name"), "name")
         status = v.enum(v.req(body, "status"), "status", choices.CATEGORY_STATUSES)
@@ -106,7 +106,7 @@ class CatalogArea(WorldBase):
         self.state.touch()
         return rec
 
-    def get_label(self, label: str) -> dict:
+    def get_label(self, label: str) -> dict[str, Any]:
         rec = self.catalog.labels.get(label)
         if rec is None:
             raise not_found()
@@ -125,7 +125,7 @@ class CatalogArea(WorldBase):
         }
         return out
 
-    def pixels(self, body: Any, page: int, size: int) -> dict:
+    def pixels(self, body: Any, page: int, size: int) -> dict[str, Any]:
         body = v.obj(body)
         query = body.get("query") or {}
         if not isinstance(query, dict):
@@ -161,7 +161,7 @@ class CatalogArea(WorldBase):
             "paging": {"page": page, "page_size": size, "total_count": len(out)},
         }
 
-    def encode(self, body: Any) -> dict:
+    def encode(self, body: Any) -> dict[str, Any]:
         from affiliate_network.sandbox.ids import MAX_ENCODABLE
 
         body = v.obj(body)

@@ -17,7 +17,7 @@ from affiliate_network.sandbox.world.base import (
 class CustomSettingsArea(WorldBase):
     """Custom settings: scrub rates (POST), payout/revenue (GET), tiered commissions (find)."""
 
-    def post_scrub_rate(self, body: Any) -> dict:
+    def post_scrub_rate(self, body: Any) -> dict[str, Any]:
         body = v.obj(body)
         oid = v.integer(v.req(body, "network_offer_id"), "network_offer_id")
         fid = v.integer(v.req(body, "network_affiliate_id"), "network_affiliate_id")
@@ -75,7 +75,7 @@ class CustomSettingsArea(WorldBase):
         self.state.touch()
         return rec
 
-    def get_payout_revenue(self, sid: int, expand: bool) -> dict:
+    def get_payout_revenue(self, sid: int, expand: bool) -> dict[str, Any]:
         s = self.catalog.cpr_settings.get(sid)
         if s is None:
             raise not_found()
@@ -85,6 +85,8 @@ class CustomSettingsArea(WorldBase):
             return rec
         oid = s["network_offer_id"]
         offer = self.offer_fields(oid)
+        if offer is None:  # the setting names an offer the world no longer has
+            raise not_found()
         base = offer["payout_revenue"][0]
         affs = (
             list(self.catalog.affiliates)
@@ -106,14 +108,14 @@ class CustomSettingsArea(WorldBase):
                     "network_offer_url_id": u,
                     "network_id": self.network_id,
                     "network_offer_id": oid,
-                    "name": self.offer_url(u)["name"],
+                    "name": (self.offer_url(u) or {}).get("name"),
                 }
                 for u in s["network_offer_url_ids"]
             ],
         }
         return rec
 
-    def tiered_commissions(self, body: Any, page: int, size: int) -> dict:
+    def tiered_commissions(self, body: Any, page: int, size: int) -> dict[str, Any]:
         body = v.obj(body)
         terms = _find_terms(body.get("search_terms"), ("name",))
         flt = body.get("filters") or {}

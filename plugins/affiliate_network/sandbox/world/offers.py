@@ -14,7 +14,7 @@ class OffersArea(WorldBase):
 
     # --- offer groups ----------------------------------------------------------------------------
 
-    def offer_group_record(self, gid: int, f: dict) -> dict:
+    def offer_group_record(self, gid: int, f: dict[str, Any]) -> dict[str, Any]:
         caps_on = f["is_caps_enabled"]
         remaining = {}
         for period in choices.CAP_PERIODS:
@@ -43,7 +43,7 @@ class OffersArea(WorldBase):
         }
         return rec
 
-    def put_offer_group(self, gid: int, body: Any) -> dict:
+    def put_offer_group(self, gid: int, body: Any) -> dict[str, Any]:
         current = self.offer_group_fields(gid)
         if current is None:
             raise not_found()
@@ -100,7 +100,7 @@ class OffersArea(WorldBase):
 
     # --- offers ----------------------------------------------------------------------------------
 
-    def offer_record(self, oid: int, f: dict) -> dict:
+    def offer_record(self, oid: int, f: dict[str, Any]) -> dict[str, Any]:
         nid = self.network_id
         adv = self.advertiser(f["network_advertiser_id"])
         category = self._category(f["network_category_id"])
@@ -226,10 +226,10 @@ class OffersArea(WorldBase):
         }
         return record
 
-    def _category(self, cid: int) -> dict | None:
+    def _category(self, cid: int) -> dict[str, Any] | None:
         return self._objects("categories").get(cid) or self.catalog.categories.get(cid)
 
-    def put_offer(self, oid: int, body: Any) -> dict:
+    def put_offer(self, oid: int, body: Any) -> dict[str, Any]:
         current = self.offer_fields(oid)
         if current is None:
             raise not_found()
@@ -296,7 +296,7 @@ class OffersArea(WorldBase):
         self.state.touch()
         return self.offer_record(oid, f)
 
-    def _payout_revenue(self, oid: int, raw: Any, current: dict) -> list[dict]:
+    def _payout_revenue(self, oid: int, raw: Any, current: dict[str, Any]) -> list[dict[str, Any]]:
         if raw is None:
             base_id = current["payout_revenue"][0]["network_offer_payout_revenue_id"]
             return [{**choices.DEFAULT_PAYOUT_REVENUE, "network_offer_payout_revenue_id": base_id}]
@@ -348,12 +348,12 @@ class OffersArea(WorldBase):
             raise invalid("payout_revenue needs exactly one entry with is_default true")
         return out
 
-    def _all_offer_urls(self) -> list[dict]:
+    def _all_offer_urls(self) -> list[dict[str, Any]]:
         merged = dict(self.catalog.offer_urls)
         merged.update(self._objects("offer_urls"))
         return [self._url_record(u) for u in merged.values()]
 
-    def _url_record(self, u: dict) -> dict:
+    def _url_record(self, u: dict[str, Any]) -> dict[str, Any]:
         now = u["time_created"]
         return {
             **u,
@@ -371,13 +371,13 @@ class OffersArea(WorldBase):
             },
         }
 
-    def get_offer_url(self, uid: int) -> dict:
+    def get_offer_url(self, uid: int) -> dict[str, Any]:
         u = self.offer_url(uid)
         if u is None:
             raise not_found()
         return self._url_record(u)
 
-    def patch_offer_urls(self, body: Any) -> dict:
+    def patch_offer_urls(self, body: Any) -> dict[str, Any]:
         body = v.obj(body)
         oid = v.integer(v.req(body, "network_offer_id"), "network_offer_id")
         if self.offer_fields(oid) is None:

@@ -1,0 +1,97 @@
+"""What the two report operators share: the network's timezone and currency, and the window.
+
+The window itself is computed by :mod:`affiliate_network.reports.window` from plain dates; this
+base only reads the run's data interval (or ``run_after``) from the task context.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.operators.assets import emit_asset_events
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.reports.schema import FORMATS
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+def check_format(fmt: str) -> None:
+    """Refuse an unknown output format (a template is checked once rendered).
+
+    :raises ConfigValidationError: not one of :data:`~affiliate_network.reports.schema.FORMATS`.
+    """
+    if "{{" not in fmt and fmt not in FORMATS:
+        raise ConfigValidationError(f"format {fmt!r}: expected one of {list(FORMATS)}")
+
+
+class ReportOperatorBase(AffiliateNetworkBaseOperator):
+    """Timezone, currency and window resolution, and asset events, for the report operators."""
+
+    from_date: str | None
+    to_date: str | None
+    timezone_id: int | str | None
+    network_timezone: str | None
+    currency_id: str | None
+
+    def _network_defaults(self) -> dict[str, Any]:
+        if not hasattr(self, "_network_cfg"):
+            from affiliate_network.settings import load_network_config
+
+            self._network_cfg = load_network_config()
+        return self._network_cfg
+
+    def _timezone(self) -> tuple[int, str]:
+        """``(timezone_id, IANA name)``: explicit arguments, else ``include/network.yaml``.
+
+        There is no operator-level default: the network setting decides, checked against the
+        API's timezone table (a mismatch fails here, before any request).
+        """
+        if not hasattr(self, "_tz"):
+            from affiliate_network.settings import NetworkSettings, resolve_timezone
+
+            explicit = (self.timezone_id, self.network_timezone)
+            cfg = None
+            if all(x is None or str(x).strip() == "" for x in explicit):
+                cfg = NetworkSettings(**self._network_defaults())
+            self._tz = resolve_timezone(self.timezone_id, self.network_timezone, cfg)
+        return self._tz
+
+    def _tz_id(self) -> int:
+        return self._timezone()[0]
+
+    def _currency(self) -> str | None:
+        if self.currency_id is not None:
+            return self.currency_id or None
+        return self._network_defaults().get("currency_id")
+
+    def _window(self, context: Context) -> tuple[dt.date, dt.date]:
+        """First and last day (inclusive) of the pull, in the network's timezone.
+
+        ``from_date``/``to_date`` win; otherwise the run's data interval (see
+        :func:`affiliate_network.reports.window.report_window`).
+        """
+        from affiliate_network.reports.window import last_complete_day, report_window
+
+        tz = self._timezone()[1]
+        if not self.from_date and context.get("data_interval_start") is None:
+            # A manual run triggered without a logical date has no data interval (Airflow 3):
+            # land the last complete day before the run, as the scheduled run would.
+            dag_run = context.get("dag_run")
+            run_after = getattr(dag_run, "run_after", None) or context.get("logical_date")
+            day = last_complete_day(run_after, tz)
+            self.log.info("no data interval in this run: reporting %s, the day before it", day)
+            return day, day
+        return report_window(
+            timezone=tz,
+            from_date=self.from_date,
+            to_date=self.to_date,
+            interval_start=context.get("data_interval_start"),
+            interval_end=context.get("data_interval_end"),
+        )
+
+    def _emit_asset_events(self, context: Context, extra: dict[str, Any], keys: list[str]) -> None:
+        """Annotate this task's asset event(s): partitions written and their checksums."""
+        emit_asset_events(context, self.outlets, extra, keys)
