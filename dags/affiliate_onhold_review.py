@@ -70,7 +70,6 @@ after a crash, the next hourly run and an overlapping run decide what one clean 
 Days are cut in the network's reporting timezone (`include/network.yaml`).
 
 | action | effect |
-
 |---|---|
 | `approve` | approved on the network (`PATCH /networks/reporting/onhold`, status `approved`) |
 | `reject` | rejected on the network (status `rejected`, configurable) |
