@@ -140,16 +140,17 @@ def ui_stage(workdir: Path) -> Iterator[UiStage]:
             "AFFILIATE_NETWORK_DATA_BASE": str(workdir / "data"),
         }
         database = SqliteMetadataDatabase(path=workdir / "airflow_home" / "airflow.db")
-        cluster = AirflowCluster(
-            workdir, database, ClusterSettings("LocalExecutor", DAGS_FOLDER, env)
-        )
+        settings = ClusterSettings("LocalExecutor", DAGS_FOLDER, env)
+        database.create()
+        # Migrate through a CLI-only cluster first: the serving cluster picks its free ports
+        # right before it starts, not a minute earlier (another process took one meanwhile).
+        AirflowCluster(workdir, database, settings).migrate()
+        database.use_wal()
+        cluster = AirflowCluster(workdir, database, settings)
         # The reviewer logs in with the same password as admin (one secret per stage).
         Path(cluster.env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]).write_text(
             json.dumps({"admin": cluster.password, REVIEWER: cluster.password}) + "\n"
         )
-        database.create()
-        cluster.migrate()
-        database.use_wal()
         cluster.start()
         cluster.wait_dags_parsed(DAG_IDS)
         yield UiStage(cluster, sandbox, workdir)
