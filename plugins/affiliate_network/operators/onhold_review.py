@@ -93,9 +93,18 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param base_path: audit base (templated); default Variable ``affiliate_network_data_base``.
     :param page_size: conversion report page size (default: the connection's).
+    :param full_pull: pull the whole window instead of the traffic snapshot plus what is new
+        (templated; the snapshot is rewritten from it).
     """
 
-    template_fields: Sequence[str] = ("rules_file", "to_date", "as_of", "dry_run", "base_path")
+    template_fields: Sequence[str] = (
+        "rules_file",
+        "to_date",
+        "as_of",
+        "dry_run",
+        "base_path",
+        "full_pull",
+    )
     ui_color = "#fde9c9"
 
     def __init__(
@@ -118,6 +127,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         lease_wait_minutes: float = 35.0,
         base_path: str | None = None,
         page_size: int | None = None,
+        full_pull: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -140,6 +150,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         self.lease_wait_minutes = lease_wait_minutes
         self.base_path = base_path
         self.page_size = page_size
+        self.full_pull = full_pull
         self._options()  # the library checks the other arguments: a bad one fails at parse time
 
     def _options(self) -> ReviewOptions:
@@ -153,6 +164,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             ),
             lease_wait_minutes=self.lease_wait_minutes,
             page_size=self.page_size,
+            full_pull=as_bool(self.full_pull, "full_pull"),
         )
 
     def _rules_path(self) -> Path:
@@ -234,6 +246,7 @@ def _review_summary(result: ReviewResult) -> dict[str, Any]:
         "as_of": window.as_of,
         "timezone_id": window.timezone_id,
         "pulled": result.pulled,
+        "traffic": result.traffic,  # full or incremental, rows asked of the API
         "on_hold": result.on_hold,
         "eligible": result.eligible,
         "too_young": result.on_hold - result.eligible,
