@@ -23,6 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError, GuardrailError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
+from affiliate_network.operators.lineage import (
+    CONVERSIONS_ENDPOINT,
+    ONHOLD_ENDPOINT,
+    OpenLineageMixin,
+    api_endpoint_dataset,
+    storage_dataset,
+)
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 from affiliate_network.paths import include_dir, resolve_data_base
 from affiliate_network.review.apply import DEFAULT_REJECT_STATUS, OnHoldWriter, check_reject_status
@@ -36,7 +43,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
+class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     """Decide on-hold conversions with a rules file and apply the clear cases.
 
     **What is decided is a function of the traffic, never of the review's own history.** Every
@@ -58,6 +65,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     One audit file per attempt (JSON Lines, written atomically) lists every decision: conversion
     id, on-hold id, rule id, action, the values the rule tested, applied or not and why. The
     return value (XCom) holds counts and paths only.
+
+    Lineage (OpenLineage provider, optional): input the conversion report endpoint; outputs the
+    audit file and, when PATCH requests were sent, the on-hold endpoint.
 
     :param rules_file: rules YAML (templated); relative names are looked up in the include dir.
     :param affiliate_network_conn_id: network-portal connection.
@@ -83,9 +93,18 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param base_path: audit base (templated); default Variable ``affiliate_network_data_base``.
     :param page_size: conversion report page size (default: the connection's).
+    :param full_pull: pull the whole window instead of the traffic snapshot plus what is new
+        (templated; the snapshot is rewritten from it).
     """
 
-    template_fields: Sequence[str] = ("rules_file", "to_date", "as_of", "dry_run", "base_path")
+    template_fields: Sequence[str] = (
+        "rules_file",
+        "to_date",
+        "as_of",
+        "dry_run",
+        "base_path",
+        "full_pull",
+    )
     ui_color = "#fde9c9"
 
     def __init__(
@@ -108,6 +127,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         lease_wait_minutes: float = 35.0,
         base_path: str | None = None,
         page_size: int | None = None,
+        full_pull: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -130,6 +150,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         self.lease_wait_minutes = lease_wait_minutes
         self.base_path = base_path
         self.page_size = page_size
+        self.full_pull = full_pull
         self._options()  # the library checks the other arguments: a bad one fails at parse time
 
     def _options(self) -> ReviewOptions:
@@ -143,6 +164,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             ),
             lease_wait_minutes=self.lease_wait_minutes,
             page_size=self.page_size,
+            full_pull=as_bool(self.full_pull, "full_pull"),
         )
 
     def _rules_path(self) -> Path:
@@ -176,6 +198,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.engine import RuleSet
 
+        self.reset_lineage()
         dry_run = self._dry_run(context)
         check_reject_status(self.reject_status)
         rules_path = self._rules_path()
@@ -198,7 +221,18 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             dry_run=dry_run,
             log=self.log,
         )
+        self._record_review_lineage(result)
         return _review_summary(result)
+
+    def _record_review_lineage(self, result: ReviewResult) -> None:
+        """Lineage: conversions read; the audit written, and the on-hold endpoint if patched."""
+        base_url = self.hook.base_url
+        outputs = [storage_dataset(str(result.audit_path), rows=len(result.rows))]
+        if result.writes.chunks:
+            outputs.append(api_endpoint_dataset(base_url, ONHOLD_ENDPOINT))
+        self.record_lineage(
+            inputs=[api_endpoint_dataset(base_url, CONVERSIONS_ENDPOINT)], outputs=outputs
+        )
 
 
 def _review_summary(result: ReviewResult) -> dict[str, Any]:
@@ -212,6 +246,7 @@ def _review_summary(result: ReviewResult) -> dict[str, Any]:
         "as_of": window.as_of,
         "timezone_id": window.timezone_id,
         "pulled": result.pulled,
+        "traffic": result.traffic,  # full or incremental, rows asked of the API
         "on_hold": result.on_hold,
         "eligible": result.eligible,
         "too_young": result.on_hold - result.eligible,
