@@ -27,6 +27,10 @@ class AffiliateNetworkError(Exception):
     :param status_code: HTTP status code, or ``None`` when no response was received.
     """
 
+    #: The failed request's method and path (set by the hook's transport on HTTP errors).
+    method: str | None = None
+    path: str | None = None
+
     def __init__(self, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
         self.message = message
