@@ -93,7 +93,9 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         self.state_file = state_file
         self.ledger_path = ledger_path
         self.affiliate_network_conn_id = affiliate_network_conn_id
-        self.dry_run = dry_run
+        # A template field is the attribute named like the argument, so this shadows
+        # BaseOperator.dry_run() (render-only; nothing in Airflow calls it) on purpose.
+        self.dry_run = dry_run  # type: ignore[method-assign, assignment]  # see above
         self.force = force
         self.resolve_unknown = resolve_unknown
         self.accept_drift = accept_drift
