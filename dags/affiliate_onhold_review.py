@@ -2,7 +2,8 @@
 
 review (rules, guardrails, apply approve/reject, audit) -> review_requests (one per rule with
 ``review`` decisions) -> human_review (Airflow human-in-the-loop, mapped per rule) ->
-apply_human_decisions. Thin: the work lives in ``affiliate_network.operators.onhold_review``.
+apply_human_decisions. Thin: the operators live in ``affiliate_network.operators`` and the work in
+the job library ``affiliate_network.review``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ import pendulum
 from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param, TriggerRule, dag, task
 
-from affiliate_network.operators.onhold_review import (
-    OnHoldReviewApplyOperator,
-    OnHoldReviewOperator,
-)
+from affiliate_network.operators.onhold_review import OnHoldReviewOperator
+from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 from affiliate_network.review.requests import (
     KEEP_PARAM,
     OPTION_KEEP,

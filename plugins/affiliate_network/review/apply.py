@@ -32,6 +32,15 @@ def check_reject_status(status: str) -> None:
         )
 
 
+def check_chunk_size(chunk_size: int) -> None:
+    """On-hold ids per PATCH: 1..2000.
+
+    :raises ConfigValidationError: outside that range.
+    """
+    if not 1 <= chunk_size <= 2000:
+        raise ConfigValidationError(f"chunk_size must be between 1 and 2000, got {chunk_size}")
+
+
 def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])

@@ -1,18 +1,36 @@
-"""The on-hold review's audit files: JSON Lines per attempt, written atomically."""
+"""The on-hold review's audit: one row per decision, JSON Lines per attempt, written atomically.
+
+Layout under the data base: ``onhold_review/<dag id>/<run id>/`` per run (:func:`audit_dir`),
+``onhold_review/_state/<conn id>/`` and ``onhold_review/_leases/<conn id>.json`` per network
+(their folder names from :func:`conn_dir_name`).
+"""
 
 from __future__ import annotations
 
 import json
 import re
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import ObjectStoragePath
+
+from affiliate_network.review.fields import on_hold_conversion_id
+
+if TYPE_CHECKING:
+    from affiliate_network.review.engine import Evaluation, RuleSet
+
+#: Fields copied from a conversion into the audit so a reviewer sees what was decided.
+AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")
 
 
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "run"
+
+
+def conn_dir_name(conn_id: str) -> str:
+    """A connection id as a file or folder name (state and lease of that network)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in conn_id) or "conn"
 
 
 def audit_dir(base: str, dag_id: str, run_id: str) -> ObjectStoragePath:
@@ -41,3 +59,59 @@ def read_jsonl(path: str | ObjectStoragePath) -> list[dict[str, Any]]:
     target = path if isinstance(path, ObjectStoragePath) else ObjectStoragePath(path)
     with target.open("r", encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
+
+
+def audit_rows(
+    records: Sequence[dict[str, Any]], evaluation: Evaluation, ruleset: RuleSet
+) -> list[dict[str, Any]]:
+    """One audit row per decision: ids, rule, action, the values it tested, who and what.
+
+    :param records: the records the decisions index into.
+    :param evaluation: the run's decisions.
+    :param ruleset: the rules (for their descriptions).
+    """
+    descriptions = {rule.id: rule.description for rule in ruleset.rules}
+    rows = []
+    for decision in evaluation.decisions:
+        record = records[decision.index]
+        rel = record.get("relationship") or {}
+        affiliate = rel.get("affiliate") or {}
+        offer = rel.get("offer") or {}
+        row = {
+            "conversion_id": record.get("conversion_id"),
+            "on_hold_conversion_id": on_hold_conversion_id(record),
+            "rule_id": decision.rule_id,
+            "rule_description": descriptions.get(decision.rule_id, ""),
+            "action": decision.action,
+            "matched": decision.matched,
+            "affiliate_id": affiliate.get("network_affiliate_id"),
+            "affiliate_name": affiliate.get("name"),
+            "offer_id": offer.get("network_offer_id"),
+            "offer_name": offer.get("name"),
+            "currency_id": record.get("currency_id"),
+        }
+        for key in AUDIT_FIELDS:
+            row[key] = record.get(key)
+        rows.append(row)
+    return rows
+
+
+def finish_rows(
+    rows: Iterable[dict[str, Any]], outcomes: dict[str, tuple[bool, str]], default_reason: str
+) -> None:
+    """Set ``applied`` and ``reason`` of every row.
+
+    :param outcomes: on-hold id -> (applied, why), from the writes' read-back.
+    :param default_reason: for approvals and rejections without an outcome (dry run, not sent).
+    """
+    for row in rows:
+        action = row["action"]
+        if action == "review":
+            row["applied"], row["reason"] = False, "waiting for a human decision"
+        elif action == "hold":
+            row["applied"] = False
+            row["reason"] = row.get("hold_reason") or "rule says keep on hold"
+        elif row["on_hold_conversion_id"] in outcomes:
+            row["applied"], row["reason"] = outcomes[row["on_hold_conversion_id"]]
+        else:
+            row["applied"], row["reason"] = False, default_reason

@@ -337,8 +337,37 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
     path = test.field
     multi = (not is_agg) and path is not None and path_is_multi(path)
     ftype = "number" if is_agg else describe_path(path).type  # type: ignore[arg-type]
+    numbers, raw = _column_readers(test)
 
-    if is_agg:
+    positive = _NEGATIONS.get(op, op)
+    negate = op in _NEGATIONS
+
+    if multi and positive in ("eq", "in") and not isinstance(value, list | dict):
+        # Membership in the tuple of element values runs in C.
+        if positive == "eq":
+            return _compile_multi_eq(value, negate, raw)
+        return _compile_multi_in(frozenset(value), negate, raw)
+    untyped = ftype in ("any", "object")
+    if multi or (untyped and op in ("exists", "missing")):
+        return _compile_general(positive, value, negate=negate, multi=multi, raw=raw)
+    # Fast paths: one list comprehension over a typed column.
+    if op in ("eq", "ne"):
+        return _compile_equality(op, value, raw)
+    if op in ("in", "not_in"):
+        return _compile_membership(op, frozenset(value), untyped, raw)
+    if op in ("gt", "ge", "lt", "le", "between"):
+        return _compile_numeric(op, value, numbers)
+    if op == "regex":
+        return _compile_regex(value, raw)
+    return _compile_presence(op, raw)
+
+
+def _column_readers(
+    test: Test,
+) -> tuple[Callable[[Batch], list[Any]], Callable[[Batch], Sequence[Any]]]:
+    """The test's column as numbers and as raw values (an aggregate is numbers either way)."""
+    path = test.field
+    if test.agg is not None:
 
         def numbers(batch: Batch) -> list[Any]:
             return batch.aggregate(test)
@@ -353,39 +382,38 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
         def raw(batch: Batch) -> list[Any]:
             return batch.column(path)  # type: ignore[arg-type]
 
-    positive = _NEGATIONS.get(op, op)
-    negate = op in _NEGATIONS
+    return numbers, raw
 
-    if multi and positive in ("eq", "in") and not isinstance(value, list | dict):
-        # Membership in the tuple of element values runs in C.
-        if positive == "eq":
-            return _compile_multi_eq(value, negate, raw)
-        return _compile_multi_in(frozenset(value), negate, raw)
-    untyped = ftype in ("any", "object")
-    if multi or (untyped and op in ("exists", "missing")):
-        # Slow but general: any element (multi) must satisfy the test; for untyped values,
-        # presence also looks at empty lists/objects.
-        pred = _predicate(positive, value)
-        if multi:
 
-            def hit(v: Any) -> bool:
-                return any(pred(x) for x in v)
-        else:
-            hit = pred
-        if negate:
+def _compile_general(
+    positive: str, value: Any, *, negate: bool, multi: bool, raw: Callable[[Batch], Sequence[Any]]
+) -> CompiledCondition:
+    """Slow but general: any element (multi) must satisfy the test; for untyped values,
+    presence also looks at empty lists/objects."""
+    pred = _predicate(positive, value)
+    if multi:
 
-            def run_any(batch: Batch, idx: Idx) -> Idx:
-                col = raw(batch)
-                return [i for i in idx if not hit(col[i])]
-        else:
+        def hit(v: Any) -> bool:
+            return any(pred(x) for x in v)
+    else:
+        hit = pred
+    if negate:
 
-            def run_any(batch: Batch, idx: Idx) -> Idx:
-                col = raw(batch)
-                return [i for i in idx if hit(col[i])]
+        def run_any(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if not hit(col[i])]
+    else:
 
-        return run_any
+        def run_any(batch: Batch, idx: Idx) -> Idx:
+            col = raw(batch)
+            return [i for i in idx if hit(col[i])]
 
-    # Fast paths: one list comprehension over a typed column.
+    return run_any
+
+
+def _compile_equality(
+    op: str, value: Any, raw: Callable[[Batch], Sequence[Any]]
+) -> CompiledCondition:
     if op == "eq":
 
         def run_eq(batch: Batch, idx: Idx) -> Idx:
@@ -393,16 +421,19 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
             return [i for i in idx if col[i] == value]
 
         return run_eq
-    if op == "ne":
 
-        def run_ne(batch: Batch, idx: Idx) -> Idx:
-            col = raw(batch)
-            return [i for i in idx if col[i] != value]
+    def run_ne(batch: Batch, idx: Idx) -> Idx:
+        col = raw(batch)
+        return [i for i in idx if col[i] != value]
 
-        return run_ne
-    if op in ("in", "not_in") and untyped:
+    return run_ne
+
+
+def _compile_membership(
+    op: str, items: frozenset, untyped: bool, raw: Callable[[Batch], Sequence[Any]]
+) -> CompiledCondition:
+    if untyped:
         # Untyped values may be lists/objects (unhashable): never "in" a list of scalars.
-        items = frozenset(value)
         if op == "in":
 
             def run_in_untyped(batch: Batch, idx: Idx) -> Idx:
@@ -416,38 +447,39 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
             return [i for i in idx if type(x := col[i]) in _CONTAINERS or x not in items]
 
         return run_not_in_untyped
-    if op in ("in", "not_in"):
-        items = frozenset(value)
-        if op == "in":
+    if op == "in":
 
-            def run_in(batch: Batch, idx: Idx) -> Idx:
-                col = raw(batch)
-                return [i for i in idx if col[i] in items]
-
-            return run_in
-
-        def run_not_in(batch: Batch, idx: Idx) -> Idx:
+        def run_in(batch: Batch, idx: Idx) -> Idx:
             col = raw(batch)
-            return [i for i in idx if col[i] not in items]
+            return [i for i in idx if col[i] in items]
 
-        return run_not_in
-    if op in ("gt", "ge", "lt", "le", "between"):
-        return _compile_numeric(op, value, numbers)
-    if op == "regex":
-        search = re.compile(value).search
+        return run_in
 
-        def run_regex(batch: Batch, idx: Idx) -> Idx:
-            col = raw(batch)
-            # Run the pattern once per distinct value (user agents, domains repeat a lot).
-            try:
-                values = {col[i] for i in idx}
-            except TypeError:  # untyped paths may hold lists/objects
-                return [i for i in idx if isinstance(x := col[i], str) and search(x) is not None]
-            matching = {v for v in values if type(v) is str and search(v) is not None}
-            return [i for i in idx if col[i] in matching] if matching else []
+    def run_not_in(batch: Batch, idx: Idx) -> Idx:
+        col = raw(batch)
+        return [i for i in idx if col[i] not in items]
 
-        return run_regex
-    # exists / missing on a scalar field: inline test (no call per value).
+    return run_not_in
+
+
+def _compile_regex(pattern: str, raw: Callable[[Batch], Sequence[Any]]) -> CompiledCondition:
+    search = re.compile(pattern).search
+
+    def run_regex(batch: Batch, idx: Idx) -> Idx:
+        col = raw(batch)
+        # Run the pattern once per distinct value (user agents, domains repeat a lot).
+        try:
+            values = {col[i] for i in idx}
+        except TypeError:  # untyped paths may hold lists/objects
+            return [i for i in idx if isinstance(x := col[i], str) and search(x) is not None]
+        matching = {v for v in values if type(v) is str and search(v) is not None}
+        return [i for i in idx if col[i] in matching] if matching else []
+
+    return run_regex
+
+
+def _compile_presence(op: str, raw: Callable[[Batch], Sequence[Any]]) -> CompiledCondition:
+    """exists / missing on a scalar field: inline test (no call per value)."""
     if op == "exists":
 
         def run_exists(batch: Batch, idx: Idx) -> Idx:

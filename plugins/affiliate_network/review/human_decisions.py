@@ -13,6 +13,7 @@ lease, so two runs never interleave their updates.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -20,13 +21,14 @@ from typing import Any
 
 from airflow.sdk import ObjectStoragePath
 
+from affiliate_network.review.audit import conn_dir_name
+
 KEEP = "Keep on hold"
 
 
 def state_dir(base: str, conn_id: str) -> ObjectStoragePath:
     """``<base>/onhold_review/_state/<conn id>/``: state the review keeps between runs."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in conn_id) or "conn"
-    return ObjectStoragePath(base) / "onhold_review" / "_state" / safe
+    return ObjectStoragePath(base) / "onhold_review" / "_state" / conn_dir_name(conn_id)
 
 
 def fingerprint(row: Mapping[str, Any]) -> str:
@@ -102,3 +104,34 @@ class HumanDecisions:
                 handle.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
         tmp.rename(self.path)
         return count
+
+
+def apply_sticky_keeps(
+    rows: Iterable[dict[str, Any]], folder: ObjectStoragePath, *, now: float, keep_hours: float
+) -> int:
+    """Turn ``review`` rows a person recently kept on hold (same data) into ``hold``.
+
+    :param rows: the run's audit rows (changed in place: ``action`` and ``hold_reason``).
+    :param folder: :func:`state_dir` of the network.
+    :param now: wall-clock time (how long ago a person answered; ``as_of`` only moves the
+        traffic view).
+    :param keep_hours: how long a "keep on hold" answer covers a conversion.
+    :return: how many rows were turned into ``hold``.
+    """
+    store = HumanDecisions(folder).load()
+    kept = 0
+    for row in rows:
+        if row["action"] != "review":
+            continue
+        rec = store.kept(row, now=now, keep_hours=keep_hours)
+        if rec is None:
+            continue
+        until = dt.datetime.fromtimestamp(float(rec["decided_at"]) + keep_hours * 3600, dt.UTC)
+        row["action"] = "hold"
+        row["hold_reason"] = (
+            f"kept on hold by {rec.get('responded_by') or 'a reviewer'} (run "
+            f"{rec.get('run_id')}); not asked again before {until:%Y-%m-%d %H:%M} UTC "
+            "unless its data changes"
+        )
+        kept += 1
+    return kept

@@ -28,14 +28,14 @@ from typing import Any
 from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import LeaseBusyError
+from affiliate_network.review.audit import conn_dir_name
 
 __all__ = ["LeaseBusyError", "WriteLease", "lease_path"]
 
 
 def lease_path(base: str, conn_id: str) -> ObjectStoragePath:
     """Where the write lease of connection ``conn_id`` lives."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in conn_id) or "conn"
-    return ObjectStoragePath(base) / "onhold_review" / "_leases" / f"{safe}.json"
+    return ObjectStoragePath(base) / "onhold_review" / "_leases" / f"{conn_dir_name(conn_id)}.json"
 
 
 class WriteLease:

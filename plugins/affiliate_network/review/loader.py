@@ -8,9 +8,10 @@ the same information as :class:`RuleError` items (for tests and tools).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from pydantic import ValidationError
@@ -213,7 +214,7 @@ def _message(error: dict, loc: Loc, data: Any) -> str:
     return message
 
 
-def _raise(source: str, errors: list[RuleError]) -> None:
+def _raise(source: str, errors: list[RuleError]) -> NoReturn:
     count = len(errors)
     text = (
         f"Invalid rules file {source} ({count} problem{'s' if count != 1 else ''}):\n"
@@ -231,6 +232,43 @@ def loads_rules(text: str, source: str = "<string>") -> RulesFile:
     :param source: name used in error messages (usually the file path).
     :raises ConfigValidationError: listing every problem with file, line, rule id and field.
     """
+    node, data = _parse_yaml(text, source)
+    lines: dict[Loc, int] = {}
+    duplicates: list[tuple[Loc, int, int]] = []
+    _index_lines(node, (), lines, duplicates)
+    errors: list[RuleError] = [
+        RuleError(
+            source,
+            line,
+            _rule_id(data, loc),
+            _format_loc(loc[2:] if loc[:1] == ("rules",) and len(loc) > 2 else loc),
+            f"key {loc[-1]!r} appears twice (first at line {first}); "
+            "YAML would silently keep the last",
+        )
+        for loc, line, first in duplicates
+    ]
+    if not isinstance(data, dict):
+        errors.append(
+            RuleError(source, 1, None, "", "the top level must be a mapping with a 'rules:' list")
+        )
+        _raise(source, errors)
+    add = _error_adder(source, data, lines, errors)
+    try:
+        rules_file = RulesFile.model_validate(data)
+    except ValidationError as err:
+        _structural_errors(err, data, add)
+        errors.sort(key=lambda e: e.line or 0)
+        _raise(source, errors)
+    for loc, message in semantic_errors(rules_file):
+        add(loc, message)
+    if errors:
+        errors.sort(key=lambda e: e.line or 0)
+        _raise(source, errors)
+    return rules_file
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Any, Any]:
+    """The YAML node tree (for line numbers) and the loaded data, or a ConfigValidationError."""
     try:
         node = yamlguard.compose(text)
     except yaml.YAMLError as err:
@@ -251,25 +289,13 @@ def loads_rules(text: str, source: str = "<string>") -> RulesFile:
         line = mark.line + 1 if mark is not None else None
         problem = getattr(err, "problem", None) or type(err).__name__
         _raise(source, [RuleError(source, line, None, "", f"not valid YAML: {problem}")])
-    lines: dict[Loc, int] = {}
-    duplicates: list[tuple[Loc, int, int]] = []
-    _index_lines(node, (), lines, duplicates)
-    errors: list[RuleError] = [
-        RuleError(
-            source,
-            line,
-            _rule_id(data, loc),
-            _format_loc(loc[2:] if loc[:1] == ("rules",) and len(loc) > 2 else loc),
-            f"key {loc[-1]!r} appears twice (first at line {first}); "
-            "YAML would silently keep the last",
-        )
-        for loc, line, first in duplicates
-    ]
-    if not isinstance(data, dict):
-        errors.append(
-            RuleError(source, 1, None, "", "the top level must be a mapping with a 'rules:' list")
-        )
-        _raise(source, errors)
+    return node, data
+
+
+def _error_adder(
+    source: str, data: dict, lines: dict[Loc, int], errors: list[RuleError]
+) -> Callable[[Loc, str], None]:
+    """``add(loc, message)``: append a :class:`RuleError` with its line, rule id and field."""
 
     def add(loc: Loc, message: str) -> None:
         line = _line_for(loc, lines, data)
@@ -291,29 +317,23 @@ def loads_rules(text: str, source: str = "<string>") -> RulesFile:
             )
         )
 
-    try:
-        rules_file = RulesFile.model_validate(data)
-    except ValidationError as err:
-        seen: set[Loc] = set()
-        broken_rules: set[int] = set()
-        for item in err.errors():
-            loc = _clean_loc(item["loc"], data)
-            if loc in seen:
-                continue  # a union reports one failure per member: keep the first
-            seen.add(loc)
-            if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
-                broken_rules.add(loc[1])
-            add(loc, _message(item, loc, data))
-        # Still report the semantic problems of the rules that are structurally fine.
-        _semantic_for_valid_rules(data, broken_rules, add)
-        errors.sort(key=lambda e: e.line or 0)
-        _raise(source, errors)
-    for loc, message in semantic_errors(rules_file):
-        add(loc, message)
-    if errors:
-        errors.sort(key=lambda e: e.line or 0)
-        _raise(source, errors)
-    return rules_file
+    return add
+
+
+def _structural_errors(err: ValidationError, data: dict, add: Callable[[Loc, str], None]) -> None:
+    """The model's validation errors, one per location, then the semantic problems of the
+    rules that are structurally fine."""
+    seen: set[Loc] = set()
+    broken_rules: set[int] = set()
+    for item in err.errors():
+        loc = _clean_loc(item["loc"], data)
+        if loc in seen:
+            continue  # a union reports one failure per member: keep the first
+        seen.add(loc)
+        if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
+            broken_rules.add(loc[1])
+        add(loc, _message(item, loc, data))
+    _semantic_for_valid_rules(data, broken_rules, add)
 
 
 def _semantic_for_valid_rules(data: dict, broken: set[int], add: Any) -> None:

@@ -1,0 +1,110 @@
+"""The on-hold review's human-in-the-loop step: apply the reviewers' choices.
+
+A thin adapter over :func:`affiliate_network.review.human_apply.apply_human_choices`, used by the
+``affiliate_onhold_review`` DAG after its ``human_review`` tasks; re-exported from
+:mod:`affiliate_network.operators.onhold_review`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.review.apply import (
+    DEFAULT_REJECT_STATUS,
+    check_chunk_size,
+    check_reject_status,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
+    """Apply the reviewers' choices: approve, reject or keep on hold, per rule.
+
+    Only the exact options write: "Approve all" approves, "Reject all" rejects. "Keep on hold"
+    keeps, and is remembered (who, when, which rule, which ids) so the next runs do not ask
+    again for ``keep_decision_hours`` unless the data changes. Any other answer (a renamed
+    option, an empty or missing answer, a timeout without a person) keeps the conversions on
+    hold, is logged, and is asked again next time.
+
+    Safe to rerun: writes hold the network's write lease, every id is re-checked right before
+    its chunk and only ids still on hold are sent, so nothing is approved or rejected twice.
+
+    :param summary: the review operator's summary (templated XCom: ``audit_path``, window).
+    :param requests: the requests shown to reviewers, in map-index order (from
+        :func:`affiliate_network.review.requests.build_review_requests`).
+    :param responses: the human-in-the-loop operators' results, in the same order (each with
+        ``chosen_options``, ``params_input`` and ``responded_by_user``).
+    :param affiliate_network_conn_id: network-portal connection.
+    :param reject_status: PATCH status for rejections.
+    :param chunk_size: on-hold ids per PATCH.
+    :param timezone_id: the API's timezone id of the window (default: the review's).
+    :param lease_wait_minutes: how long to wait for another run's write lease.
+    """
+
+    template_fields: Sequence[str] = ("summary", "requests", "responses")
+
+    def __init__(
+        self,
+        *,
+        summary: Any,
+        requests: Any,
+        responses: Any,
+        affiliate_network_conn_id: str = "affiliate_network_default",
+        reject_status: str = DEFAULT_REJECT_STATUS,
+        chunk_size: int = 100,
+        timezone_id: int | None = None,
+        lease_wait_minutes: float = 35.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        check_chunk_size(chunk_size)
+        self.summary = summary
+        self.requests = requests
+        self.responses = responses
+        self.affiliate_network_conn_id = affiliate_network_conn_id
+        self.reject_status = reject_status
+        self.chunk_size = chunk_size
+        self.timezone_id = timezone_id
+        self.lease_wait_minutes = lease_wait_minutes
+
+    def execute_job(self, context: Context) -> dict[str, Any]:
+        from affiliate_network.review.human_apply import apply_human_choices
+
+        check_reject_status(self.reject_status)
+        summary = self.summary or {}
+        requests = list(self.requests or [])
+        if not requests or summary.get("dry_run"):
+            self.log.info("No human review requests in this run.")
+            return {"requests": 0, "applied": {}, "audit_path": None}
+        run_id = str((context or {}).get("run_id") or "manual")
+        ti = (context or {}).get("ti")
+        result = apply_human_choices(
+            self.hook,
+            summary,
+            requests,
+            list(self.responses or []),
+            conn_id=self.affiliate_network_conn_id,
+            owner=f"{self.dag_id}/{run_id}",
+            run_id=run_id,
+            attempt=getattr(ti, "try_number", None) or 1,
+            reject_status=self.reject_status,
+            chunk_size=self.chunk_size,
+            timezone_id=self.timezone_id,
+            lease_wait_minutes=self.lease_wait_minutes,
+            log=self.log,
+        )
+        return {
+            "requests": result.requests,
+            "applied": result.applied,
+            "kept_on_hold": result.kept_on_hold,
+            "unanswered": result.unanswered,
+            "readback_mismatches": result.readback_mismatches,
+            "audit_path": str(result.audit_path),
+        }
+
+
+__all__ = ["OnHoldReviewApplyOperator"]

@@ -1,0 +1,266 @@
+"""Apply reviewers' answers to the review's ``review`` decisions, callable with a plain hook.
+
+Only the exact options write: "Approve all" approves, "Reject all" rejects. "Keep on hold"
+keeps, and is remembered (:mod:`affiliate_network.review.human_decisions`). Any other answer
+(a renamed option, an empty or missing answer, a timeout without a person) keeps the
+conversions on hold and is asked again next run. Writes hold the network's write lease and go
+through :class:`~affiliate_network.review.apply.OnHoldWriter`, so a rerun never writes twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import ObjectStoragePath
+
+from affiliate_network.exceptions import AffiliateNetworkError
+from affiliate_network.review.apply import (
+    APPROVED,
+    ApplyOutcome,
+    OnHoldWriter,
+    check_reject_status,
+    outcome_reasons,
+)
+from affiliate_network.review.audit import read_jsonl, write_jsonl_atomic
+from affiliate_network.review.requests import (
+    KEEP_PARAM,
+    OPTION_APPROVE,
+    OPTION_KEEP,
+    REVIEW_OPTIONS,
+    UNANSWERED,
+    rule_of_subject,
+)
+
+if TYPE_CHECKING:
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+_LOG = logging.getLogger(__name__)
+
+#: On-hold id -> (choice, who answered).
+Decided = dict[str, tuple[str, str]]
+
+
+@dataclass
+class HumanApplyResult:
+    """What :func:`apply_human_choices` did.
+
+    :param requests: requests answered (or not) in this run.
+    :param applied: status -> ids confirmed by the read-back.
+    :param kept_on_hold: conversions kept on hold by a person's choice.
+    :param unanswered: conversions without a valid answer (kept on hold, asked again).
+    :param readback_mismatches: ids whose read-back shows another state.
+    :param audit_path: ``human-attempt-N.jsonl`` beside the review's audit file.
+    """
+
+    requests: int
+    applied: dict[str, int]
+    kept_on_hold: int
+    unanswered: int
+    readback_mismatches: int
+    audit_path: ObjectStoragePath
+
+    @classmethod
+    def of(
+        cls,
+        requests: int,
+        per_status: dict[str, ApplyOutcome],
+        decided: Decided,
+        audit_path: ObjectStoragePath,
+    ) -> HumanApplyResult:
+        """Counts from the writes' outcomes and the choices."""
+        choices = [c for c, _ in decided.values()]
+        return cls(
+            requests=requests,
+            applied={s: len(o.applied) for s, o in per_status.items()},
+            kept_on_hold=choices.count(OPTION_KEEP),
+            unanswered=choices.count(UNANSWERED),
+            readback_mismatches=sum(len(o.mismatches) for o in per_status.values()),
+            audit_path=audit_path,
+        )
+
+
+def plan_choices(
+    requests: Sequence[Mapping[str, Any]],
+    responses: Sequence[Any],
+    rows: Sequence[Mapping[str, Any]],
+    reject_status: str,
+    log: Any = None,
+) -> tuple[dict[str, list[str]], Decided]:
+    """Status -> on-hold ids to send, and on-hold id -> (choice, responder).
+
+    :param requests: the requests shown (subjects name their rule), in map-index order.
+    :param responses: the answers in the same order (``chosen_options``, ``params_input``,
+        ``responded_by_user``); anything else counts as no valid answer.
+    :param rows: the review's ``review`` audit rows.
+    :param reject_status: PATCH status for "Reject all".
+    :param log: logger (default: this module's).
+    """
+    log = log or _LOG
+    plan: dict[str, list[str]] = {APPROVED: [], reject_status: []}
+    decided: Decided = {}
+    for request, response in zip(requests, responses, strict=True):
+        rule_id = rule_of_subject(request["subject"])
+        response = response if isinstance(response, dict) else {}
+        chosen = response.get("chosen_options") or []
+        params = response.get("params_input") or {}
+        keep = set(re.split(r"[\s,;]+", str(params.get(KEEP_PARAM) or "").strip())) - {""}
+        who = response.get("responded_by_user")
+        who_name = (who.get("name") or who.get("id")) if isinstance(who, dict) else who
+        choice = chosen[0] if len(chosen) == 1 and isinstance(chosen[0], str) else None
+        if choice not in REVIEW_OPTIONS:
+            # Only the exact options write; anything else changes nothing and is asked again.
+            log.warning(
+                "Rule %s: unexpected answer %r from %s: nothing written, the conversions "
+                "stay on hold and are asked about again next run (options: %s)",
+                rule_id,
+                chosen,
+                who_name or "nobody",
+                REVIEW_OPTIONS,
+            )
+            choice = UNANSWERED
+        log.info("Rule %s: %s chose %r (keep on hold: %d)", rule_id, who_name, choice, len(keep))
+        for row in rows:
+            if row["rule_id"] != rule_id:
+                continue
+            oh_id = row["on_hold_conversion_id"]
+            if choice in (OPTION_KEEP, UNANSWERED) or row["conversion_id"] in keep:
+                decided[oh_id] = (
+                    UNANSWERED if choice == UNANSWERED else OPTION_KEEP,
+                    str(who_name or ""),
+                )
+                continue
+            status = APPROVED if choice == OPTION_APPROVE else reject_status
+            plan[status].append(oh_id)
+            decided[oh_id] = (choice, str(who_name or ""))
+    return plan, decided
+
+
+def apply_human_choices(
+    hook: AffiliateNetworkHook,
+    summary: Mapping[str, Any],
+    requests: Sequence[Mapping[str, Any]],
+    responses: Sequence[Any],
+    *,
+    conn_id: str,
+    owner: str,
+    run_id: str,
+    attempt: int = 1,
+    reject_status: str,
+    chunk_size: int,
+    timezone_id: int | None = None,
+    lease_wait_minutes: float = 35.0,
+    log: Any = None,
+) -> HumanApplyResult:
+    """Apply the answers to the review run that ``summary`` describes.
+
+    :param hook: the network hook.
+    :param summary: the review's summary (``audit_path``, ``window``, ``timezone_id``,
+        ``state_dir``).
+    :param requests: the requests shown to reviewers, in map-index order.
+    :param responses: their answers, in the same order.
+    :param conn_id: the network's connection id (its write lease).
+    :param owner: the write lease's owner (``dag_id/run_id``).
+    :param run_id: recorded with each remembered answer.
+    :param attempt: the audit file of this attempt (``human-attempt-N.jsonl``).
+    :param reject_status: PATCH status for rejections.
+    :param chunk_size: on-hold ids per PATCH.
+    :param timezone_id: the API's timezone id of the window (default: the review's, else the
+        network's).
+    :param lease_wait_minutes: how long to wait for another run's write lease.
+    :param log: logger (default: this module's).
+    :raises AffiliateNetworkError: not one response per request.
+    """
+    from affiliate_network.review.lease import WriteLease, lease_path
+
+    log = log or _LOG
+    check_reject_status(reject_status)
+    if len(responses) != len(requests):
+        raise AffiliateNetworkError(
+            f"{len(requests)} review requests but {len(responses)} responses"
+        )
+    rows = [r for r in read_jsonl(summary["audit_path"]) if r["action"] == "review"]
+    plan, decided = plan_choices(requests, responses, rows, reject_status, log)
+    window = summary.get("window") or [None, None]
+    folder = ObjectStoragePath(str(summary["audit_path"])).parent
+    base = str(folder.parent.parent.parent)  # <base>/onhold_review/<dag>/<run>/
+    lease = WriteLease(lease_path(base, conn_id), owner)
+    try:
+        if any(plan.values()):
+            lease.acquire(wait_s=lease_wait_minutes * 60, log=log)
+        writer = OnHoldWriter(
+            hook,
+            from_date=window[0],
+            to_date=window[1],
+            timezone_id=timezone_id or summary.get("timezone_id") or _network_tz_id(),
+            chunk_size=chunk_size,
+            log=log,
+            on_chunk=lease.renew,
+        )
+        per_status = {s: writer.apply(ids, s) for s, ids in plan.items() if ids}
+        outcomes: dict[str, tuple[bool, str]] = {}
+        outcome_reasons(per_status, outcomes)
+        human_rows = _human_rows(rows, decided, outcomes, run_id)
+        _remember(summary.get("state_dir"), human_rows)
+    finally:
+        lease.release()
+    audit_path = folder / f"human-attempt-{attempt}.jsonl"
+    write_jsonl_atomic(audit_path, human_rows)
+    return HumanApplyResult.of(len(requests), per_status, decided, audit_path)
+
+
+def _human_rows(
+    rows: Sequence[Mapping[str, Any]],
+    decided: Decided,
+    outcomes: dict[str, tuple[bool, str]],
+    run_id: str,
+) -> list[dict[str, Any]]:
+    """The review rows a person answered, with the choice, who, when and the outcome."""
+    now = time.time()
+    human_rows = []
+    for row in rows:
+        oh_id = row["on_hold_conversion_id"]
+        if oh_id not in decided:
+            continue
+        choice, who_name = decided[oh_id]
+        default = "kept on hold by reviewer" if choice == OPTION_KEEP else (
+            "no valid answer: kept on hold, asked again next run"
+        )  # fmt: skip
+        ok, why = outcomes.get(oh_id, (False, default))
+        human_rows.append(
+            {
+                **row,
+                "human_choice": choice,
+                "responded_by": who_name,
+                "decided_at": now,
+                "run_id": run_id,
+                "applied": ok,
+                "reason": why,
+            }
+        )
+    return human_rows
+
+
+def _remember(state: str | None, human_rows: Sequence[Mapping[str, Any]]) -> None:
+    """Store the answers (under the lease): a conversion a person kept on hold is not asked
+    again soon. A timeout (defaults, no person) is not a decision to remember."""
+    from affiliate_network.review.human_decisions import HumanDecisions
+
+    answered = [
+        {**r, "choice": r["human_choice"]}
+        for r in human_rows
+        if r["human_choice"] != UNANSWERED
+        and (r["responded_by"] or r["human_choice"] != OPTION_KEEP)
+    ]
+    if state and answered:
+        HumanDecisions(ObjectStoragePath(str(state))).load().record(answered)
+
+
+def _network_tz_id() -> int:
+    from affiliate_network.settings import load_network_settings
+
+    return load_network_settings().timezone_id

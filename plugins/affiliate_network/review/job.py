@@ -1,0 +1,354 @@
+"""One on-hold review run, callable from a plain script with a hook: pull, decide, guard, apply.
+
+The :class:`~affiliate_network.operators.onhold_review.OnHoldReviewOperator` is a thin adapter
+over :func:`run_review`; a script does the same::
+
+    hook = AffiliateNetworkHook("affiliate_network_default")
+    ruleset = RuleSet.from_file("include/onhold_rules.yaml")
+    window = review_window(timezone_id=None, lookback_days=7, to_date=None, as_of=None,
+                           horizon_hours=ruleset.horizon_hours)
+    result = run_review(hook, ruleset, window, options=ReviewOptions(),
+                        run=ReviewRun(base="data", conn_id="affiliate_network_default",
+                                      dag_id="script", run_id="2026-11-25"), dry_run=True)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from affiliate_network.exceptions import ConfigValidationError, GuardrailError
+from affiliate_network.review.apply import (
+    APPROVED,
+    DEFAULT_REJECT_STATUS,
+    ApplyOutcome,
+    OnHoldWriter,
+    check_chunk_size,
+    check_reject_status,
+    outcome_reasons,
+)
+from affiliate_network.review.audit import audit_dir, audit_rows, finish_rows, write_jsonl_atomic
+from affiliate_network.review.candidates import eligible_positions
+from affiliate_network.review.guardrails import Guardrails
+from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
+from affiliate_network.review.traffic import pull_review_traffic
+
+if TYPE_CHECKING:
+    from airflow.sdk import ObjectStoragePath
+
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.review.engine import Evaluation, RuleSet
+    from affiliate_network.review.window import ReviewWindow
+
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReviewOptions:
+    """How a review decides and writes (checked when built).
+
+    :param min_age_hours: decide only conversions on hold for at least this long.
+    :param keep_decision_hours: a reviewer's "Keep on hold" is not asked again for this long.
+    :param chunk_size: on-hold ids per PATCH (1..2000).
+    :param reject_status: PATCH status for rejections.
+    :param guardrails: ceilings checked before the first write.
+    :param lease_wait_minutes: how long to wait for another run's write lease.
+    :param page_size: conversion report page size (``None``: the connection's).
+    :raises ConfigValidationError: an argument out of its range.
+    """
+
+    min_age_hours: float = 0.0
+    keep_decision_hours: float = 24.0
+    chunk_size: int = 100
+    reject_status: str = DEFAULT_REJECT_STATUS
+    guardrails: Guardrails = field(default_factory=Guardrails)
+    lease_wait_minutes: float = 35.0
+    page_size: int | None = None
+
+    def __post_init__(self) -> None:
+        check_chunk_size(self.chunk_size)
+        if self.min_age_hours < 0:
+            raise ConfigValidationError(f"min_age_hours must be >= 0, got {self.min_age_hours}")
+        if self.keep_decision_hours < 0:
+            raise ConfigValidationError(
+                f"keep_decision_hours must be >= 0, got {self.keep_decision_hours}"
+            )
+        self.guardrails.validate()
+        if not self.reject_status or self.reject_status == APPROVED:
+            raise ConfigValidationError(
+                f"reject_status must be a rejecting status, got {self.reject_status!r}"
+            )
+
+
+@dataclass(frozen=True)
+class ReviewRun:
+    """Where a run keeps its audit and state, and who it is to the write lease.
+
+    :param base: data base (local path or URL): ``<base>/onhold_review/...``.
+    :param conn_id: the network's connection id (one state folder and write lease per network).
+    :param dag_id: the audit folder's first level (a script: any name).
+    :param run_id: the audit folder of this run.
+    :param attempt: the audit file of this attempt (``decisions-attempt-N.jsonl``).
+    """
+
+    base: str
+    conn_id: str
+    dag_id: str
+    run_id: str
+    attempt: int = 1
+
+    @property
+    def audit_path(self) -> ObjectStoragePath:
+        return audit_dir(self.base, self.dag_id, self.run_id) / (
+            f"decisions-attempt-{self.attempt}.jsonl"
+        )
+
+    @property
+    def state_dir(self) -> ObjectStoragePath:
+        return state_dir(self.base, self.conn_id)
+
+    @property
+    def owner(self) -> str:
+        """The write lease's owner: the same run (a retry) takes its lease back at once."""
+        return f"{self.dag_id}/{self.run_id}"
+
+
+@dataclass
+class WriteTotals:
+    """What the writes of a run did (all zero on a dry run or without decisions).
+
+    :param applied: status -> ids confirmed by the read-back.
+    :param skipped: ids no longer on hold right before their chunk.
+    :param mismatches: ids whose read-back shows another state.
+    :param chunks: PATCH requests sent.
+    """
+
+    applied: dict[str, int]
+    skipped: int = 0
+    mismatches: int = 0
+    chunks: int = 0
+
+
+@dataclass
+class ReviewResult:
+    """The outcome of :func:`run_review` (the audit file holds the per-conversion detail).
+
+    :param window: where the run looked.
+    :param pulled: conversions pulled (window and look-back, every on-hold state).
+    :param on_hold: conversions of the window currently on hold.
+    :param eligible: those old enough to decide.
+    :param evaluation: the rules' decisions.
+    :param rows: the audit rows, as written.
+    :param writes: what was written.
+    :param kept_by_reviewer: ``review`` decisions turned to ``hold`` by a recent "Keep on hold".
+    :param dry_run: nothing was written.
+    :param guardrail: on a dry run, the guardrail message a real run would have failed with.
+    :param audit_path: the audit file.
+    :param state_dir: the network's state folder (reviewers' decisions).
+    :param elapsed_s: wall time from the pull to the audit.
+    """
+
+    window: ReviewWindow
+    pulled: int
+    on_hold: int
+    eligible: int
+    evaluation: Evaluation
+    rows: list[dict[str, Any]]
+    writes: WriteTotals
+    kept_by_reviewer: int
+    dry_run: bool
+    guardrail: str | None
+    audit_path: ObjectStoragePath
+    state_dir: ObjectStoragePath
+    elapsed_s: float
+
+    @property
+    def per_action(self) -> dict[str, int]:
+        """Audit rows per action (after reviewers' sticky keeps)."""
+        counts = Counter(r["action"] for r in self.rows)
+        return {a: counts.get(a, 0) for a in ("approve", "reject", "review", "hold")}
+
+
+def run_review(
+    hook: AffiliateNetworkHook,
+    ruleset: RuleSet,
+    window: ReviewWindow,
+    *,
+    options: ReviewOptions,
+    run: ReviewRun,
+    dry_run: bool,
+    log: Any = None,
+) -> ReviewResult:
+    """Decide the on-hold conversions of ``window`` and, unless ``dry_run``, apply the clear cases.
+
+    Guardrails are checked before the first write (a dry run reports a trip instead of failing).
+    Writes hold the network's write lease and go through :class:`OnHoldWriter` (re-check before
+    each chunk, read-back after). One audit file per attempt, written atomically: the intentions
+    before the first write, the outcome after (or what landed, when a write fails).
+
+    :param hook: the network hook.
+    :param ruleset: the rules.
+    :param window: the review's window (:func:`~affiliate_network.review.window.review_window`
+        with ``ruleset.horizon_hours``).
+    :param options: how to decide and write.
+    :param run: where the audit, state and lease live.
+    :param dry_run: decide and audit only.
+    :param log: logger (default: this module's).
+    :raises GuardrailError: a ceiling was crossed (not on a dry run); nothing was written.
+    """
+    log = log or _LOG
+    check_reject_status(options.reject_status)
+    started = time.monotonic()
+    records = pull_review_traffic(hook, ruleset, window, options.page_size)
+    horizon = ruleset.horizon_hours
+    eligible, on_hold = eligible_positions(
+        records, window, min_age_hours=options.min_age_hours, horizon_hours=horizon
+    )
+    evaluation = ruleset.evaluate(records, now=window.as_of_ts, eligible=eligible)
+    _log_decisions(log, ruleset, window, evaluation, options, (len(records), on_hold, eligible))
+    audit_path = run.audit_path
+    rows = audit_rows(records, evaluation, ruleset)
+    # Wall-clock time: how long ago a person answered (as_of only moves the traffic view).
+    sticky = apply_sticky_keeps(
+        rows, run.state_dir, now=time.time(), keep_hours=options.keep_decision_hours
+    )
+    guardrail = _check_guardrails(options.guardrails, evaluation, records, rows, dry_run, run, log)
+    writes = WriteTotals({APPROVED: 0, options.reject_status: 0})
+    if dry_run:
+        finish_rows(rows, {}, "dry run" if guardrail is None else "dry run; guardrail")
+    elif any(r["action"] in ("approve", "reject") for r in rows):
+        writes = _write_decisions(hook, rows, window, options, run, log)
+    else:
+        finish_rows(rows, {}, "not applied")
+    count = write_jsonl_atomic(audit_path, rows)
+    log.info("Audit: %d decisions -> %s", count, audit_path)
+    return ReviewResult(
+        window=window,
+        pulled=len(records),
+        on_hold=on_hold,
+        eligible=len(eligible),
+        evaluation=evaluation,
+        rows=rows,
+        writes=writes,
+        kept_by_reviewer=sticky,
+        dry_run=dry_run,
+        guardrail=guardrail,
+        audit_path=audit_path,
+        state_dir=run.state_dir,
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _log_decisions(
+    log: Any,
+    ruleset: RuleSet,
+    window: ReviewWindow,
+    evaluation: Evaluation,
+    options: ReviewOptions,
+    counts: tuple[int, int, list[int]],
+) -> None:
+    pulled, on_hold, eligible = counts
+    log.info(
+        "Window %s..%s (%s, as of %s; aggregates over %d conversions from %s): %d on "
+        "hold, %d old enough (on hold %.4gh, aggregates complete %.4gh), decided %d in "
+        "%.3f s CPU",
+        window.decide_from,
+        window.to_date,
+        window.timezone,
+        window.as_of,
+        pulled,
+        window.pull_from,
+        on_hold,
+        len(eligible),
+        options.min_age_hours,
+        ruleset.horizon_hours,
+        len(evaluation.decisions),
+        evaluation.cpu_seconds,
+    )
+    for rule in ruleset.rules:
+        log.info("  rule %-28s %-7s %6d", rule.id, rule.action, evaluation.per_rule.get(rule.id, 0))
+
+
+def _check_guardrails(
+    guardrails: Guardrails,
+    evaluation: Evaluation,
+    records: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+    dry_run: bool,
+    run: ReviewRun,
+    log: Any,
+) -> str | None:
+    """``None`` when the run may write; a dry run gets the message a real run would fail with.
+
+    :raises GuardrailError: a real run crossed a ceiling (its audit says nothing was written).
+    """
+    try:
+        guardrails.check(evaluation, records)
+    except GuardrailError as err:
+        if not dry_run:
+            finish_rows(rows, {}, "guardrail tripped: nothing written")
+            write_jsonl_atomic(run.audit_path, rows)
+            log.error("%s Audit: %s", err, run.audit_path)
+            raise
+        # A dry run reports the verdict instead of failing: on-call wants the decisions.
+        log.warning("Dry run: a real run would stop here. %s", err)
+        return str(err)
+    return None
+
+
+def _write_decisions(
+    hook: AffiliateNetworkHook,
+    rows: list[dict[str, Any]],
+    window: ReviewWindow,
+    options: ReviewOptions,
+    run: ReviewRun,
+    log: Any,
+) -> WriteTotals:
+    """Apply approvals, then rejections, under the network's write lease; fill in the rows."""
+    from affiliate_network.review.lease import WriteLease, lease_path
+
+    plan = [
+        ([r["on_hold_conversion_id"] for r in rows if r["action"] == action], status)
+        for action, status in (("approve", APPROVED), ("reject", options.reject_status))
+    ]
+    # Intentions first: if the task dies mid-apply the audit shows what was planned.
+    finish_rows(rows, {}, "pending: not yet applied")
+    write_jsonl_atomic(run.audit_path, rows)
+    outcome_by_id: dict[str, tuple[bool, str]] = {}
+    lease = WriteLease(lease_path(run.base, run.conn_id), run.owner)
+    lease.acquire(wait_s=options.lease_wait_minutes * 60, log=log)
+    try:
+        writer = OnHoldWriter(
+            hook,
+            from_date=window.decide_from,
+            to_date=window.to_date,
+            timezone_id=window.timezone_id,
+            chunk_size=options.chunk_size,
+            log=log,
+            on_chunk=lease.renew,
+        )
+        outcomes = {APPROVED: ApplyOutcome(), options.reject_status: ApplyOutcome()}
+        try:
+            for ids, status in plan:
+                if ids:
+                    writer.apply(ids, status, outcomes[status])
+        except Exception as err:
+            # Record what the read-back shows landed: a retry sends only what is on hold.
+            outcome_reasons(outcomes, outcome_by_id)
+            finish_rows(rows, outcome_by_id, f"not applied: failed ({type(err).__name__})")
+            write_jsonl_atomic(run.audit_path, rows)
+            raise
+    finally:
+        lease.release()
+    outcome_reasons(outcomes, outcome_by_id)
+    finish_rows(rows, outcome_by_id, "not applied")
+    totals = WriteTotals({})
+    for status, outcome in outcomes.items():
+        totals.applied[status] = len(outcome.applied)
+        totals.mismatches += len(outcome.mismatches)
+        totals.skipped += len(outcome.skipped)
+        totals.chunks += outcome.chunks
+    return totals

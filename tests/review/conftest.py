@@ -1,0 +1,5 @@
+"""Fixtures of the review job tests: the on-hold operator tests' window, truth and rules file."""
+
+from __future__ import annotations
+
+from tests.operators.conftest import rules_file, truth, window  # noqa: F401 - fixtures
