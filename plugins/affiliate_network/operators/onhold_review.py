@@ -86,6 +86,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     """
 
     template_fields: Sequence[str] = ("rules_file", "to_date", "as_of", "dry_run", "base_path")
+    # A template field is the attribute named like the argument, so this shadows
+    # BaseOperator.dry_run() (a render-only dry run nothing in Airflow calls) on purpose.
+    dry_run: bool | str | None  # type: ignore[assignment]  # see above
     ui_color = "#fde9c9"
 
     def __init__(

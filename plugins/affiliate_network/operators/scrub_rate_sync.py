@@ -64,6 +64,9 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         "resolve_unknown",
         "accept_drift",
     )
+    # A template field is the attribute named like the argument, so this shadows
+    # BaseOperator.dry_run() (a render-only dry run nothing in Airflow calls) on purpose.
+    dry_run: bool | str  # type: ignore[assignment]  # see above
     ui_color = "#e8f1fb"
     #: Sections of the subclass (``None``: given as an argument).
     owned_sections: ClassVar[tuple[str, ...] | None] = None
@@ -93,9 +96,7 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         self.state_file = state_file
         self.ledger_path = ledger_path
         self.affiliate_network_conn_id = affiliate_network_conn_id
-        # A template field is the attribute named like the argument, so this shadows
-        # BaseOperator.dry_run() (render-only; nothing in Airflow calls it) on purpose.
-        self.dry_run = dry_run  # type: ignore[method-assign, assignment]  # see above
+        self.dry_run = dry_run
         self.force = force
         self.resolve_unknown = resolve_unknown
         self.accept_drift = accept_drift
