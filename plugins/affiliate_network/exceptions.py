@@ -19,6 +19,8 @@ task runner fails without retries on), still an instance of its own class.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class AffiliateNetworkError(Exception):
     """Base class of every error this package raises.
@@ -109,6 +111,9 @@ class ConfigValidationError(NonRetryableError):
 
     The message names the file, the object and the field (and the line where known).
     """
+
+    #: The single problems, when the validator collected several (a rules file's ``RuleError``).
+    errors: Sequence[object] = ()
 
 
 #: HTTP status code -> exception class for error responses.

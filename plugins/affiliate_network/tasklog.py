@@ -14,7 +14,7 @@ __all__ = ["TaskLog"]
 
 
 class TaskLog(Protocol):
-    """The calls our code makes on a logger: %-style messages at debug, info and warning."""
+    """The calls our code makes on a logger: %-style messages from debug to error."""
 
     def debug(self, msg: str, /, *args: object) -> object:
         """Log ``msg % args`` at DEBUG."""
@@ -24,3 +24,6 @@ class TaskLog(Protocol):
 
     def warning(self, msg: str, /, *args: object) -> object:
         """Log ``msg % args`` at WARNING."""
+
+    def error(self, msg: str, /, *args: object) -> object:
+        """Log ``msg % args`` at ERROR."""

@@ -35,6 +35,7 @@ from affiliate_network.review.candidates import eligible_positions
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
 from affiliate_network.review.traffic import pull_review_traffic
+from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
@@ -180,7 +181,7 @@ def run_review(
     options: ReviewOptions,
     run: ReviewRun,
     dry_run: bool,
-    log: Any = None,
+    log: TaskLog | None = None,
 ) -> ReviewResult:
     """Decide the on-hold conversions of ``window`` and, unless ``dry_run``, apply the clear cases.
 
@@ -243,7 +244,7 @@ def run_review(
 
 
 def _log_decisions(
-    log: Any,
+    log: TaskLog,
     ruleset: RuleSet,
     window: ReviewWindow,
     evaluation: Evaluation,
@@ -279,7 +280,7 @@ def _check_guardrails(
     rows: list[dict[str, Any]],
     dry_run: bool,
     run: ReviewRun,
-    log: Any,
+    log: TaskLog,
 ) -> str | None:
     """``None`` when the run may write; a dry run gets the message a real run would fail with.
 
@@ -305,7 +306,7 @@ def _write_decisions(
     window: ReviewWindow,
     options: ReviewOptions,
     run: ReviewRun,
-    log: Any,
+    log: TaskLog,
 ) -> WriteTotals:
     """Apply approvals, then rejections, under the network's write lease; fill in the rows."""
     from affiliate_network.review.lease import WriteLease, lease_path
