@@ -22,6 +22,7 @@ BENCHES: dict[str, tuple[str, list[str]]] = {
     "pull": ("bench_pull.py", ["--quick"]),
     "report": ("bench_report.py", ["--rows", "100000"]),
     "rules": ("bench_rules.py", ["--records", "20000"]),
+    "review": ("bench_review.py", ["--quick"]),
     "parse": ("bench_parse.py", ["--runs", "2"]),
 }
 

@@ -83,9 +83,18 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param base_path: audit base (templated); default Variable ``affiliate_network_data_base``.
     :param page_size: conversion report page size (default: the connection's).
+    :param full_pull: pull the whole window instead of the traffic snapshot plus what is new
+        (templated; the snapshot is rewritten from it).
     """
 
-    template_fields: Sequence[str] = ("rules_file", "to_date", "as_of", "dry_run", "base_path")
+    template_fields: Sequence[str] = (
+        "rules_file",
+        "to_date",
+        "as_of",
+        "dry_run",
+        "base_path",
+        "full_pull",
+    )
     # A template field is the attribute named like the argument, so this shadows
     # BaseOperator.dry_run() (a render-only dry run nothing in Airflow calls) on purpose.
     dry_run: bool | str | None  # type: ignore[assignment]  # see above
@@ -111,6 +120,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         lease_wait_minutes: float = 35.0,
         base_path: str | None = None,
         page_size: int | None = None,
+        full_pull: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -133,6 +143,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
         self.lease_wait_minutes = lease_wait_minutes
         self.base_path = base_path
         self.page_size = page_size
+        self.full_pull = full_pull
         self._options()  # the library checks the other arguments: a bad one fails at parse time
 
     def _options(self) -> ReviewOptions:
@@ -146,6 +157,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             ),
             lease_wait_minutes=self.lease_wait_minutes,
             page_size=self.page_size,
+            full_pull=as_bool(self.full_pull, "full_pull"),
         )
 
     def _rules_path(self) -> Path:
@@ -215,6 +227,7 @@ def _review_summary(result: ReviewResult) -> dict[str, Any]:
         "as_of": window.as_of,
         "timezone_id": window.timezone_id,
         "pulled": result.pulled,
+        "traffic": result.traffic,  # full or incremental, rows asked of the API
         "on_hold": result.on_hold,
         "eligible": result.eligible,
         "too_young": result.on_hold - result.eligible,

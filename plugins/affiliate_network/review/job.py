@@ -34,7 +34,12 @@ from affiliate_network.review.audit import audit_dir, audit_rows, finish_rows, w
 from affiliate_network.review.candidates import eligible_positions
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
-from affiliate_network.review.traffic import pull_review_traffic
+from affiliate_network.review.traffic import (
+    TrafficSnapshotStore,
+    pull_review_traffic,
+    review_fields,
+    traffic_snapshot_path,
+)
 from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
@@ -58,6 +63,7 @@ class ReviewOptions:
     :param guardrails: ceilings checked before the first write.
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param page_size: conversion report page size (``None``: the connection's).
+    :param full_pull: pull the whole window instead of the traffic snapshot plus what is new.
     :raises ConfigValidationError: an argument out of its range.
     """
 
@@ -68,6 +74,7 @@ class ReviewOptions:
     guardrails: Guardrails = field(default_factory=Guardrails)
     lease_wait_minutes: float = 35.0
     page_size: int | None = None
+    full_pull: bool = False
 
     def __post_init__(self) -> None:
         check_chunk_size(self.chunk_size)
@@ -150,6 +157,8 @@ class ReviewResult:
     :param audit_path: the audit file.
     :param state_dir: the network's state folder (reviewers' decisions).
     :param elapsed_s: wall time from the pull to the audit.
+    :param traffic: how the traffic came: ``mode`` (full or incremental), ``reason``, rows asked
+        (:meth:`~affiliate_network.review.traffic.TrafficPull.summary`).
     """
 
     window: ReviewWindow
@@ -165,6 +174,7 @@ class ReviewResult:
     audit_path: ObjectStoragePath
     state_dir: ObjectStoragePath
     elapsed_s: float
+    traffic: dict[str, Any] = field(default_factory=dict)
 
     @property
     def per_action(self) -> dict[str, int]:
@@ -203,7 +213,18 @@ def run_review(
     log = log or _LOG
     check_reject_status(options.reject_status)
     started = time.monotonic()
-    records = pull_review_traffic(hook, ruleset, window, options.page_size)
+    fields, members = review_fields(ruleset)
+    traffic = pull_review_traffic(
+        hook,
+        window=window,
+        fields=fields,
+        members=members,
+        store=TrafficSnapshotStore(traffic_snapshot_path(run.state_dir, window.timezone_id)),
+        page_size=options.page_size,
+        full=options.full_pull,
+        log=log,
+    )
+    records = traffic.records
     horizon = ruleset.horizon_hours
     eligible, on_hold = eligible_positions(
         records, window, min_age_hours=options.min_age_hours, horizon_hours=horizon
@@ -229,6 +250,7 @@ def run_review(
     return ReviewResult(
         window=window,
         pulled=len(records),
+        traffic=traffic.summary(),
         on_hold=on_hold,
         eligible=len(eligible),
         evaluation=evaluation,

@@ -420,6 +420,7 @@ class Sandbox:
             portal=portal,
             region=region,
             body=logged,
+            rows=getattr(payload, "rows", None),
         )
         counter = f"{method} {full_path}"
         if counter not in self.counts and len(self.counts) >= MAX_ROUTE_COUNTERS:

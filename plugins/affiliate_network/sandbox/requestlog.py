@@ -101,23 +101,26 @@ class RequestLog:
         portal: str | None,
         region: str,
         body: Any,
+        rows: int | None = None,
     ) -> None:
-        """Add one entry (``body`` is what :func:`body_entry` returned)."""
+        """Add one entry (``body`` is what :func:`body_entry` returned; ``rows``, the records
+        a report page answered, is shown only when given)."""
         query_json = orjson.dumps(query)
         rendered_query: Any = orjson.Fragment(query_json)
         if len(query_json) > QUERY_MAX_BYTES:
             rendered_query = {"_sandbox_summary": "too large", "parameters": len(query)}
-        entry = orjson.dumps(
-            {
-                "method": method[:32],
-                "path": path[:PATH_MAX_CHARS],
-                "query": rendered_query,
-                "status": status,
-                "portal": portal,
-                "region": region,
-                "body": body,
-            }
-        )
+        doc = {
+            "method": method[:32],
+            "path": path[:PATH_MAX_CHARS],
+            "query": rendered_query,
+            "status": status,
+            "portal": portal,
+            "region": region,
+            "body": body,
+        }
+        if rows is not None:
+            doc["rows"] = rows
+        entry = orjson.dumps(doc)
         self._entries.append(entry)
         self.nbytes += len(entry)
         while len(self._entries) > self.max_entries or (

@@ -32,12 +32,17 @@ SCRUB_RATE_BASE = 6000
 
 
 class Raw:
-    """A JSON response already rendered as byte chunks (sent without re-encoding)."""
+    """A JSON response already rendered as byte chunks (sent without re-encoding).
 
-    __slots__ = ("chunks",)
+    :param chunks: the rendered answer.
+    :param rows: records in the answer, when it is a report page (the request log shows it).
+    """
 
-    def __init__(self, chunks: list[bytes]) -> None:
+    __slots__ = ("chunks", "rows")
+
+    def __init__(self, chunks: list[bytes], rows: int | None = None) -> None:
         self.chunks = chunks
+        self.rows = rows
 
 
 def _now() -> int:

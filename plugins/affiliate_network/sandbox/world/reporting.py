@@ -49,11 +49,13 @@ class ReportingArea(WorldBase):
         segs = self.gen.segments(t0, t1, conversions=show_c, events=show_e)
         gen = self.gen
         paging_tail = b""
+        rows = 0
         if not flt and not terms:
             total = sum(len(s) for s in segs)
             parts: list[str] = []
             for seg, lo, hi in locate_page(segs, (page - 1) * size, size):
                 parts.extend(gen.json_range(seg, lo, hi, currency))
+                rows += hi - lo
         else:
             hits = self._matches(segs, flt, terms, (t0, t1, show_c, show_e))
             total = len(hits)
@@ -68,10 +70,11 @@ class ReportingArea(WorldBase):
                     )
                 )
                 gen.records_built += 1
+                rows += 1
         paging_tail = (
             f'],"paging":{{"page":{page},"page_size":{size},"total_count":{total}}}}}'
         ).encode()
-        return Raw([b'{"conversions":[', ",".join(parts).encode(), paging_tail])
+        return Raw([b'{"conversions":[', ",".join(parts).encode(), paging_tail], rows=rows)
 
     def _search_terms(self, raw: Any) -> list[tuple[str, str]]:
         if raw is None:
