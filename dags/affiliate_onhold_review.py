@@ -69,7 +69,6 @@ after a crash, the next hourly run and an overlapping run decide what one clean 
 Days are cut in the network's reporting timezone (`include/network.yaml`).
 
 | action | effect |
-
 |---|---|
 | `approve` | approved on the network (`PATCH /networks/reporting/onhold`, status `approved`) |
 | `reject` | rejected on the network (status `rejected`, configurable) |
@@ -142,8 +141,9 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
         "dry_run": Param(
             None,
             type=["null", "boolean"],
-            description="Empty: a manual trigger only decides and audits (scheduled runs write). "
-            "false: write now. true: never write.",
+            # The form shows a switch, which cannot show "empty": untouched and off look alike.
+            description="Left untouched: a manual trigger only decides and audits (scheduled "
+            "runs write). To write now, switch it on and off again (false). On: never write.",
         ),
         "rules_file": Param(
             "onhold_rules.yaml", type="string", description="Rules file (include folder)."

@@ -33,6 +33,16 @@ DEMO_REVIEW_ANSWER = "Keep on hold"
 DEMO_SEED = 42
 
 
+def default_logical_date() -> str:
+    """The demo's ``airflow dags test`` logical date: now, to the second.
+
+    ``dags test`` makes the logical date the run's start date, so today's midnight made the UI
+    show a 38 s run as lasting since midnight (issue 19). The daily report still lands
+    yesterday: a manual data interval ends at the last midnight before the logical date.
+    """
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+
+
 def _project_root() -> Path:
     cwd = Path.cwd()
     if (cwd / "dags").is_dir() and (cwd / "include").is_dir():
@@ -197,12 +207,11 @@ def _set_aside_previous_outputs(data: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
     parser.add_argument(
         "--date",
-        default=(yesterday + dt.timedelta(days=1)).isoformat(),
-        help="run date passed to `airflow dags test` (the daily report covers the day before; "
-        "default: today, so yesterday's data)",
+        default=default_logical_date(),
+        help="logical date passed to `airflow dags test` (the daily report covers the day "
+        "before; default: now, so yesterday's data)",
     )
     parser.add_argument("--dags", nargs="*", help="only these DAG ids")
     parser.add_argument(

@@ -96,7 +96,8 @@ def _money(amount: object, currency: object) -> str:
 
 
 def _number(value: object) -> str:
-    """Matched values: floats to 4 significant digits (a ratio of 70.58001095290253 is 70.58)."""
+    """Matched values: floats to 2 decimals (a ratio of 70.58001095290253 is 70.58, a sale
+    amount of 12996.41 is 12,996.41, never ``1.3e+04``); below 0.01, 2 significant digits."""
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:,.2f}" if value == 0 or abs(value) >= 0.01 else f"{value:.2g}"
     return _cell(str(value))

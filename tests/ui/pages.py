@@ -1,0 +1,115 @@
+"""What a person does on Airflow 3.3's pages, step by step, as reusable flows of the stage."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webelement import WebElement
+
+from .browser import Browser
+
+#: ``00:00:24.273`` (Airflow's duration format) -> seconds.
+_DURATION = re.compile(r"^(\d+):(\d{2}):(\d{2}(?:\.\d+)?)$")
+
+
+def parse_duration(text: str) -> float | None:
+    match = _DURATION.match(text.strip())
+    if not match:
+        return None
+    hours, minutes, seconds = match.groups()
+    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def open_dag_docs(b: Browser, dag_id: str) -> str:
+    """Open a DAG's page and its "Dag Docs" dialog; return the dialog's text."""
+    b.open(f"/dags/{dag_id}")
+    b.click(b.button("Dag Docs"))
+    b.wait_text("Dag Documentation")
+    dialog = b.find_visible("[role=dialog]", "the docs dialog")
+    return dialog.text
+
+
+def close_dialog(b: Browser) -> None:
+    b.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+    b.wait(lambda: not b.visible("[role=dialog]"), "the dialog closed", timeout=10)
+
+
+def trigger_from_form(b: Browser, dag_id: str, *, dry_run: bool | None) -> str:
+    """Trigger ``dag_id`` from its trigger form; return the new run's id.
+
+    :param dry_run: ``None`` leaves the ``dry_run`` switch untouched (the form's default);
+        ``True``/``False`` flips the switch to that value (on = true; on then off = false: the
+        switch has no "empty" position once touched).
+    """
+    b.open(f"/dags/{dag_id}")
+    b.click(b.button("Trigger Dag"))
+    b.wait_text("Run Parameters")
+    if dry_run is not None:
+        switch = b.find_visible("[id='switch:element_dry_run']", "the dry_run switch")
+        b.click(switch)  # empty -> true
+        if dry_run is False:
+            b.click(switch)  # true -> false
+        state = "checked" if dry_run else "unchecked"
+        b.wait(lambda: switch.get_attribute("data-state") == state, f"dry_run switch {state}")
+    b.shot(f"trigger form {dag_id} dry_run={dry_run}")
+    dialog = b.find_visible("[role=dialog]", "the trigger dialog")
+    submit = [e for e in dialog.find_elements(By.CSS_SELECTOR, "button") if e.text == "Trigger"]
+    b.click(submit[-1])
+    url = b.wait(
+        lambda: b.driver.current_url if "/runs/" in b.driver.current_url else None,
+        "the new run's page",
+    )
+    return unquote(url.split("/runs/", 1)[1].split("/", 1)[0])
+
+
+def review_table(b: Browser) -> list[list[str]]:
+    """The rows (cell texts) of the markdown table in the open review request."""
+    rows = []
+    for tr in b.driver.find_elements(By.CSS_SELECTOR, "table tbody tr"):
+        cells = [td.text.strip() for td in tr.find_elements(By.CSS_SELECTOR, "td")]
+        if len(cells) == 6:
+            rows.append(cells)
+    return rows
+
+
+def _pending_link(b: Browser, rule_id: str, run_id: str) -> WebElement | None:
+    """The subject link of the row waiting for an answer about ``rule_id`` in ``run_id``."""
+    for row in b.visible("tbody tr"):
+        text = row.text.replace("\n", "")
+        if run_id in text and "Response Required" in text:
+            for a in row.find_elements(By.CSS_SELECTOR, "a"):
+                if a.text.strip().endswith(f"rule {rule_id}"):
+                    return a
+    return None
+
+
+def open_review_request(b: Browser, rule_id: str, run_id: str) -> list[list[str]]:
+    """From "Required Actions", open the pending request of ``rule_id`` in ``run_id``; return
+    its table."""
+
+    def _link() -> WebElement | None:
+        # The list does not refresh itself: reload it as a person would.
+        b.open("/required_actions")
+        return b.wait(
+            lambda: _pending_link(b, rule_id, run_id),
+            f"a required action for rule {rule_id}",
+            timeout=5,
+            screenshot=False,
+        )
+
+    link = b.wait(_link, f"a required action for rule {rule_id}", timeout=180)
+    b.shot(f"required actions list {rule_id}")
+    b.click(link)
+    b.wait_text("keep_on_hold")
+    return b.wait(lambda: review_table(b), f"the table of rule {rule_id}")
+
+
+def answer_review(b: Browser, option: str, keep_on_hold: list[str]) -> None:
+    """Fill ``keep_on_hold`` as a person types it (ids, comma separated) and press ``option``."""
+    field = b.find_visible("#element_keep_on_hold", "the keep_on_hold field")
+    b.type_into(field, ", ".join(keep_on_hold))
+    b.shot(f"answer {option} keep {len(keep_on_hold)}")
+    b.click(b.button(option, timeout=10))
