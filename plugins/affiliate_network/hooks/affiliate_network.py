@@ -48,7 +48,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from urllib.parse import quote, urlsplit
 
 import orjson
@@ -100,6 +100,8 @@ PORTAL_PREFIXES: dict[str, str] = {
     "advertiser": "/advertisers",
     "marketplace": "/partners",
 }
+#: A numeric connection setting: whole (page size, concurrency) or not (timeout).
+_Number = TypeVar("_Number", int, float)
 DEFAULT_PAGE_SIZE = 2000
 MAX_PAGE_SIZE = 2000  # spec, "Limits": typically 2,000
 DEFAULT_CONCURRENCY = 4
@@ -330,12 +332,18 @@ class AffiliateNetworkHook(BaseHook):
             )
 
     def _number_setting(
-        self, name: str, argument: Any, default: Any, low: float, high: float, kind: type
-    ) -> Any:
+        self,
+        name: str,
+        argument: _Number | None,
+        default: _Number,
+        low: float,
+        high: float,
+        kind: type[_Number],
+    ) -> _Number:
         raw = argument if argument is not None else self._extras.get(name)
         if raw is None or raw == "":
             return default
-        value: Any = None
+        value: _Number | None = None
         if isinstance(raw, str | int | float) and not isinstance(raw, bool):
             try:
                 value = kind(raw)  # URI-form extras arrive as strings
