@@ -32,6 +32,7 @@ from affiliate_network.reports.schema import (
     conversion_schema,
     validate_report_columns,
 )
+from affiliate_network.reports.seen_keys import SeenKeys
 from affiliate_network.reports.storage import (
     MANIFEST_NAME,
     STAGING_DIR,
@@ -392,7 +393,7 @@ def test_raw_page_path_equals_row_path(name: str) -> None:
     rows = [CONVERSION_SCHEMA.prepare(r) for r in batch]
     expected = CONVERSION_SCHEMA.to_table([row for row, _, _ in rows])
     payload, canonicals, dropped = CONVERSION_SCHEMA.encode_page(
-        _page(batch), "conversions", set(), "parquet"
+        _page(batch), "conversions", SeenKeys(), "parquet"
     )
     assert dropped == 0
     assert canonicals == [canonical for _, canonical, _ in rows]  # same checksum input
@@ -405,7 +406,7 @@ def test_raw_page_path_needs_no_fallback_for_spec_typed_records() -> None:
     """Well-typed pages go through Arrow's reader alone (the row path is only a fallback)."""
     batch = [*records(20), _with(relationship=None), _with(relationship=_DROP, conversion_id="x")]
     batch.append(dict(batch[5]))  # a duplicate id: masked out
-    seen: set[Any] = set()
+    seen = SeenKeys()
     payload, _, dropped = CONVERSION_SCHEMA.encode_page(
         _page(batch), "conversions", seen, "parquet"
     )

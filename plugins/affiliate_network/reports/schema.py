@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ from affiliate_network.record_fields import (
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from affiliate_network.reports.seen_keys import SeenKeys
 
 # pyarrow is imported inside functions: DAG files import the operators (and so the column
 # validation below) at parse time, and the scheduler must not load a data library to parse.
@@ -277,43 +280,42 @@ class ConversionSchema(RecordSchema):
         return _conversion_row(record, rel_json), canonical, canonical
 
     def encode_page(
-        self, content: bytes, key: str, seen: set[Any] | None, format: str
+        self, content: bytes, key: str, seen: SeenKeys | None, format: str
     ) -> tuple[Any, list[bytes], int]:
         """``(payload, canonicals, dropped)`` of one unparsed page, on the caller's thread.
 
-        simdjson indexes the page; per record only the id (for ``seen``, the dedupe set), the
-        minified record and the minified ``relationship`` become Python objects. For Parquet,
-        :meth:`to_arrow` then parses the page itself with Arrow's JSON reader on the writer
-        thread. A record with top-level fields the spec does not list sends the page to the
-        row path (they land in ``extra_fields``).
+        simdjson indexes the page; per record only the id, the minified record and the
+        minified ``relationship`` become Python objects, for the length of one page. The ids
+        go to ``seen`` (the pull's exact key set, kept outside Python objects) in one call,
+        which says which records are duplicates. For Parquet, :meth:`to_arrow` then parses
+        the page itself with Arrow's JSON reader on the writer thread. A record with top-level
+        fields the spec does not list sends the page to the row path (they land in
+        ``extra_fields``).
         """
         import simdjson
 
         obj, arr = simdjson.Object, simdjson.Array
         doc = self._parse(content)
-        mask: list[bool] = []
+        ids: list[Any] = []
         rels: list[bytes | None] = []
         canonicals: list[bytes] = []
-        dropped = 0
         regular = True
         known = _KNOWN_CONVERSION_FIELDS
         for c in doc[key]:
             if type(c) is not obj:
                 raise SchemaMismatchError(f"conversion record is not an object: {c!r:.200}")
-            if seen is not None:
-                ident = c.get("conversion_id")
-                if ident in seen:
-                    mask.append(False)
-                    dropped += 1
-                    continue
-                seen.add(ident)
-            mask.append(True)
+            ids.append(c.get("conversion_id"))
             canonicals.append(c.mini)
             if regular and not known.issuperset(c.keys()):
                 regular = False
             rel = c.get("relationship")
             rels.append(rel.mini if type(rel) is obj or type(rel) is arr else _scalar_json(rel))
         del c, rel, doc  # the parser is reused: no proxy may outlive the page
+        mask = seen.add_many(ids) if seen is not None else [True] * len(ids)
+        dropped = mask.count(False)
+        if dropped:
+            canonicals = list(itertools.compress(canonicals, mask))
+            rels = list(itertools.compress(rels, mask))
         if format != "parquet":
             return list(canonicals), canonicals, dropped
         return _PagePayload(content, key, mask, rels, regular), canonicals, dropped

@@ -41,6 +41,7 @@ import contextlib
 import fcntl
 import gzip
 import hashlib
+import itertools
 import logging
 import os
 import time
@@ -64,6 +65,7 @@ from affiliate_network.exceptions import (
 )
 from affiliate_network.gcpause import paused_gc
 from affiliate_network.reports.schema import FORMAT_SUFFIX, FORMATS, RecordSchema
+from affiliate_network.reports.seen_keys import SeenKeys
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +304,7 @@ class PartitionWriter:
         self.file_name = f"part-00000{FORMAT_SUFFIX[format]}"
         self.checksum = ContentChecksum()
         self.duplicates_dropped = 0
-        self._seen: set[Any] = set()
+        self._seen: SeenKeys | None = None  # opened with the files
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._out: _HashingWriter | None = None
@@ -331,6 +333,8 @@ class PartitionWriter:
             return
         _remove_stale(self.dataset_root)
         self.staging.mkdir(parents=True, exist_ok=True)
+        if self.dedupe:
+            self._seen = SeenKeys()
         # One writer thread: checksum, Arrow conversion and file writes, in submission order.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="partition-writer")
         self._out = _HashingWriter(_open(self.staging / self.file_name, "wb"))
@@ -398,9 +402,8 @@ class PartitionWriter:
             for page in pages:
                 if self._closed:
                     raise StorageError("writer already closed")
-                seen = self._seen if self.dedupe else None
                 payload, canonicals, dropped = encode_page(
-                    page.content, page.key, seen, self.format
+                    page.content, page.key, self._seen, self.format
                 )
                 self.duplicates_dropped += dropped
                 self._submit(payload, canonicals)
@@ -418,15 +421,11 @@ class PartitionWriter:
         self._open()
         if self._closed:
             raise StorageError("writer already closed")
-        if self.dedupe:
-            key, seen, kept = self.schema.key_field, self._seen, []
-            for record in records:
-                ident = record.get(key)
-                if ident in seen:
-                    self.duplicates_dropped += 1
-                    continue
-                seen.add(ident)
-                kept.append(record)
+        if self._seen is not None:
+            key = self.schema.key_field
+            mask = self._seen.add_many([record.get(key) for record in records])
+            kept = list(itertools.compress(records, mask))
+            self.duplicates_dropped += len(records) - len(kept)
             records = kept
         if not records:
             return
@@ -548,7 +547,7 @@ class PartitionWriter:
         else:
             self._publish_object_store(manifest)
         self._committed = True
-        self._seen.clear()
+        self._close_seen()
         log.info(
             "Published %s: %d rows, %d duplicates dropped, checksum %s",
             self.partition,
@@ -635,7 +634,13 @@ class PartitionWriter:
             if self._out is not None:
                 self._out.close()
         self._closed = True
+        self._close_seen()
         _rmtree_quiet(self.staging)
+
+    def _close_seen(self) -> None:
+        if self._seen is not None:
+            self._seen.close()
+            self._seen = None
 
 
 def _rmtree_quiet(path: ObjectStoragePath) -> None:
