@@ -64,7 +64,12 @@ from affiliate_network.exceptions import (
     StorageError,
 )
 from affiliate_network.gcpause import paused_gc
-from affiliate_network.reports.schema import FORMAT_SUFFIX, FORMATS, RecordSchema
+from affiliate_network.reports.schema import (
+    FORMAT_SUFFIX,
+    FORMATS,
+    RecordSchema,
+    landing_memory_pool,
+)
 from affiliate_network.reports.seen_keys import SeenKeys
 
 log = logging.getLogger(__name__)
@@ -73,12 +78,13 @@ MANIFEST_NAME = "_manifest.json"
 MANIFEST_VERSION = 1
 STAGING_DIR = "_staging"
 TRASH_DIR = "_trash"
-#: Default Parquet row group size: bounds the Arrow memory held before a row group is flushed.
-DEFAULT_ROW_GROUP_ROWS = 10_000
+#: Default Parquet row group size: bounds the Arrow memory held before a row group is flushed
+#: (two API pages; 10,000 cost ~35 MB more peak RSS for no measurable speed).
+DEFAULT_ROW_GROUP_ROWS = 4_000
 #: Records converted to Arrow at a time (one API page is typically 2,000).
 BATCH_ROWS = 2_000
-#: Encoded batches waiting for the writer thread at most (bounds memory).
-MAX_BATCHES_IN_FLIGHT = 2
+#: Encoded batches waiting for the writer thread at most (bounds memory: each holds a page).
+MAX_BATCHES_IN_FLIGHT = 1
 #: C++ write buffer in front of the data file (Parquet).
 SINK_BUFFER_BYTES = 8 << 20
 _LOCAL_PROTOCOLS = frozenset({"", "file", "local"})
@@ -348,6 +354,7 @@ class PartitionWriter:
             self._pq_writer = pq.ParquetWriter(
                 self._sink,
                 self.schema.arrow_schema,
+                memory_pool=landing_memory_pool(),
                 compression=self.compression,
                 use_dictionary=True,
                 write_statistics=True,
