@@ -69,6 +69,7 @@ from affiliate_network.reports.schema import (
     FORMATS,
     RecordSchema,
     landing_memory_pool,
+    read_conversions,
 )
 from affiliate_network.reports.seen_keys import SeenKeys
 
@@ -743,7 +744,11 @@ def is_complete(partition: ObjectStoragePath | str | os.PathLike[str]) -> bool:
 
 
 def read_partition(partition: ObjectStoragePath | str | os.PathLike[str]) -> pa.Table:
-    """Read a complete Parquet partition's files listed by its manifest (raises otherwise)."""
+    """Read a complete Parquet partition's files listed by its manifest (raises otherwise).
+
+    Conversions landed by an older schema version come back in the current layout
+    (:func:`~affiliate_network.reports.schema.read_conversions`).
+    """
     part = as_storage_path(partition)
     manifest = _complete_manifest(part)
     if manifest.format != "parquet":
@@ -751,7 +756,7 @@ def read_partition(partition: ObjectStoragePath | str | os.PathLike[str]) -> pa.
     tables = []
     for entry in manifest.files:
         with _open(part / entry.name, "rb") as fh:
-            tables.append(pq.read_table(fh))
+            tables.append(read_conversions(pq.read_table(fh)))
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
