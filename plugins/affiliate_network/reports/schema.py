@@ -178,13 +178,14 @@ def _to_landed(table: pa.Table, target: pa.Schema) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    try:
-        table = table.cast(target)
-    except pa.ArrowInvalid as err:  # seconds beyond what milliseconds hold (year 292,278,994)
-        raise SchemaMismatchError(f"conversion timestamp out of range: {err}") from err
     columns = []
-    for field, column in zip(table.schema, table.columns, strict=True):
-        if pa.types.is_string(field.type) and field.nullable and column.null_count < len(column):
+    for field, column in zip(target, table.columns, strict=True):
+        if pa.types.is_timestamp(field.type):
+            try:
+                column = column.cast(field.type)
+            except pa.ArrowInvalid as err:  # beyond what milliseconds hold (year 292,278,994)
+                raise SchemaMismatchError(f"{field.name} out of range: {err}") from err
+        elif pa.types.is_string(field.type) and field.nullable and column.null_count < len(column):
             column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=target)
