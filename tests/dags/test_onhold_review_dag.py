@@ -19,7 +19,12 @@ import pytest
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
-from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, OPTION_REJECT
+from affiliate_network.review.requests import (
+    KEEP_PARAM,
+    OPTION_KEEP,
+    OPTION_REJECT,
+    rule_of_subject,
+)
 from tests.isolation import isolated, only_isolated
 
 DAG_ID = "affiliate_onhold_review"
@@ -145,7 +150,7 @@ def test_run_with_human_review_through_the_rest_api(
         # Reject the outliers; keep the IP mismatches on hold.
         choices = {"outlier-sale-amount": OPTION_REJECT, "ip-mismatch": OPTION_KEEP}
         for detail in pending:
-            rule_id = detail["subject"].rsplit(" rule ", 1)[1]
+            rule_id = rule_of_subject(detail["subject"])
             assert detail["options"] == ["Approve all", "Reject all", "Keep on hold"]
             assert "| conversion | affiliate | offer |" in detail["body"]
             ti = detail["task_instance"]

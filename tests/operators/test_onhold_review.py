@@ -32,6 +32,7 @@ from affiliate_network.review.requests import (
     OPTION_KEEP,
     OPTION_REJECT,
     build_review_requests,
+    rule_of_subject,
 )
 from tests.operators.onhold_support import (
     after_the_data,
@@ -276,9 +277,9 @@ def test_human_choices_are_applied_once(
     requests = build_review_requests(summary)
     assert len(requests) == 1
     outliers = sorted(truth["outlier_sale_amount"])
-    assert requests[0]["subject"] == (
-        f"On-hold review: {len(outliers)} conversions flagged by rule outlier-review"
-    )
+    # The rule first, short (the Required Actions list cuts a subject after two lines).
+    assert requests[0]["subject"] == f"outlier-review: {len(outliers)} conversions to review"
+    assert rule_of_subject(requests[0]["subject"]) == "outlier-review"
     audit = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
     keep = audit[outliers[0]]["conversion_id"]
     assert keep in requests[0]["body"] or len(outliers) > 50
