@@ -422,3 +422,34 @@ def test_dry_run_reports_a_guardrail_instead_of_failing(
     assert patches(sandbox) == []
     rows = read_jsonl(summary["audit_path"])
     assert {r["reason"] for r in rows if r["action"] == "reject"} == {"dry run; guardrail"}
+
+
+def test_a_manual_dry_run_beside_a_writing_scheduled_run_neither_waits_nor_writes(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    # "Unpause on trigger" starts the hourly run beside the manual one (issue 19). While the
+    # scheduled run holds the network's write lease, the manual dry run decides at once (it
+    # takes no lease), sends nothing and leaves the lease to its holder; a second writer waits
+    # for the lease and gives up without sending anything.
+    from types import SimpleNamespace
+
+    from affiliate_network.exceptions import LeaseBusyError
+    from affiliate_network.review.lease import WriteLease, lease_path
+
+    path = lease_path(str(tmp_path / "data"), network_conn)
+    scheduled = WriteLease(path, "affiliate_onhold_review/scheduled__2026-11-25T10:00:00+00:00")
+    scheduled.acquire(wait_s=0)
+    sandbox.clear_requests()
+    manual = {**context("manual__dry"), "dag_run": SimpleNamespace(run_type="manual")}
+    op = review_op(rules_file, window, tmp_path, dry_run=None, lease_wait_minutes=0)
+    summary = op.execute(manual)
+    assert summary["dry_run"] is True
+    assert any(r["action"] != "none" for r in read_jsonl(summary["audit_path"]))
+    assert patches(sandbox) == []
+    assert scheduled.read()["owner"] == scheduled.owner
+    other = {**context("manual__write"), "dag_run": SimpleNamespace(run_type="manual")}
+    writer = review_op(rules_file, window, tmp_path, dry_run=False, lease_wait_minutes=0)
+    with pytest.raises(LeaseBusyError, match="scheduled__"):
+        writer.execute(other)
+    assert patches(sandbox) == []
+    scheduled.release()
