@@ -26,19 +26,17 @@ this 2-core machine. Results go to stdout as a table and to ``bench/results/pull
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _measure import cpu_self_s, peak_rss_mb  # bench/ is sys.path[0]
+from _measure import cpu_self_s, cpu_tree_s, peak_rss_mb, run_worker  # bench/ is sys.path[0]
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -164,21 +162,10 @@ WORKERS = {"hook": worker_hook, "stock": worker_stock, "plain": worker_plain}
 
 
 # --------------------------------------------------------------------------- driver
-def _cpu_s(pid: int) -> float:
-    import psutil
-
-    proc = psutil.Process(pid)
-    total = sum(proc.cpu_times()[:2])
-    for child in proc.children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            total += sum(child.cpu_times()[:2])
-    return total
-
-
 def _run_contender(
     name: str, sandbox: Any, window: tuple[str, str], args: argparse.Namespace, env: dict[str, str]
 ) -> dict[str, Any]:
-    cpu_before = _cpu_s(sandbox.pid)
+    cpu_before = cpu_tree_s(sandbox.pid)
     command = [
         sys.executable,
         __file__,
@@ -195,11 +182,8 @@ def _run_contender(
         "--ceiling-mb",
         str(args.ceiling_mb),
     ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{name} worker failed:\n{done.stderr[-4000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    sandbox_cpu = _cpu_s(sandbox.pid) - cpu_before
+    result = run_worker(name, command, env)
+    sandbox_cpu = cpu_tree_s(sandbox.pid) - cpu_before
     result.update(
         load_avg_1m=os.getloadavg()[0],
         contender=name,

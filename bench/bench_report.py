@@ -22,7 +22,6 @@ sandbox's CPU seconds during the run (the two share this machine's cores). Resul
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -32,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _measure import cpu_self_s, peak_rss_mb  # bench/ is sys.path[0]
+from _measure import cpu_self_s, cpu_tree_s, peak_rss_mb, run_worker  # bench/ is sys.path[0]
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -91,20 +90,9 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- driver
-def _cpu_s(pid: int) -> float:
-    import psutil
-
-    proc = psutil.Process(pid)
-    total = sum(proc.cpu_times()[:2])
-    for child in proc.children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            total += sum(child.cpu_times()[:2])
-    return total
-
-
 def _run(name: str, sandbox: Any, day: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
     out = tempfile.mkdtemp(prefix=f"bench-report-{name}-")
-    cpu_before = _cpu_s(sandbox.pid)
+    cpu_before = cpu_tree_s(sandbox.pid)
     command = [
         sys.executable,
         __file__,
@@ -117,14 +105,11 @@ def _run(name: str, sandbox: Any, day: str, args: argparse.Namespace, env: dict[
         "--concurrency",
         str(args.concurrency),
     ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{name} worker failed:\n{done.stderr[-4000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_worker(name, command, env)
     result.update(
         contender=name,
         rows_per_s=result["rows"] / result["elapsed_s"] if result["elapsed_s"] else 0.0,
-        sandbox_cpu_s=_cpu_s(sandbox.pid) - cpu_before,
+        sandbox_cpu_s=cpu_tree_s(sandbox.pid) - cpu_before,
     )
     subprocess.run(["rm", "-rf", out], check=False)
     return result

@@ -7,6 +7,7 @@ checks what the documentation says. A drift of the sandbox or of the client fail
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import zoneinfo
 from collections.abc import Iterator
@@ -38,6 +39,23 @@ def hook(network_conn) -> Iterator[AffiliateNetworkHook]:
 def day(sandbox) -> dt.date:
     """A full day of data that has a full next day too (boundary checks read both)."""
     return dt.date.fromisoformat(sandbox.catalog()["last_date"]) - dt.timedelta(days=2)
+
+
+@contextlib.contextmanager
+def _affiliate_hook(sandbox, make_connection, conn_id: str) -> Iterator[AffiliateNetworkHook]:
+    """A hook on the affiliate portal of the sandbox's first affiliate, closed on exit."""
+    affiliate = sorted(sandbox.keys["affiliate"], key=int)[0]
+    conn = make_connection(
+        conn_id,
+        host=sandbox.base_url,
+        key=sandbox.keys["affiliate"][affiliate],
+        portal="affiliate",
+    )
+    h = AffiliateNetworkHook(conn, **FAST)
+    try:
+        yield h
+    finally:
+        h.close()
 
 
 def _utc_seconds(moment: str, day: dt.date) -> tuple[int, int]:
@@ -157,18 +175,8 @@ def test_timezone_lookup_answers_the_documented_table_to_any_portal(
     assert records
     assert all(set(r) == examples.TIMEZONE_RECORD_FIELDS for r in records)
     assert compare_with_api(records) == []
-    affiliate = sorted(sandbox.keys["affiliate"], key=int)[0]
-    conn = make_connection(
-        "afn_aff",
-        host=sandbox.base_url,
-        key=sandbox.keys["affiliate"][affiliate],
-        portal="affiliate",
-    )
-    h = AffiliateNetworkHook(conn, **FAST)
-    try:
+    with _affiliate_hook(sandbox, make_connection, "afn_aff") as h:
         assert h.timezones() == records
-    finally:
-        h.close()
 
 
 def test_raw_conversion_amounts_are_not_converted(hook, day) -> None:
@@ -203,15 +211,7 @@ def test_rejecting_status_is_rejected(hook, day) -> None:
 
 
 def test_entity_table_example_is_accepted(sandbox, make_connection, day) -> None:
-    affiliate = sorted(sandbox.keys["affiliate"], key=int)[0]
-    conn = make_connection(
-        "afn_aff2",
-        host=sandbox.base_url,
-        key=sandbox.keys["affiliate"][affiliate],
-        portal="affiliate",
-    )
-    h = AffiliateNetworkHook(conn, **FAST)
-    try:
+    with _affiliate_hook(sandbox, make_connection, "afn_aff2") as h:
         for tz_id in (67, 80):
             doc = h.request(
                 "POST",
@@ -229,8 +229,6 @@ def test_entity_table_example_is_accepted(sandbox, make_connection, day) -> None
                 for c in row["columns"]
                 if c["column_type"] == "date"
             } == {day.isoformat()}
-    finally:
-        h.close()
 
 
 def test_operator_lands_a_new_york_day_between_new_york_midnights(
@@ -281,16 +279,8 @@ def test_a_capped_entity_table_says_incomplete_results(sandbox, make_connection)
     # ``incomplete_results: true``; the hook refuses such an answer instead of landing it.
     sandbox.reset(days=3, conversions_per_day=32_000, event_share=0.0)
     cat = sandbox.catalog()
-    affiliate = sorted(sandbox.keys["affiliate"], key=int)[0]
-    conn = make_connection(
-        "afn_aff_cap",
-        host=sandbox.base_url,
-        key=sandbox.keys["affiliate"][affiliate],
-        portal="affiliate",
-    )
-    h = AffiliateNetworkHook(conn, **FAST)
     body = {"timezone_id": 67, "columns": [{"column": "sub2"}], "query": {"filters": []}}
-    try:
+    with _affiliate_hook(sandbox, make_connection, "afn_aff_cap") as h:
         whole = h.request(
             "POST",
             "/affiliates/reporting/entity/table",
@@ -312,5 +302,3 @@ def test_a_capped_entity_table_says_incomplete_results(sandbox, make_connection)
                 columns=["sub2"],
                 timezone_id=67,
             )
-    finally:
-        h.close()

@@ -6,8 +6,6 @@ import datetime as dt
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pendulum
 import pytest
@@ -21,19 +19,15 @@ from affiliate_network.operators.conversion_report import (
 )
 from affiliate_network.paths import include_dir
 from affiliate_network.reports.storage import list_partitions, read_partition
+from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
 
-DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 DAG_FILE = DAGS_DIR / "affiliate_daily_reports.py"
 DAG_ID = "affiliate_daily_reports"
 
 
 @pytest.fixture(scope="module")
 def dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(DAG_FILE))
-    assert bag.import_errors == {}
-    return bag.dags[DAG_ID]
+    return load_dag(DAG_FILE, DAG_ID)
 
 
 def test_schedule_is_a_daily_data_interval_in_the_network_timezone(dag) -> None:
@@ -114,8 +108,7 @@ def test_dag_run_lands_conversions_and_affiliate_reports(airflow_db, sandbox, tm
     env["AFFILIATE_NETWORK_DATA_BASE"] = str(base)
     # A run at ``last`` 00:00 has the data interval [day, last): it lands ``day``.
     done = subprocess.run(
-        [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, last.isoformat(),
-         "--conf", json.dumps({"trailing_days": 2})],
+        dags_test_command(DAG_ID, last.isoformat(), conf={"trailing_days": 2}),
         env=env, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     output = done.stdout + done.stderr

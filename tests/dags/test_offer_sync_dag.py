@@ -6,12 +6,13 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
+from tests.support.sandbox_reads import network_requests
+
 DAG_ID = "affiliate_offer_sync"
 TASK_ORDER = [
     "validate",
@@ -25,11 +26,7 @@ TASK_ORDER = [
 
 @pytest.fixture(scope="module")
 def dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(DAGS_DIR / "affiliate_offer_sync.py"))
-    assert bag.import_errors == {}
-    return bag.dags[DAG_ID]
+    return load_dag(DAGS_DIR / "affiliate_offer_sync.py", DAG_ID)
 
 
 def test_dag_is_manual_single_run_dry_run_by_default(dag):
@@ -55,18 +52,11 @@ def _dags_test(sandbox, tmp_path: Path, conf: dict | None = None) -> str:
     # The package is installed; Airflow's plugin loader would import every file of plugins/,
     # including affiliate_network/sandbox/__main__.py under the name "__main__" (it runs).
     env["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(tmp_path / "no-plugins")
-    command = [sys.executable, "-m", "airflow", "dags", "test", DAG_ID]
-    if conf is not None:
-        command += ["--conf", json.dumps(conf)]
+    command = dags_test_command(DAG_ID, conf=conf)
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=280)
     output = done.stdout + done.stderr
     assert sandbox.keys["network"] not in output, "the API key reached the log"
     return output
-
-
-def _network_requests(sandbox) -> list[dict]:
-    """Request log entries of the /v1 API (admin calls excluded)."""
-    return [e for e in sandbox.requests_log() if "/_sandbox" not in e["path"]]
 
 
 def test_default_trigger_plans_and_sends_nothing(airflow_db, sandbox, network_conn, tmp_path):
@@ -75,7 +65,7 @@ def test_default_trigger_plans_and_sends_nothing(airflow_db, sandbox, network_co
 
     assert "DRY RUN: nothing is sent" in output
     assert "to create" in output
-    assert _network_requests(sandbox) == []
+    assert network_requests(sandbox) == []
     assert not (tmp_path / "data" / "sync").exists()
 
 

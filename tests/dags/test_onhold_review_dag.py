@@ -11,15 +11,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
 from affiliate_network.review.requests import (
     KEEP_PARAM,
     OPTION_KEEP,
@@ -27,18 +23,16 @@ from affiliate_network.review.requests import (
     rule_of_subject,
 )
 from tests.isolation import isolated, only_isolated
+from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
+from tests.support.sandbox_reads import onhold_states
 
 DAG_ID = "affiliate_onhold_review"
-DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "affiliate_onhold_review.py"
+DAG_FILE = DAGS_DIR / "affiliate_onhold_review.py"
 
 
 @pytest.fixture(scope="module")
 def dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(DAG_FILE))
-    assert bag.import_errors == {}
-    return bag.dags[DAG_ID]
+    return load_dag(DAG_FILE, DAG_ID)
 
 
 @pytest.mark.parametrize(
@@ -110,15 +104,6 @@ def test_dag_file_is_thin() -> None:
         assert heavy not in text, heavy
 
 
-def _states(conn_id: str, first: str, last: str) -> dict[str, str]:
-    hook = AffiliateNetworkHook(affiliate_network_conn_id=conn_id)
-    return {
-        on_hold_conversion_id(r): on_hold_status(r)
-        for r in hook.iter_conversions(from_date=first, to_date=last, timezone_id=67)
-        if on_hold_conversion_id(r)
-    }
-
-
 @pytest.mark.timeout(900)
 def test_human_review_run_in_a_fresh_process() -> None:
     isolated(f"{__file__}::test_run_with_human_review_through_the_rest_api")
@@ -133,17 +118,7 @@ def test_run_with_human_review_through_the_rest_api(
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
     day = sandbox.catalog()["last_date"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "airflow",
-            "dags",
-            "test",
-            DAG_ID,
-            day,
-            "-c",
-            json.dumps({"dry_run": False}),
-        ],
+        dags_test_command(DAG_ID, day, conf={"dry_run": False}),
         env=os.environ.copy(),
         stdout=(tmp_path / "dag.log").open("w"),
         stderr=subprocess.STDOUT,
@@ -202,7 +177,7 @@ def test_run_with_human_review_through_the_rest_api(
         if proc.poll() is None:
             proc.kill()
 
-    states = _states(network_conn, sandbox.catalog()["first_date"], day)
+    states = onhold_states(network_conn, sandbox.catalog()["first_date"], day)
     by_rule: dict[str, set[str]] = {}
     for row in audit:
         by_rule.setdefault(row["rule_id"], set()).add(row["on_hold_conversion_id"])
@@ -232,17 +207,7 @@ def test_a_tripped_guardrail_fails_the_task_without_retries(
     log = tmp_path / "dag.log"
     with log.open("w") as out:
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "airflow",
-                "dags",
-                "test",
-                DAG_ID,
-                day,
-                "-c",
-                '{"dry_run": false}',
-            ],
+            dags_test_command(DAG_ID, day, conf={"dry_run": False}),
             env=os.environ.copy(),
             stdout=out,
             stderr=subprocess.STDOUT,

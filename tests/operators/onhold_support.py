@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+from tests.support.sandbox_reads import onhold_states
 
 RULES = """\
 lists:
@@ -71,12 +70,6 @@ def patches(sandbox) -> list[dict]:
     ]
 
 
-def states(network_conn: str, window: tuple[str, str]) -> dict[str, str]:
+def states(network_conn: str, window: tuple[str, str]) -> dict[str, str | None]:
     """Current on-hold state of every held conversion of the window, read through the API."""
-    hook = AffiliateNetworkHook(affiliate_network_conn_id=network_conn)
-    out = {}
-    for record in hook.iter_conversions(from_date=window[0], to_date=window[1], timezone_id=67):
-        oh_id = on_hold_conversion_id(record)
-        if oh_id:
-            out[oh_id] = on_hold_status(record)
-    return out
+    return onhold_states(network_conn, window[0], window[1])

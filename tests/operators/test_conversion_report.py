@@ -9,11 +9,9 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ from affiliate_network.reports.storage import (
     read_manifest,
     read_partition,
 )
+from tests.support.processes import kill_when
 
 #: Fast retries: the sandbox's injected faults are retried without real back-off waits.
 FAST_RETRIES = {"max_attempts": 8, "base_delay": 0.005, "max_delay": 0.02, "jitter": 0.0}
@@ -208,19 +207,13 @@ def test_killed_mid_write_leaves_no_complete_partition(
         [sys.executable, "-c", _KILL_SCRIPT.format(day=day, base=str(base))],
         env=os.environ.copy(),
     )
-    try:
-        deadline = time.monotonic() + 90
-        staged: list[Path] = []
-        while not any(p.stat().st_size > 0 for p in staged):
-            assert proc.poll() is None, "the writer finished before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-            staged = list((base / "conversions" / STAGING_DIR).rglob("*.parquet"))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    staging = base / "conversions" / STAGING_DIR
+    kill_when(
+        proc,
+        lambda: any(p.stat().st_size > 0 for p in staging.rglob("*.parquet")),
+        within=90,
+        early_exit="the writer finished before it could be killed",
+    )
     assert not is_complete(_partition(base, day))
     assert list_partitions(base, "conversions") == {}
     # A rerun lands the day completely.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -41,6 +40,7 @@ from tests.operators.onhold_support import (
     review_op,
     states,
 )
+from tests.support.processes import kill_when
 
 
 def test_applies_exactly_the_expected_decisions_per_rule(
@@ -238,17 +238,12 @@ def test_killed_mid_apply_then_rerun_applies_each_id_once(
         as_of=after_the_data(window),
     )
     proc = subprocess.Popen([sys.executable, "-c", script], env=os.environ.copy())
-    try:
-        deadline = time.monotonic() + 120
-        while not patches(sandbox):
-            assert proc.poll() is None, "the review finished before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_when(
+        proc,
+        lambda: bool(patches(sandbox)),
+        within=120,
+        early_exit="the review finished before it could be killed",
+    )
     first = patches(sandbox)
     assert len(first) == 1
     assert len(first[0]["body"]["on_hold_conversion_ids"]) == 20

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,6 +25,7 @@ from affiliate_network.operators.onhold_review import (
 )
 from affiliate_network.operators.scrub_rate_sync import ScrubRateSyncOperator
 from tests.operators.onhold_support import context, review_op
+from tests.support.dag_files import dags_test_command
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "include" / "offer_state.yaml"
 
@@ -132,7 +132,7 @@ def test_the_task_runner_fails_a_non_retryable_error_without_retries(airflow_db,
     (dags / "fail_fast_probe.py").write_text(FAILING_DAG)
     env = {**os.environ, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
     done = subprocess.run(
-        [sys.executable, "-m", "airflow", "dags", "test", "fail_fast_probe", "2026-01-02"],
+        dags_test_command("fail_fast_probe", "2026-01-02"),
         env=env, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     attempts = (dags / "attempts.txt").read_text().split()

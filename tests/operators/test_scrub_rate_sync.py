@@ -22,6 +22,7 @@ from affiliate_network.operators.scrub_rate_sync import (
 from affiliate_network.sync import spec_fields
 from affiliate_network.sync.apply import SyncBlockedError
 from affiliate_network.sync.ledger import Ledger
+from tests.support.sandbox_reads import network_requests
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "include" / "offer_state.yaml"
 ALL_SECTIONS = ["offer_groups", "offers", "scrub_rates", "channels", "categories", "offer_urls"]
@@ -61,11 +62,6 @@ def run(operator_cls, files, doc, **kwargs) -> dict[str, Any]:
     # The summary must be JSON-serialisable (it becomes an XCom).
     json.dumps(result)
     return result
-
-
-def network_requests(sandbox) -> list[dict[str, Any]]:
-    """Request log entries of the /v1 API (admin calls excluded)."""
-    return [e for e in sandbox.requests_log() if "/_sandbox" not in e["path"]]
 
 
 def writes(sandbox, path_part: str = "") -> list[dict[str, Any]]:

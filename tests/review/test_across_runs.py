@@ -24,11 +24,10 @@ from typing import Any
 
 import pytest
 
-from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.paths import include_dir
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
 from affiliate_network.sandbox.testing import start_sandbox
+from tests.support.sandbox_reads import onhold_states
 
 ONHOLD = "/networks/reporting/onhold"
 DAYS = 4
@@ -109,17 +108,7 @@ def _killed_after(world: Any, conn: str, base: Path, at: dt.datetime, run_id: st
 
 def _states(world: Any, conn: str) -> dict[str, str | None]:
     catalog = world.catalog()
-    hook = AffiliateNetworkHook(conn)
-    try:
-        return {
-            on_hold_conversion_id(r): on_hold_status(r)
-            for r in hook.iter_conversions(
-                from_date=catalog["first_date"], to_date=catalog["last_date"], timezone_id=67
-            )
-            if on_hold_conversion_id(r)
-        }
-    finally:
-        hook.close()
+    return onhold_states(conn, catalog["first_date"], catalog["last_date"])
 
 
 def _fraud(world: Any) -> set[str]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.assets import dataset_asset
+from affiliate_network.operators.lineage import ENTITY_TABLE_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
 from affiliate_network.reports.schema import validate_report_columns
@@ -107,10 +108,12 @@ class AffiliateReportOperator(ReportOperatorBase):
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.reports.affiliate import write_affiliate_report
 
+        self.reset_lineage()
         check_format(self.format)
         start, end = self._window(context)
         started = time.monotonic()
         pieces = self._fetch(self.hook, start, end)
+        self._record_endpoint_read(ENTITY_TABLE_ENDPOINT)
         self.close_hook()  # the rest is local work
         partition_key, result = write_affiliate_report(
             resolve_data_base(self.base_path),
@@ -123,6 +126,7 @@ class AffiliateReportOperator(ReportOperatorBase):
             request=self._request(start, end),
             format=self.format,
         )
+        self._record_partition_written(result.path, result.rows)
         summary = {
             "dataset": self.dataset,
             "affiliate_id": str(self.affiliate_id),

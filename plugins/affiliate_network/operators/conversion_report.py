@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.affiliate_report import AffiliateReportOperator
 from affiliate_network.operators.assets import dataset_asset
+from affiliate_network.operators.lineage import CONVERSIONS_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
 from affiliate_network.reports.window import MAX_WINDOW_DAYS
@@ -165,6 +166,7 @@ class ConversionReportOperator(ReportOperatorBase):
         return window_days(start, end, self.lookback_days)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
+        self.reset_lineage()
         check_format(self.format)
         days = self.days(context)
         if days:
@@ -177,6 +179,9 @@ class ConversionReportOperator(ReportOperatorBase):
         partitions: list[dict[str, Any]] = []
         for day in days:
             partitions.append(self._land_day(self.hook, base, day))
+            # Day by day: a later day failing still reports what was landed.
+            self._record_endpoint_read(CONVERSIONS_ENDPOINT)
+            self._record_partition_written(partitions[-1]["path"], partitions[-1]["rows"])
         summary = {
             "dataset": self.dataset,
             "format": self.format,

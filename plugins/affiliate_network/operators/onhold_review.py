@@ -23,6 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError, GuardrailError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
+from affiliate_network.operators.lineage import (
+    CONVERSIONS_ENDPOINT,
+    ONHOLD_ENDPOINT,
+    OpenLineageMixin,
+    api_endpoint_dataset,
+    storage_dataset,
+)
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 from affiliate_network.paths import include_dir, resolve_data_base
 from affiliate_network.review.apply import DEFAULT_REJECT_STATUS, OnHoldWriter, check_reject_status
@@ -36,7 +43,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
+class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     """Decide on-hold conversions with a rules file and apply the clear cases.
 
     **What is decided is a function of the traffic, never of the review's own history.** Every
@@ -58,6 +65,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     One audit file per attempt (JSON Lines, written atomically) lists every decision: conversion
     id, on-hold id, rule id, action, the values the rule tested, applied or not and why. The
     return value (XCom) holds counts and paths only.
+
+    Lineage (OpenLineage provider, optional): input the conversion report endpoint; outputs the
+    audit file and, when PATCH requests were sent, the on-hold endpoint.
 
     :param rules_file: rules YAML (templated); relative names are looked up in the include dir.
     :param affiliate_network_conn_id: network-portal connection.
@@ -189,6 +199,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.engine import RuleSet
 
+        self.reset_lineage()
         dry_run = self._dry_run(context)
         check_reject_status(self.reject_status)
         rules_path = self._rules_path()
@@ -211,7 +222,18 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator):
             dry_run=dry_run,
             log=self.log,
         )
+        self._record_review_lineage(result)
         return _review_summary(result)
+
+    def _record_review_lineage(self, result: ReviewResult) -> None:
+        """Lineage: conversions read; the audit written, and the on-hold endpoint if patched."""
+        base_url = self.hook.base_url
+        outputs = [storage_dataset(str(result.audit_path), rows=len(result.rows))]
+        if result.writes.chunks:
+            outputs.append(api_endpoint_dataset(base_url, ONHOLD_ENDPOINT))
+        self.record_lineage(
+            inputs=[api_endpoint_dataset(base_url, CONVERSIONS_ENDPOINT)], outputs=outputs
+        )
 
 
 def _review_summary(result: ReviewResult) -> dict[str, Any]:

@@ -11,6 +11,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.operators.lineage import (
+    CONVERSIONS_ENDPOINT,
+    ONHOLD_ENDPOINT,
+    OpenLineageMixin,
+    api_endpoint_dataset,
+    storage_dataset,
+)
 from affiliate_network.review.apply import (
     DEFAULT_REJECT_STATUS,
     check_chunk_size,
@@ -20,8 +27,10 @@ from affiliate_network.review.apply import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from affiliate_network.review.human_apply import HumanApplyResult
 
-class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
+
+class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     """Apply the reviewers' choices: approve, reject or keep on hold, per rule.
 
     Only the exact options write: "Approve all" approves, "Reject all" rejects. "Keep on hold"
@@ -32,6 +41,10 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
 
     Safe to rerun: writes hold the network's write lease, every id is re-checked right before
     its chunk and only ids still on hold are sent, so nothing is approved or rejected twice.
+
+    Lineage (OpenLineage provider, optional): inputs the review's audit file and the conversion
+    report endpoint (the re-check); outputs this step's audit file and, when it wrote, the
+    on-hold endpoint.
 
     :param summary: the review operator's summary (templated XCom: ``audit_path``, window).
     :param requests: the requests shown to reviewers, in map-index order (from
@@ -74,6 +87,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.human_apply import apply_human_choices
 
+        self.reset_lineage()
         check_reject_status(self.reject_status)
         summary = self.summary or {}
         requests = list(self.requests or [])
@@ -97,6 +111,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
             lease_wait_minutes=self.lease_wait_minutes,
             log=self.log,
         )
+        self._record_apply_lineage(summary, result)
         return {
             "requests": result.requests,
             "applied": result.applied,
@@ -105,6 +120,17 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator):
             "readback_mismatches": result.readback_mismatches,
             "audit_path": str(result.audit_path),
         }
+
+    def _record_apply_lineage(self, summary: dict[str, Any], result: HumanApplyResult) -> None:
+        """Lineage: the review's audit and the re-check read; this audit (and PATCHes) written."""
+        base_url = self.hook.base_url
+        inputs = [api_endpoint_dataset(base_url, CONVERSIONS_ENDPOINT)]
+        if summary.get("audit_path"):
+            inputs.insert(0, storage_dataset(str(summary["audit_path"])))
+        outputs = [storage_dataset(str(result.audit_path))]
+        if sum(result.applied.values()) + result.readback_mismatches:  # PATCH requests were sent
+            outputs.append(api_endpoint_dataset(base_url, ONHOLD_ENDPOINT))
+        self.record_lineage(inputs=inputs, outputs=outputs)
 
 
 __all__ = ["OnHoldReviewApplyOperator"]

@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING, Any
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.assets import emit_asset_events
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.operators.lineage import (
+    OpenLineageMixin,
+    api_endpoint_dataset,
+    storage_dataset,
+)
 from affiliate_network.reports.schema import FORMATS
 
 if TYPE_CHECKING:
@@ -27,8 +32,14 @@ def check_format(fmt: str) -> None:
         raise ConfigValidationError(f"format {fmt!r}: expected one of {list(FORMATS)}")
 
 
-class ReportOperatorBase(AffiliateNetworkBaseOperator):
-    """Timezone, currency and window resolution, and asset events, for the report operators."""
+# The mixin after the operator base: with a plain class first in the bases, Airflow's operator
+# metaclass wraps the inherited ``__init__`` a second time and mapped tasks lose their inlets.
+class ReportOperatorBase(AffiliateNetworkBaseOperator, OpenLineageMixin):
+    """Timezone, currency and window resolution, asset events and lineage, for the report operators.
+
+    Lineage (OpenLineage provider, optional): input the report endpoint, outputs the
+    partitions written (:mod:`affiliate_network.operators.lineage`).
+    """
 
     from_date: str | None
     to_date: str | None
@@ -95,3 +106,11 @@ class ReportOperatorBase(AffiliateNetworkBaseOperator):
     def _emit_asset_events(self, context: Context, extra: dict[str, Any], keys: list[str]) -> None:
         """Annotate this task's asset event(s): partitions written and their checksums."""
         emit_asset_events(context, self.outlets, extra, keys)
+
+    def _record_endpoint_read(self, path: str) -> None:
+        """Lineage: the report endpoint ``path`` was read (call while the hook is open)."""
+        self.record_lineage(inputs=[api_endpoint_dataset(self.hook.base_url, path)])
+
+    def _record_partition_written(self, location: str, rows: int) -> None:
+        """Lineage: a partition was published at ``location`` with ``rows`` rows."""
+        self.record_lineage(outputs=[storage_dataset(location, rows=rows)])

@@ -91,14 +91,19 @@ OpenEnum = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$")]
 ObjectKey = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
 
 
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON text (sorted keys, no spaces) used for hashes."""
+def definition_json(value: Any) -> str:
+    """Deterministic JSON text (sorted keys, no spaces) that a ledger definition hash is taken of.
+
+    Not ``reports.schema.canonical_json`` (orjson bytes of a landed record, for the manifest's
+    content checksum): the two differ on NaN/infinity and on integers beyond 64 bits, and each
+    hash is stored (sync ledger, report manifests), so neither may change to match the other.
+    """
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def definition_hash(body: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of a request body."""
-    return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    """SHA-256 of the definition JSON of a request body."""
+    return "sha256:" + hashlib.sha256(definition_json(body).encode()).hexdigest()
 
 
 class _Strict(BaseModel):

@@ -9,6 +9,23 @@ from affiliate_network.sandbox.ids import encode_tracking_id
 from affiliate_network.sandbox.world.base import WorldBase, _now, _ruleset
 
 
+def _put_body(body: Any, known: set[str], id_field: str, object_id: int) -> dict[str, Any]:
+    """The JSON object of a PUT, refused if it names an unknown field or another object's id.
+
+    :param body: the decoded request body.
+    :param known: the fields the resource accepts (read-only ones included; they are ignored).
+    :param id_field: the body field that repeats the path's id.
+    :param object_id: the id in the path.
+    """
+    body = v.obj(body)
+    unknown = set(body) - known
+    if unknown:
+        raise invalid(f"unknown fields: {', '.join(sorted(unknown))}")
+    if id_field in body and body[id_field] != object_id:
+        raise invalid(f"{id_field} does not match the path")
+    return body
+
+
 class OffersArea(WorldBase):
     """Offers and offer groups (PUT), their payout/revenue entries, offer URLs (GET, bulk edit)."""
 
@@ -47,7 +64,6 @@ class OffersArea(WorldBase):
         current = self.offer_group_fields(gid)
         if current is None:
             raise not_found()
-        body = v.obj(body)
         known = (
             set(choices.OFFER_GROUP_REQUIRED)
             | set(choices.OFFER_GROUP_DEFAULTS)
@@ -55,15 +71,9 @@ class OffersArea(WorldBase):
             | set(choices.READ_ONLY_FIELDS)
             | {"network_offer_group_id"}
         )
-        unknown = set(body) - known
-        if unknown:
-            raise invalid(f"unknown fields: {', '.join(sorted(unknown))}")
-        if "network_offer_group_id" in body and body["network_offer_group_id"] != gid:
-            raise invalid("network_offer_group_id does not match the path")
+        body = _put_body(body, known, "network_offer_group_id", gid)
         name = v.string(v.req(body, "name"), "name")
-        adv = v.integer(v.req(body, "network_advertiser_id"), "network_advertiser_id")
-        if adv not in self.catalog.advertisers:
-            raise invalid("network_advertiser_id does not exist")
+        adv = self._existing_advertiser(body)
         f = {**choices.OFFER_GROUP_DEFAULTS, **{cap: 0 for cap in choices.CAP_FIELDS}}
         f["network_offer_ids"] = []
         f["labels"] = []
@@ -226,6 +236,13 @@ class OffersArea(WorldBase):
         }
         return record
 
+    def _existing_advertiser(self, body: dict[str, Any]) -> int:
+        """The body's required ``network_advertiser_id``, refused unless the catalog holds it."""
+        adv = v.integer(v.req(body, "network_advertiser_id"), "network_advertiser_id")
+        if adv not in self.catalog.advertisers:
+            raise invalid("network_advertiser_id does not exist")
+        return adv
+
     def _category(self, cid: int) -> dict[str, Any] | None:
         return self._objects("categories").get(cid) or self.catalog.categories.get(cid)
 
@@ -233,25 +250,17 @@ class OffersArea(WorldBase):
         current = self.offer_fields(oid)
         if current is None:
             raise not_found()
-        body = v.obj(body)
         known = (
             set(choices.OFFER_DEFAULTS)
             | set(choices.OFFER_REQUIRED)
             | set(choices.READ_ONLY_FIELDS)
             | {"network_offer_id", "network_offer_group_id", "payout_revenue", "encoded_value"}
         )
-        unknown = set(body) - known
-        if unknown:
-            raise invalid(f"unknown fields: {', '.join(sorted(unknown))}")
-        if "network_offer_id" in body and body["network_offer_id"] != oid:
-            raise invalid("network_offer_id does not match the path")
+        body = _put_body(body, known, "network_offer_id", oid)
         f = dict(choices.OFFER_DEFAULTS)
         f["labels"] = []
         f["name"] = v.string(v.req(body, "name"), "name")
-        adv = v.integer(v.req(body, "network_advertiser_id"), "network_advertiser_id")
-        if adv not in self.catalog.advertisers:
-            raise invalid("network_advertiser_id does not exist")
-        f["network_advertiser_id"] = adv
+        f["network_advertiser_id"] = self._existing_advertiser(body)
         f["offer_status"] = v.enum(
             v.req(body, "offer_status"), "offer_status", choices.OFFER_STATUSES
         )

@@ -1,0 +1,1 @@
+"""Helpers more than one test folder uses: written once here, imported where needed."""
