@@ -86,6 +86,7 @@ from affiliate_network.hooks._transport import (
     Reply,
     Transport,
 )
+from affiliate_network.report_columns import column_count_problem
 
 __all__ = [
     "API_KEY_HEADER",
@@ -112,7 +113,6 @@ DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 10
 DEFAULT_TIMEOUT_S = 120.0
 ENTITY_TABLE_ROW_CAP = 10_000  # spec, "Limits": rows returned by aggregated reporting
-TIME_COLUMNS = frozenset({"hour", "date", "week", "month", "year"})
 #: Statuses the spec shows (``approved``) or implies (rejection exists; its value is not shown, so
 #: any lowercase status word is sent as given and the server decides).
 ON_HOLD_STATUSES = ("approved", "rejected")
@@ -866,11 +866,9 @@ class AffiliateNetworkHook(BaseHook):
             10,000-row cap (10,000 exactly is indistinguishable from truncation); narrow it.
         """
         cols = [dict(c) if isinstance(c, Mapping) else {"column": str(c)} for c in columns]
-        if not 1 <= len(cols) <= 10:
-            raise InvalidRequestError(f"columns must hold 1 to 10 items, got {len(cols)}")
-        time_cols = [c["column"] for c in cols if c.get("column") in TIME_COLUMNS]
-        if len(time_cols) > 1:
-            raise InvalidRequestError(f"at most one time column is allowed, got {time_cols}")
+        problem = column_count_problem([str(c.get("column")) for c in cols])
+        if problem is not None:
+            raise InvalidRequestError(f"columns: {problem}")
         start, end = _as_date(from_date, "from_date"), _as_date(to_date, "to_date")
         body: dict[str, Any] = {
             "from": start,
