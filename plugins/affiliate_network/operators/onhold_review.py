@@ -183,7 +183,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         self.log.info(
             "dry_run not set: a %s run %s",
             run_type or "manual",
-            "only decides and audits (set dry_run false in the trigger form to write)"
+            "only decides and audits (to write: Mode 'Write decisions to the network' in the "
+            "trigger form, or conf dry_run false)"
             if manual or not run_type
             else "writes",
         )
