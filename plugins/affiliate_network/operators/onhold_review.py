@@ -105,6 +105,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         "base_path",
         "full_pull",
     )
+    # A template field is the attribute named like the argument, so this shadows
+    # BaseOperator.dry_run() (a render-only dry run nothing in Airflow calls) on purpose.
+    dry_run: bool | str | None  # type: ignore[assignment]  # see above
     ui_color = "#fde9c9"
 
     def __init__(

@@ -14,6 +14,7 @@ from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionW
 if TYPE_CHECKING:
     from affiliate_network.hooks._paging import PagedIterator, PullStats
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.tasklog import TaskLog
 
 
 def land_conversion_day(
@@ -29,7 +30,7 @@ def land_conversion_day(
     consistency_retries: int,
     filters: Any,
     search_terms: Any,
-    log: Any,
+    log: TaskLog,
 ) -> dict[str, Any]:
     """Pull ``day`` and publish it atomically as ``<base>/<dataset>/date=<day>/``.
 

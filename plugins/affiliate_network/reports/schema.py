@@ -423,11 +423,13 @@ class ConversionSchema(RecordSchema):
             if type(c) is not obj:
                 raise SchemaMismatchError(f"conversion record is not an object: {c!r:.200}")
             ids.append(c.get("conversion_id"))
-            canonicals.append(c.mini)
+            # pysimdjson's stub types .mini as str; it returns bytes (the ignores below).
+            canonicals.append(c.mini)  # type: ignore[arg-type]
             if regular and not known.issuperset(c.keys()):
                 regular = False
             rel = c.get("relationship")
-            rels.append(rel.mini if type(rel) is obj or type(rel) is arr else _scalar_json(rel))
+            mini = rel.mini if type(rel) is obj or type(rel) is arr else _scalar_json(rel)
+            rels.append(mini)  # type: ignore[arg-type]
         del c, rel, doc  # the parser is reused: no proxy may outlive the page
         mask = seen.add_many(ids) if seen is not None else [True] * len(ids)
         dropped = mask.count(False)
@@ -564,9 +566,10 @@ def _minified(doc: Any) -> tuple[bytes, bytes | None]:
 
     rel = doc.get("relationship")
     rel_json = rel.mini if isinstance(rel, simdjson.Object | simdjson.Array) else _scalar_json(rel)
-    canonical = doc.mini
+    canonical: bytes = doc.mini
     del doc, rel
-    return canonical, rel_json
+    # pysimdjson's stub types .mini as str; it returns bytes.
+    return canonical, rel_json  # type: ignore[return-value]
 
 
 def _conversion_row(record: dict[str, Any], rel_json: bytes | None) -> dict[str, Any]:

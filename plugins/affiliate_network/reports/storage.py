@@ -429,8 +429,8 @@ class PartitionWriter:
         self._open()
         if self._closed:
             raise StorageError("writer already closed")
-        if self._seen is not None:
-            key = self.schema.key_field
+        key = self.schema.key_field
+        if self._seen is not None and key is not None:  # dedupe implies a key field
             mask = self._seen.add_many([record.get(key) for record in records])
             kept = list(itertools.compress(records, mask))
             self.duplicates_dropped += len(records) - len(kept)

@@ -23,7 +23,9 @@ _SUBJECT_SEP = ": "
 _OLD_SUBJECT_PREFIX = "On-hold review: "
 
 
-def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS) -> list[dict]:
+def build_review_requests(
+    summary: dict[str, Any], *, max_rows: int = BODY_ROWS
+) -> list[dict[str, Any]]:
     """One human-in-the-loop request per rule with ``review`` decisions in the run's audit.
 
     :param summary: the :class:`OnHoldReviewOperator` return value (counts + ``audit_path``).
@@ -34,7 +36,7 @@ def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS)
     if not summary or summary.get("dry_run") or not summary.get("review_pending"):
         return []
     rows = [r for r in read_jsonl(summary["audit_path"]) if r["action"] == "review"]
-    by_rule: dict[str, list[dict]] = {}
+    by_rule: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_rule.setdefault(row["rule_id"], []).append(row)
     requests = []
