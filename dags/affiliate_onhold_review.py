@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from typing import Any
 
 import pendulum
 from airflow.providers.standard.operators.hitl import HITLOperator
@@ -51,6 +52,30 @@ KEEP_DECISION_HOURS = _env_float("AFFILIATE_ONHOLD_KEEP_DECISION_HOURS", 24.0) o
 REVIEW_TIMEOUT = datetime.timedelta(
     minutes=int(os.environ.get("AFFILIATE_ONHOLD_REVIEW_MINUTES", "50"))
 )
+
+#: The trigger form's ``mode`` choice.
+MODE_DRY_RUN, MODE_WRITE = "dry_run", "write"
+MODE_LABELS = {
+    MODE_DRY_RUN: "Dry run: decide and report, write nothing",
+    MODE_WRITE: "Write decisions to the network",
+}
+
+
+def dry_run_choice(conf: dict[str, Any] | None) -> bool | str | None:
+    """The review's ``dry_run`` from the run's conf.
+
+    ``dry_run`` (true/false, as API callers, the demo and older scripts send it) wins; else the
+    form's ``mode``. Neither given (a scheduled run, a backfill or an API trigger without conf):
+    ``None``, and the operator decides by run type (manual: dry run; scheduled, backfill: write).
+
+    :param conf: ``dag_run.conf``.
+    """
+    conf = conf or {}
+    if conf.get("dry_run") is not None:
+        return conf["dry_run"]
+    mode = conf.get("mode")
+    return None if mode is None else mode == MODE_DRY_RUN
+
 
 DOC_MD = """
 ### On-hold review
@@ -94,9 +119,11 @@ running apply task at a time (`max_active_tis_per_dag=1`), and a write lease bes
 backfill) waits for, with a log line naming the holder. A retry of the same run takes its lease
 back at once; a killed holder's lease is taken over (same host: at once; else after 10 min).
 
-**Dry run**: a manual trigger leaves `dry_run` empty and is a dry run (it decides and writes
-the audit without changing anything); set it to false in the trigger form to write. Scheduled
-and backfill runs write. With `dry_run` true nothing is ever written. In a dry run a guardrail
+**Dry run**: the trigger form's **Mode** starts on *Dry run: decide and report, write
+nothing* (it decides and writes the audit without changing anything); choose *Write decisions
+to the network* to write. Scheduled runs and backfills without conf write. Through the API,
+conf `{"mode": "write"}` or the older `{"dry_run": false}` writes; `{"dry_run": true}` never
+writes; a manual run without either is a dry run. In a dry run a guardrail
 that would trip is reported (`guardrail_tripped` in the summary, a warning in the log) instead
 of failing the task.
 
@@ -129,6 +156,7 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
     render_template_as_native_obj=True,
     tags=["affiliate-network", "on-hold", "review"],
     doc_md=DOC_MD,
+    user_defined_macros={"dry_run_choice": dry_run_choice},
     default_args={
         "owner": "affiliate-ops",
         "retries": 2,
@@ -136,14 +164,16 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
         "retry_exponential_backoff": True,
     },
     params={
-        # Empty by default: scheduled and backfill runs write, a manual trigger from the UI only
-        # decides and audits unless the person sets it to false on purpose.
-        "dry_run": Param(
-            None,
-            type=["null", "boolean"],
-            # The form shows a switch, which cannot show "empty": untouched and off look alike.
-            description="Left untouched: a manual trigger only decides and audits (scheduled "
-            "runs write). To write now, switch it on and off again (false). On: never write.",
+        # A labelled choice, not a switch: a switch cannot show "empty", so untouched (dry run)
+        # and off (write) looked alike (issue 19). Only manual runs read it (dry_run_choice).
+        "mode": Param(
+            MODE_DRY_RUN,
+            type="string",
+            enum=[MODE_DRY_RUN, MODE_WRITE],
+            values_display=MODE_LABELS,
+            title="Mode",
+            description="A manual run only decides and reports unless you choose to write. "
+            "Scheduled runs write.",
         ),
         "rules_file": Param(
             "onhold_rules.yaml", type="string", description="Rules file (include folder)."
@@ -155,7 +185,7 @@ def affiliate_onhold_review() -> None:
         task_id="review",
         affiliate_network_conn_id=CONN_ID,
         rules_file="{{ params.rules_file }}",
-        dry_run="{{ params.dry_run }}",
+        dry_run="{{ dry_run_choice(dag_run.conf) }}",
         lookback_days=LOOKBACK_DAYS,
         min_age_hours=MIN_AGE_HOURS,
         chunk_size=CHUNK_SIZE,

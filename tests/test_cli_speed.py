@@ -90,3 +90,10 @@ def test_python_m_review_prints_help() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "usage: affiliate-network-rules" in done.stdout
+
+
+def test_plan_on_a_local_ledger_imports_no_airflow(tmp_path: Path) -> None:
+    # A local ledger is a plain file; only an object-store URL needs Airflow's ObjectStoragePath.
+    ledger = tmp_path / "ledger.json"
+    argv = ["plan", str(INCLUDE / "offer_state.yaml"), "--ledger", str(ledger)]
+    assert probe("affiliate_network.sync.cli", *argv) == {"code": 0, "heavy": []}

@@ -113,7 +113,7 @@ def _abbreviated(value: Any) -> Any:
     return value
 
 
-def _wait_answering_reviews(proc: subprocess.Popen, dag_id: str) -> None:
+def _wait_answering_reviews(proc: subprocess.Popen[bytes], dag_id: str) -> None:
     """Wait for ``airflow dags test``; answer its human-review requests as a reviewer would.
 
     ``dags test`` waits for human-in-the-loop input without a triggerer, so nobody's answer

@@ -19,6 +19,8 @@ task runner fails without retries on), still an instance of its own class.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class AffiliateNetworkError(Exception):
     """Base class of every error this package raises.
@@ -26,6 +28,10 @@ class AffiliateNetworkError(Exception):
     :param message: human-readable description (the server's message for HTTP errors).
     :param status_code: HTTP status code, or ``None`` when no response was received.
     """
+
+    #: The failed request's method and path (set by the hook's transport on HTTP errors).
+    method: str | None = None
+    path: str | None = None
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
@@ -105,6 +111,9 @@ class ConfigValidationError(NonRetryableError):
 
     The message names the file, the object and the field (and the line where known).
     """
+
+    #: The single problems, when the validator collected several (a rules file's ``RuleError``).
+    errors: Sequence[object] = ()
 
 
 #: HTTP status code -> exception class for error responses.

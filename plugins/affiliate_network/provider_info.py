@@ -45,7 +45,18 @@ PROVIDER_INFO: dict[str, Any] = {
                     "label": "Region",
                     "description": "'eu' for accounts hosted on the EU servers; their requests "
                     "go to the EU base URL.",
-                    "schema": {"type": ["string", "null"], "enum": ["default", "eu", None]},
+                    # A real default: without one the dropdown showed the word "null" (issue 19).
+                    # None stays valid (cleared field, older connections): the hook reads it as
+                    # "default".
+                    "schema": {
+                        "type": ["string", "null"],
+                        "enum": ["default", "eu", None],
+                        "default": "default",
+                        "values_display": {
+                            "eu": "eu (uses the EU base URL)",
+                            "null": "not set (same as default)",
+                        },
+                    },
                 },
                 "eu_base_url": {
                     "label": "EU base URL",

@@ -111,9 +111,9 @@ def _read_yaml(name: str) -> _Doc:
         raise ConfigValidationError(f"{path}:{problem_at[0]}: {problem_at[1]}")
     lines, duplicates = yamlguard.index_lines(node)
     if duplicates:
-        loc, line, first = duplicates[0]
+        loc, dup_line, first = duplicates[0]
         raise ConfigValidationError(
-            f"{path}:{line}: {loc[-1]} appears twice (first at line {first}); YAML would "
+            f"{path}:{dup_line}: {loc[-1]} appears twice (first at line {first}); YAML would "
             "silently keep the last"
         )
     try:

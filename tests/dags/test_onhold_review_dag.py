@@ -12,10 +12,16 @@ import json
 import os
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, OPTION_REJECT
+from affiliate_network.review.requests import (
+    KEEP_PARAM,
+    OPTION_KEEP,
+    OPTION_REJECT,
+    rule_of_subject,
+)
 from tests.isolation import isolated, only_isolated
 from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
 from tests.support.sandbox_reads import onhold_states
@@ -29,14 +35,45 @@ def dag():
     return load_dag(DAG_FILE, DAG_ID)
 
 
+@pytest.mark.parametrize(
+    ("conf", "dry_run"),
+    [
+        ({"mode": "dry_run"}, True),  # the trigger form, untouched
+        ({"mode": "write"}, False),  # the trigger form, writing chosen
+        ({}, None),  # scheduled, backfill, API without conf: the operator decides by run type
+        (None, None),
+        ({"dry_run": False}, False),  # API callers, the demo, older scripts
+        ({"dry_run": True, "mode": "write"}, True),
+        ({"dry_run": "false"}, "false"),  # the operator reads "true"/"false" text
+        ({"dry_run": None, "mode": "write"}, False),
+    ],
+)
+def test_the_review_task_reads_the_form_and_the_older_conf(dag, conf, dry_run) -> None:
+    from jinja2.nativetypes import NativeEnvironment
+
+    review = dag.get_task("review")
+    env = dag.get_template_env()
+    assert isinstance(env, NativeEnvironment)  # render_template_as_native_obj: a real bool
+    rendered = env.from_string(review.dry_run).render(dag_run=SimpleNamespace(conf=conf))
+    assert rendered == dry_run, rendered
+    assert type(rendered) is type(dry_run), rendered  # a bool stays a bool, None stays None
+
+
 def test_dag_shape(dag) -> None:
     assert dag.max_active_runs == 1
     assert dag.catchup is False
     assert "0 * * * *" in str(dag.timetable)  # hourly by default
     assert set(dag.tags) >= {"affiliate-network", "on-hold"}
-    # Empty by default: a manual trigger from the UI is a dry run; writing is a choice.
-    assert dag.params["dry_run"] is None
-    assert dag.params.get_param("dry_run").schema["type"] == ["null", "boolean"]
+    # A labelled choice in the trigger form (issue 19), starting on the dry run; no switch.
+    assert dag.params["mode"] == "dry_run"
+    mode = dag.params.get_param("mode").schema
+    assert mode["type"] == "string"
+    assert mode["enum"] == ["dry_run", "write"]
+    assert mode["values_display"] == {
+        "dry_run": "Dry run: decide and report, write nothing",
+        "write": "Write decisions to the network",
+    }
+    assert "dry_run" not in dag.params
     assert [t.task_id for t in dag.topological_sort()] == [
         "review",
         "review_requests",
@@ -120,7 +157,7 @@ def test_run_with_human_review_through_the_rest_api(
         # Reject the outliers; keep the IP mismatches on hold.
         choices = {"outlier-sale-amount": OPTION_REJECT, "ip-mismatch": OPTION_KEEP}
         for detail in pending:
-            rule_id = detail["subject"].rsplit(" rule ", 1)[1]
+            rule_id = rule_of_subject(detail["subject"])
             assert detail["options"] == ["Approve all", "Reject all", "Keep on hold"]
             assert "| conversion | affiliate | offer |" in detail["body"]
             ti = detail["task_instance"]

@@ -31,6 +31,7 @@ from affiliate_network.review.requests import (
     OPTION_KEEP,
     OPTION_REJECT,
     build_review_requests,
+    rule_of_subject,
 )
 from tests.operators.onhold_support import (
     after_the_data,
@@ -271,9 +272,9 @@ def test_human_choices_are_applied_once(
     requests = build_review_requests(summary)
     assert len(requests) == 1
     outliers = sorted(truth["outlier_sale_amount"])
-    assert requests[0]["subject"] == (
-        f"On-hold review: {len(outliers)} conversions flagged by rule outlier-review"
-    )
+    # The rule first, short (the Required Actions list cuts a subject after two lines).
+    assert requests[0]["subject"] == f"outlier-review: {len(outliers)} conversions to review"
+    assert rule_of_subject(requests[0]["subject"]) == "outlier-review"
     audit = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
     keep = audit[outliers[0]]["conversion_id"]
     assert keep in requests[0]["body"] or len(outliers) > 50
@@ -416,3 +417,34 @@ def test_dry_run_reports_a_guardrail_instead_of_failing(
     assert patches(sandbox) == []
     rows = read_jsonl(summary["audit_path"])
     assert {r["reason"] for r in rows if r["action"] == "reject"} == {"dry run; guardrail"}
+
+
+def test_a_manual_dry_run_beside_a_writing_scheduled_run_neither_waits_nor_writes(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    # "Unpause on trigger" starts the hourly run beside the manual one (issue 19). While the
+    # scheduled run holds the network's write lease, the manual dry run decides at once (it
+    # takes no lease), sends nothing and leaves the lease to its holder; a second writer waits
+    # for the lease and gives up without sending anything.
+    from types import SimpleNamespace
+
+    from affiliate_network.exceptions import LeaseBusyError
+    from affiliate_network.review.lease import WriteLease, lease_path
+
+    path = lease_path(str(tmp_path / "data"), network_conn)
+    scheduled = WriteLease(path, "affiliate_onhold_review/scheduled__2026-11-25T10:00:00+00:00")
+    scheduled.acquire(wait_s=0)
+    sandbox.clear_requests()
+    manual = {**context("manual__dry"), "dag_run": SimpleNamespace(run_type="manual")}
+    op = review_op(rules_file, window, tmp_path, dry_run=None, lease_wait_minutes=0)
+    summary = op.execute(manual)
+    assert summary["dry_run"] is True
+    assert any(r["action"] != "none" for r in read_jsonl(summary["audit_path"]))
+    assert patches(sandbox) == []
+    assert scheduled.read()["owner"] == scheduled.owner
+    other = {**context("manual__write"), "dag_run": SimpleNamespace(run_type="manual")}
+    writer = review_op(rules_file, window, tmp_path, dry_run=False, lease_wait_minutes=0)
+    with pytest.raises(LeaseBusyError, match="scheduled__"):
+        writer.execute(other)
+    assert patches(sandbox) == []
+    scheduled.release()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from airflow.sdk import ObjectStoragePath
@@ -32,6 +33,7 @@ from affiliate_network.reports.schema import (
     conversion_schema,
     validate_report_columns,
 )
+from affiliate_network.reports.seen_keys import SeenKeys
 from affiliate_network.reports.storage import (
     MANIFEST_NAME,
     STAGING_DIR,
@@ -296,14 +298,14 @@ def test_parquet_schema_round_trip(tmp_path: Path) -> None:
     table = read_partition(part(tmp_path))
     assert table.schema.equals(CONVERSION_SCHEMA.arrow_schema, check_metadata=False)
     assert table.schema.field("payout").type == "double"
-    assert table.schema.field("conversion_unix_timestamp").type == "int64"
+    assert table.schema.field("conversion_unix_timestamp").type == pa.timestamp("ms", tz="UTC")
     assert table.schema.field("is_scrub").type == "bool"
     rows = table.to_pylist()
     for rec, row in zip(recs, rows, strict=True):
         assert json.loads(row["relationship"]) == rec["relationship"]
         assert isinstance(row["revenue"], float)
         assert row["revenue"] == 3.0
-        assert row["conversion_unix_timestamp"] == rec["conversion_unix_timestamp"]
+        assert row["conversion_unix_timestamp"].timestamp() == rec["conversion_unix_timestamp"]
         assert row["sub1"] == rec["sub1"]
         assert row["rel_network_offer_id"] == rec["relationship"]["offer"]["network_offer_id"]
     assert rows[10]["rel_on_hold_status"] == "approved"  # the LAST snapshot is current
@@ -371,7 +373,10 @@ _EDGE_RECORDS = {
     "unknown top-level field": _with(new_field={"a": [1, None]}),
     "unknown fields named like ours": _with(rel_network_offer_id=7, extra_fields="zz"),
     "null and unicode strings": _with(sub1=None, sub2='é\u2028"\\\n'),
-    "extreme numbers": _with(conversion_unix_timestamp=2**62, payout=1e300, sale_amount=-0.0),
+    # Schema 3 types the timestamp: the last second a Python datetime holds (9999-12-31).
+    "extreme numbers": _with(
+        conversion_unix_timestamp=253_402_300_799, payout=1e300, sale_amount=-0.0
+    ),
     "string id in relationship": _with(
         relationship={"offer": {"network_offer_id": "12"}, "on_hold_snapshots": [{}]}
     ),
@@ -392,7 +397,7 @@ def test_raw_page_path_equals_row_path(name: str) -> None:
     rows = [CONVERSION_SCHEMA.prepare(r) for r in batch]
     expected = CONVERSION_SCHEMA.to_table([row for row, _, _ in rows])
     payload, canonicals, dropped = CONVERSION_SCHEMA.encode_page(
-        _page(batch), "conversions", set(), "parquet"
+        _page(batch), "conversions", SeenKeys(), "parquet"
     )
     assert dropped == 0
     assert canonicals == [canonical for _, canonical, _ in rows]  # same checksum input
@@ -405,7 +410,7 @@ def test_raw_page_path_needs_no_fallback_for_spec_typed_records() -> None:
     """Well-typed pages go through Arrow's reader alone (the row path is only a fallback)."""
     batch = [*records(20), _with(relationship=None), _with(relationship=_DROP, conversion_id="x")]
     batch.append(dict(batch[5]))  # a duplicate id: masked out
-    seen: set[Any] = set()
+    seen = SeenKeys()
     payload, _, dropped = CONVERSION_SCHEMA.encode_page(
         _page(batch), "conversions", seen, "parquet"
     )

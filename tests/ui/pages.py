@@ -9,6 +9,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 
+from affiliate_network.review.requests import rule_of_subject
+
 from .browser import Browser
 
 #: ``00:00:24.273`` (Airflow's duration format) -> seconds.
@@ -37,24 +39,18 @@ def close_dialog(b: Browser) -> None:
     b.wait(lambda: not b.visible("[role=dialog]"), "the dialog closed", timeout=10)
 
 
-def trigger_from_form(b: Browser, dag_id: str, *, dry_run: bool | None) -> str:
+def trigger_from_form(b: Browser, dag_id: str, *, choose: dict[str, str] | None = None) -> str:
     """Trigger ``dag_id`` from its trigger form; return the new run's id.
 
-    :param dry_run: ``None`` leaves the ``dry_run`` switch untouched (the form's default);
-        ``True``/``False`` flips the switch to that value (on = true; on then off = false: the
-        switch has no "empty" position once touched).
+    :param choose: ``{param: option label}`` picked in the form's dropdowns, as a person does
+        (open, type the start of the label, Enter); the other fields keep the form's defaults.
     """
     b.open(f"/dags/{dag_id}")
     b.click(b.button("Trigger Dag"))
     b.wait_text("Run Parameters")
-    if dry_run is not None:
-        switch = b.find_visible("[id='switch:element_dry_run']", "the dry_run switch")
-        b.click(switch)  # empty -> true
-        if dry_run is False:
-            b.click(switch)  # true -> false
-        state = "checked" if dry_run else "unchecked"
-        b.wait(lambda: switch.get_attribute("data-state") == state, f"dry_run switch {state}")
-    b.shot(f"trigger form {dag_id} dry_run={dry_run}")
+    for name, label in (choose or {}).items():
+        pick_option(b, name, label)
+    b.shot(f"trigger form {dag_id} {choose or 'defaults'}")
     dialog = b.find_visible("[role=dialog]", "the trigger dialog")
     submit = [e for e in dialog.find_elements(By.CSS_SELECTOR, "button") if e.text == "Trigger"]
     b.click(submit[-1])
@@ -63,6 +59,20 @@ def trigger_from_form(b: Browser, dag_id: str, *, dry_run: bool | None) -> str:
         "the new run's page",
     )
     return unquote(url.split("/runs/", 1)[1].split("/", 1)[0])
+
+
+def dropdown_text(b: Browser, name: str) -> str:
+    """What the form's dropdown ``name`` shows (its chosen option's label)."""
+    return b.find_visible(f"#element_{name}", f"the {name} field").text.strip()
+
+
+def pick_option(b: Browser, name: str, label: str) -> None:
+    """Choose ``label`` in the form's dropdown ``name``; wait until the field shows it."""
+    field = b.find_visible(f"#element_{name} input", f"the {name} field")
+    b.click(field)
+    field.send_keys(label[:12])
+    field.send_keys(Keys.ENTER)
+    b.wait(lambda: dropdown_text(b, name) == label, f"{name} showing {label!r}")
 
 
 def review_table(b: Browser) -> list[list[str]]:
@@ -81,7 +91,7 @@ def _pending_link(b: Browser, rule_id: str, run_id: str) -> WebElement | None:
         text = row.text.replace("\n", "")
         if run_id in text and "Response Required" in text:
             for a in row.find_elements(By.CSS_SELECTOR, "a"):
-                if a.text.strip().endswith(f"rule {rule_id}"):
+                if rule_of_subject(a.text.strip()) == rule_id:
                     return a
     return None
 

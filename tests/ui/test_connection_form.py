@@ -16,6 +16,7 @@ from selenium.webdriver.common.keys import Keys
 
 from .browser import Browser
 from .deployment import UiStage
+from .pages import dropdown_text
 
 pytestmark = pytest.mark.browser
 
@@ -50,6 +51,8 @@ def add_connection_in_form(b: Browser, conn_id: str, base_url: str, key: str) ->
     portal.send_keys("network")
     portal.send_keys(Keys.ENTER)
     b.wait(lambda: "This field is required" not in b.body_text(), "portal chosen")
+    # A real default, not the word "null" (issue 19).
+    assert dropdown_text(b, "region") == "default"
     b.shot(f"add connection {conn_id} extra fields")
     b.click_button("Save")
     b.wait_text("Connection has been successfully created")
@@ -67,6 +70,7 @@ def test_connection_made_in_the_form_is_stored_as_the_hook_reads_it(
     assert stored["host"] == sandbox.base_url
     assert stored["port"] is None  # the hidden field: stored null (the Test button sends 0)
     assert json.loads(stored["extra"])["portal"] == "network"
+    assert json.loads(stored["extra"])["region"] == "default"  # the form's default, saved
     assert sandbox.keys["network"] not in json.dumps(stored)  # the API masks the key
 
 

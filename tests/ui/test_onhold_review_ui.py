@@ -10,22 +10,35 @@ second writing run asks again about what the first kept on hold.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from affiliate_network.review.requests import rule_of_subject
 from tests.e2e.onhold_checks import _current_states
 
 from .browser import Browser
 from .deployment import REVIEWER, UiStage
-from .pages import answer_review, open_review_request, parse_duration, trigger_from_form
+from .pages import (
+    answer_review,
+    dropdown_text,
+    open_review_request,
+    parse_duration,
+    trigger_from_form,
+)
 
 pytestmark = pytest.mark.browser
 
 DAG_ID = "affiliate_onhold_review"
 OUTLIER, MISMATCH = "outlier-sale-amount", "ip-mismatch"
+#: The trigger form's Mode choices, as a person reads them.
+MODE_LABELS = {
+    "dry_run": "Dry run: decide and report, write nothing",
+    "write": "Write decisions to the network",
+}
 
 
 def _audit(path: str) -> list[dict[str, Any]]:
@@ -52,11 +65,18 @@ def _review_ids(ui: UiStage, run_id: str) -> dict[str, dict[str, str]]:
 def test_a_manual_trigger_defaults_to_a_dry_run(browser: Browser, ui: UiStage) -> None:
     ui.sandbox.clear_requests()
     started = time.monotonic()
-    run_id = trigger_from_form(browser, DAG_ID, dry_run=None)
+    browser.open(f"/dags/{DAG_ID}")
+    browser.click(browser.button("Trigger Dag"))
+    browser.wait_text("Run Parameters")
+    # The form says what an untouched trigger does, in words (issue 19: a switch showed nothing).
+    assert dropdown_text(browser, "mode") == MODE_LABELS["dry_run"]
+    browser.shot("trigger form mode default")
+    run_id = trigger_from_form(browser, DAG_ID)
     browser.shot("dry run started")
     run = _wait_run(ui, run_id)
     wall = time.monotonic() - started
-    assert run["conf"].get("dry_run") is None, run["conf"]
+    assert run["conf"].get("mode", "dry_run") == "dry_run", run["conf"]
+    assert "dry_run" not in run["conf"], run["conf"]
     summary = ui.cluster.api.xcom(DAG_ID, run_id, "review")
     assert summary["dry_run"] is True, summary
     decided = [r for r in _audit(summary["audit_path"]) if r["action"] != "none"]
@@ -95,8 +115,8 @@ def _check_duration_shown(b: Browser, run_id: str, run: dict, wall: float) -> No
 
 def test_review_requests_answered_in_the_browser(browser: Browser, ui: UiStage) -> None:
     # First writing run: approve the outliers but one; keep every mismatch (field empty).
-    run_id = trigger_from_form(browser, DAG_ID, dry_run=False)
-    assert ui.cluster.api.dag_run(DAG_ID, run_id)["conf"]["dry_run"] is False  # the switch
+    run_id = trigger_from_form(browser, DAG_ID, choose={"mode": MODE_LABELS["write"]})
+    assert ui.cluster.api.dag_run(DAG_ID, run_id)["conf"]["mode"] == "write"  # the choice
     table = open_review_request(browser, OUTLIER, run_id)
     _check_table(table)
     browser.shot(f"review request {OUTLIER}")
@@ -114,7 +134,7 @@ def test_review_requests_answered_in_the_browser(browser: Browser, ui: UiStage) 
     assert {states[i] for i in first[MISMATCH].values()} == {"on_hold"}
 
     # Second writing run asks again: reject the mismatches but three; approve the kept one.
-    run_id = trigger_from_form(browser, DAG_ID, dry_run=False)
+    run_id = trigger_from_form(browser, DAG_ID, choose={"mode": MODE_LABELS["write"]})
     table = open_review_request(browser, MISMATCH, run_id)
     kept_three = [row[0] for row in table[:3]]
     answer_review(browser, "Reject all", kept_three)
@@ -158,7 +178,7 @@ def _wait_answered(b: Browser, ui: UiStage, run_id: str, rule: str) -> None:
     def _answered() -> bool:
         details = _hitl_details(ui, run_id)
         return any(
-            d["subject"].endswith(f"rule {rule}") and d.get("response_received") for d in details
+            rule_of_subject(d["subject"]) == rule and d.get("response_received") for d in details
         )
 
     b.wait(_answered, f"the answer to {rule} recorded", timeout=60)
@@ -186,21 +206,22 @@ class SubjectCutError(AssertionError):
     """A review subject is cut in the Required Actions list."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SubjectCutError,
-    reason="issue 19: the Required Actions list clamps a subject to two lines and ours, "
-    "'On-hold review: N conversions flagged by rule <rule id>', loses the rule id; a shorter "
-    "subject with the rule first needs review/requests.py and the tests that pin the subject",
-)
 def test_review_subjects_are_readable_in_the_required_actions_list(
     browser: Browser, ui: UiStage
 ) -> None:
+    """The rule id leads the subject and no subject is cut (issue 19).
+
+    Reads the requests the writing runs above made (run it with them: ``-k "browser or subjects"``).
+    """
     browser.open("/required_actions")
     links = browser.wait(
-        lambda: [a for a in browser.visible("a") if " rule " in a.text], "the review requests"
+        lambda: [a for a in browser.visible("a") if rule_of_subject(a.text) in (OUTLIER, MISMATCH)],
+        "the review requests",
     )
     browser.shot("required actions subjects")
+    for a in links:
+        assert a.text.startswith(f"{rule_of_subject(a.text)}: "), a.text
+        assert re.fullmatch(r"\S+: (1 conversion|\d+ conversions) to review", a.text), a.text
     cut = [a.text for a in links if browser.driver.execute_script(_CLAMPED_JS, a)]
     if cut:
         raise SubjectCutError(f"subjects cut in the list: {cut}")

@@ -13,12 +13,11 @@ therefore bounded by ``concurrency x page size``, never by the report size.
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -28,6 +27,7 @@ import orjson
 from affiliate_network.exceptions import AffiliateNetworkError
 from affiliate_network.gcpause import paused_gc
 from affiliate_network.hooks._memory import pin_mmap_threshold
+from affiliate_network.tasklog import TaskLog
 
 
 def loads_without_gc(content: bytes) -> Any:
@@ -116,7 +116,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         page_size: int,
         concurrency: int,
         label: str,
-        log: logging.Logger,
+        log: TaskLog,
         cancel: threading.Event | None = None,
         raw: bool = False,
         progress_every_s: float = 10.0,
@@ -311,7 +311,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
             )
         return records, digest
 
-    def _generate(self) -> Iterator[Any]:
+    def _generate(self) -> Generator[Any, None, None]:
         started = self._clock()
         stats = self.stats
         prefetch: _Prefetcher | None = None

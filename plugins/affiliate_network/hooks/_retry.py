@@ -44,7 +44,7 @@ class RetryPolicy:
         :param failed_attempts: how many attempts have failed so far (1 after the first).
         :param random_fraction: a number in ``[0, 1)`` scaling the jitter.
         """
-        doubling = self.base_delay * (2 ** (failed_attempts - 1))
+        doubling = self.base_delay * (2.0 ** (failed_attempts - 1))
         return min(doubling, self.max_delay) + self.jitter * random_fraction
 
 

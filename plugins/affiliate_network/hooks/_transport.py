@@ -10,7 +10,6 @@ docstring and :mod:`affiliate_network.hooks._retry`.
 from __future__ import annotations
 
 import contextlib
-import logging
 import queue
 import random
 import threading
@@ -36,6 +35,7 @@ from affiliate_network.hooks._retry import (
     parse_retry_after,
     was_never_sent,
 )
+from affiliate_network.tasklog import TaskLog
 
 API_KEY_HEADER = "X-Svc-Api-Key"
 CONNECT_TIMEOUT_S = 10.0
@@ -139,7 +139,7 @@ class Transport:
         sleep: Callable[[float], None],
         clock: Callable[[], float],
         rng: random.Random,
-        log: logging.Logger | Any,
+        log: TaskLog,
     ) -> None:
         self.base_url = base_url
         self.timeout_s = timeout_s
@@ -257,7 +257,7 @@ class Transport:
             )
             if delay is None:
                 error = error_for_status(status, message)
-                error.method, error.path = method, path  # type: ignore[attr-defined]
+                error.method, error.path = method, path
                 raise error
             self._sleep(delay)
 
@@ -325,8 +325,8 @@ class Transport:
         policy: RetryPolicy,
     ) -> float | None:
         """Feed the throttle, log the exchange; the ``Retry-After`` to honour (capped)."""
-        remaining_header = headers.get("X-RateLimit-Remaining")
-        remaining = int(remaining_header) if (remaining_header or "").isdigit() else None
+        remaining_header = headers.get("X-RateLimit-Remaining") or ""
+        remaining = int(remaining_header) if remaining_header.isdigit() else None
         retry_after = (
             parse_retry_after(headers.get("Retry-After")) if is_retryable_status(status) else None
         )

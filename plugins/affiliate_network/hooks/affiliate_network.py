@@ -48,7 +48,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from urllib.parse import quote, urlsplit
 
 import orjson
@@ -56,14 +56,6 @@ import requests
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import mask_secret
-
-try:  # the masker's lookup, re-exported next to mask_secret
-    from airflow.sdk.log import redact
-except ImportError:  # pragma: no cover - then every key is registered, as before
-
-    def redact(value: Any, *args: Any, **kwargs: Any) -> Any:
-        return value
-
 
 from affiliate_network.exceptions import (
     AffiliateNetworkError,
@@ -86,6 +78,10 @@ from affiliate_network.hooks._transport import (
     Reply,
     Transport,
 )
+from affiliate_network.report_columns import column_count_problem
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
 
 __all__ = [
     "API_KEY_HEADER",
@@ -105,6 +101,8 @@ PORTAL_PREFIXES: dict[str, str] = {
     "advertiser": "/advertisers",
     "marketplace": "/partners",
 }
+#: A numeric connection setting: whole (page size, concurrency) or not (timeout).
+_Number = TypeVar("_Number", int, float)
 DEFAULT_PAGE_SIZE = 2000
 MAX_PAGE_SIZE = 2000  # spec, "Limits": typically 2,000
 DEFAULT_CONCURRENCY = 4
@@ -112,7 +110,6 @@ DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 10
 DEFAULT_TIMEOUT_S = 120.0
 ENTITY_TABLE_ROW_CAP = 10_000  # spec, "Limits": rows returned by aggregated reporting
-TIME_COLUMNS = frozenset({"hour", "date", "week", "month", "year"})
 #: Statuses the spec shows (``approved``) or implies (rejection exists; its value is not shown, so
 #: any lowercase status word is sent as given and the server decides).
 ON_HOLD_STATUSES = ("approved", "rejected")
@@ -172,12 +169,27 @@ def _as_date(value: str | dt.date, name: str, *, allow_time: bool = False) -> st
         raise InvalidRequestError(f"{name} must be a date or a {forms} string") from None
 
 
-def _conversion_filters(filters: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> list:
+def _is_masked(secret: str) -> bool:
+    """Whether the secrets masker already hides ``secret``.
+
+    ``False`` when this Airflow has no ``redact`` next to ``mask_secret`` (then every key is
+    registered, as before).
+    """
+    try:
+        from airflow.sdk.log import redact
+    except ImportError:  # pragma: no cover - Airflow moved the masker's lookup
+        return False
+    return redact(secret) != secret
+
+
+def _conversion_filters(
+    filters: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+) -> list[dict[str, Any]]:
     """Filter items as sent; a mapping ``{"offer": [1, 2]}`` is a shorthand for the item list."""
     if filters is None:
         return []
     if isinstance(filters, Mapping):
-        items = []
+        items: list[dict[str, Any]] = []
         for resource_type, values in filters.items():
             many = values if isinstance(values, list | tuple | set | frozenset) else [values]
             items += [{"resource_type": resource_type, "filter_id_value": str(v)} for v in many]
@@ -275,7 +287,7 @@ class AffiliateNetworkHook(BaseHook):
             except AirflowNotFoundException:
                 raise ConnectionConfigError(f"connection {conn_id!r} is not defined") from None
             key = conn.password or ""
-            if key and redact(key) == key:
+            if key and not _is_masked(key):
                 # Airflow's own connection lookup registers the password with the masker (and,
                 # in a task, with the supervisor). Register it again only when that has not
                 # happened (a connection built some other way): every registration crosses to
@@ -320,12 +332,18 @@ class AffiliateNetworkHook(BaseHook):
             )
 
     def _number_setting(
-        self, name: str, argument: Any, default: Any, low: float, high: float, kind: type
-    ) -> Any:
+        self,
+        name: str,
+        argument: _Number | None,
+        default: _Number,
+        low: float,
+        high: float,
+        kind: type[_Number],
+    ) -> _Number:
         raw = argument if argument is not None else self._extras.get(name)
         if raw is None or raw == "":
             return default
-        value: Any = None
+        value: _Number | None = None
         if isinstance(raw, str | int | float) and not isinstance(raw, bool):
             try:
                 value = kind(raw)  # URI-form extras arrive as strings
@@ -342,7 +360,7 @@ class AffiliateNetworkHook(BaseHook):
             )
         return value
 
-    def _base_url_from(self, connection: Any) -> str:
+    def _base_url_from(self, connection: Connection) -> str:
         """Base URL from the connection (``schema`` is a path here, not the scheme).
 
         ``host`` may be a full URL (``https://api.example.com/v1``) or a bare host, in which case
@@ -384,7 +402,7 @@ class AffiliateNetworkHook(BaseHook):
         return f"{parts.scheme}://{parts.netloc}{path}"
 
     @staticmethod
-    def _url_from_host(connection: Any) -> str:
+    def _url_from_host(connection: Connection) -> str:
         host = (connection.host or "").strip()
         port = connection.port
         if "://" in host:
@@ -508,6 +526,28 @@ class AffiliateNetworkHook(BaseHook):
             return orjson.loads(reply.content)
         except orjson.JSONDecodeError:
             raise AffiliateNetworkError(f"{method} {path}: the response is not JSON") from None
+
+    def _call_object(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        idempotent: bool,
+    ) -> dict[str, Any]:
+        """:meth:`_call` for endpoints that answer one JSON object (``{}`` when the body is empty).
+
+        :raises AffiliateNetworkError: the body is JSON but not an object.
+        """
+        doc = self._call(method, path, params=params, body=body, idempotent=idempotent)
+        if doc is None:
+            return {}
+        if not isinstance(doc, dict):
+            raise AffiliateNetworkError(
+                f"{method} {path}: the response is a JSON {type(doc).__name__}, not an object"
+            )
+        return doc
 
     def request(
         self,
@@ -657,8 +697,8 @@ class AffiliateNetworkHook(BaseHook):
             "on_hold_conversion_ids": [str(i) for i in on_hold_conversion_ids],
             "status": status,
         }
-        doc = self._call("PATCH", "/networks/reporting/onhold", body=body, idempotent=True)
-        return bool((doc or {}).get("result"))
+        doc = self._call_object("PATCH", "/networks/reporting/onhold", body=body, idempotent=True)
+        return bool(doc.get("result"))
 
     def set_sale_amount(
         self, conversion_id: str, *, sale_amount: float, is_event: bool = False
@@ -671,37 +711,39 @@ class AffiliateNetworkHook(BaseHook):
         """
         path = f"/networks/reporting/conversions/{quote(str(conversion_id), safe='')}/saleamount"
         body = {"sale_amount": sale_amount, "is_event": bool(is_event)}
-        doc = self._call("PUT", path, body=body, idempotent=True)
-        return bool((doc or {}).get("result"))
+        doc = self._call_object("PUT", path, body=body, idempotent=True)
+        return bool(doc.get("result"))
 
-    def get_transaction_flowchart(self, transaction_id: str) -> dict:
+    def get_transaction_flowchart(self, transaction_id: str) -> dict[str, Any]:
         """Event chain of a transaction (clicks, conversions, pixel_logs).
 
         :param transaction_id: transaction ID.
         """
         path = f"/networks/reporting/transactions/{quote(str(transaction_id), safe='')}/flowchart"
-        return self._call("GET", path, idempotent=True)
+        return self._call_object("GET", path, idempotent=True)
 
     # ------------------------------------------------------------------ network: objects
-    def update_offer_group(self, offer_group_id: int, body: dict) -> dict:
+    def update_offer_group(self, offer_group_id: int, body: dict[str, Any]) -> dict[str, Any]:
         """Replace an offer group (``PUT /networks/offergroups/{id}``; omitted fields reset).
 
         :param offer_group_id: offer group ID.
         :param body: the full offer group body.
         """
-        return self._call(
+        return self._call_object(
             "PUT", f"/networks/offergroups/{int(offer_group_id)}", body=body, idempotent=True
         )
 
-    def update_offer(self, offer_id: int, body: dict) -> dict:
+    def update_offer(self, offer_id: int, body: dict[str, Any]) -> dict[str, Any]:
         """Replace an offer (``PUT /networks/offers/{id}``).
 
         :param offer_id: offer ID.
         :param body: the offer object.
         """
-        return self._call("PUT", f"/networks/offers/{int(offer_id)}", body=body, idempotent=True)
+        return self._call_object(
+            "PUT", f"/networks/offers/{int(offer_id)}", body=body, idempotent=True
+        )
 
-    def create_custom_scrub_rate(self, body: dict) -> dict:
+    def create_custom_scrub_rate(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a custom scrub rate setting (``POST /networks/custom/scrubrate``).
 
         Not idempotent: on a timeout or dropped connection after sending, raises
@@ -710,9 +752,11 @@ class AffiliateNetworkHook(BaseHook):
         :param body: network_offer_id, network_affiliate_id, name, custom_setting_status,
             scrub_rate_percentage (0-100), scrub_rate_status, optional variables and ruleset.
         """
-        return self._call("POST", "/networks/custom/scrubrate", body=body, idempotent=False)
+        return self._call_object("POST", "/networks/custom/scrubrate", body=body, idempotent=False)
 
-    def assign_affiliate_tracking_domain(self, affiliate_id: int, body: dict) -> dict:
+    def assign_affiliate_tracking_domain(
+        self, affiliate_id: int, body: dict[str, Any]
+    ) -> dict[str, Any]:
         """Assign a tracking domain (``PUT /networks/affiliates/{id}/trackingdomains``).
 
         :param affiliate_id: affiliate ID.
@@ -720,9 +764,9 @@ class AffiliateNetworkHook(BaseHook):
             network_affiliate_tracking_domain_id, is_apply_all_offers, network_offer_id.
         """
         path = f"/networks/affiliates/{int(affiliate_id)}/trackingdomains"
-        return self._call("PUT", path, body=body, idempotent=True)
+        return self._call_object("PUT", path, body=body, idempotent=True)
 
-    def update_channel(self, channel_id: int, *, name: str, status: str) -> dict:
+    def update_channel(self, channel_id: int, *, name: str, status: str) -> dict[str, Any]:
         """Replace a channel (``PUT /networks/channels/{id}``; both fields required).
 
         :param channel_id: channel ID.
@@ -730,18 +774,18 @@ class AffiliateNetworkHook(BaseHook):
         :param status: ``active`` or ``inactive``.
         """
         body = {"name": name, "status": status}
-        return self._call(
+        return self._call_object(
             "PUT", f"/networks/channels/{int(channel_id)}", body=body, idempotent=True
         )
 
-    def create_category(self, *, name: str, status: str) -> dict:
+    def create_category(self, *, name: str, status: str) -> dict[str, Any]:
         """Create an offer category (``POST /networks/categories``; not idempotent).
 
         :param name: category name.
         :param status: ``active`` or ``inactive``.
         """
         body = {"name": name, "status": status}
-        return self._call("POST", "/networks/categories", body=body, idempotent=False)
+        return self._call_object("POST", "/networks/categories", body=body, idempotent=False)
 
     def bulk_edit_offer_urls(
         self,
@@ -765,10 +809,10 @@ class AffiliateNetworkHook(BaseHook):
         }
         # overwrite/delete/clear converge when repeated; append may not.
         idempotent = all(item.get("operator") != "append" for item in items)
-        doc = self._call(
+        doc = self._call_object(
             "PATCH", "/networks/patch/offerurls/apply", body=body, idempotent=idempotent
         )
-        return bool((doc or {}).get("result"))
+        return bool(doc.get("result"))
 
     def iter_tiered_commissions(
         self,
@@ -819,7 +863,9 @@ class AffiliateNetworkHook(BaseHook):
             "/networks/pixelstable", key="pixels", body=body, page_size=page_size
         )
 
-    def get_custom_payout_revenue(self, setting_id: int, *, expand_all: bool = False) -> dict:
+    def get_custom_payout_revenue(
+        self, setting_id: int, *, expand_all: bool = False
+    ) -> dict[str, Any]:
         """A custom payout/revenue setting (``GET /networks/custom/payoutrevenue/{id}``).
 
         :param setting_id: setting ID.
@@ -827,21 +873,23 @@ class AffiliateNetworkHook(BaseHook):
         """
         params = {"relationship": "all"} if expand_all else None
         path = f"/networks/custom/payoutrevenue/{int(setting_id)}"
-        return self._call("GET", path, params=params, idempotent=True)
+        return self._call_object("GET", path, params=params, idempotent=True)
 
-    def get_offer_url(self, offer_url_id: int) -> dict:
+    def get_offer_url(self, offer_url_id: int) -> dict[str, Any]:
         """An offer URL (``GET /networks/offerurls/{id}``).
 
         :param offer_url_id: offer URL ID.
         """
-        return self._call("GET", f"/networks/offerurls/{int(offer_url_id)}", idempotent=True)
+        return self._call_object("GET", f"/networks/offerurls/{int(offer_url_id)}", idempotent=True)
 
-    def get_label(self, label: str) -> dict:
+    def get_label(self, label: str) -> dict[str, Any]:
         """A label record (``GET /networks/labels/{label}``).
 
         :param label: the label value.
         """
-        return self._call("GET", f"/networks/labels/{quote(str(label), safe='')}", idempotent=True)
+        return self._call_object(
+            "GET", f"/networks/labels/{quote(str(label), safe='')}", idempotent=True
+        )
 
     # ------------------------------------------------------------------ affiliate portal
     def affiliate_entity_table(
@@ -853,7 +901,7 @@ class AffiliateNetworkHook(BaseHook):
         timezone_id: int,
         currency_id: str | None = None,
         filters: Sequence[Mapping[str, Any]] | None = None,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """The affiliate's aggregated report (``POST /affiliates/reporting/entity/table``).
 
         :param from_date: first day.
@@ -866,11 +914,9 @@ class AffiliateNetworkHook(BaseHook):
             10,000-row cap (10,000 exactly is indistinguishable from truncation); narrow it.
         """
         cols = [dict(c) if isinstance(c, Mapping) else {"column": str(c)} for c in columns]
-        if not 1 <= len(cols) <= 10:
-            raise InvalidRequestError(f"columns must hold 1 to 10 items, got {len(cols)}")
-        time_cols = [c["column"] for c in cols if c.get("column") in TIME_COLUMNS]
-        if len(time_cols) > 1:
-            raise InvalidRequestError(f"at most one time column is allowed, got {time_cols}")
+        problem = column_count_problem([str(c.get("column")) for c in cols])
+        if problem is not None:
+            raise InvalidRequestError(f"columns: {problem}")
         start, end = _as_date(from_date, "from_date"), _as_date(to_date, "to_date")
         body: dict[str, Any] = {
             "from": start,
@@ -881,8 +927,10 @@ class AffiliateNetworkHook(BaseHook):
         }
         if currency_id:
             body["currency_id"] = currency_id
-        doc = self._call("POST", "/affiliates/reporting/entity/table", body=body, idempotent=True)
-        table = (doc or {}).get("table")
+        doc = self._call_object(
+            "POST", "/affiliates/reporting/entity/table", body=body, idempotent=True
+        )
+        table = doc.get("table")
         if not isinstance(table, list):
             raise AffiliateNetworkError("entity table response has no 'table' list")
         # The documented signal is ``incomplete_results: true``; a table at the cap without
@@ -898,7 +946,7 @@ class AffiliateNetworkHook(BaseHook):
 
     def encode_ids(
         self, ids: Sequence[int], *, type: str = "tracking_link_affiliate"
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """Encode numeric IDs for tracking links (``POST /affiliates/encode``).
 
         :param ids: integer IDs.
@@ -906,27 +954,27 @@ class AffiliateNetworkHook(BaseHook):
         :return: ``[{"decoded": int, "encoded": str}, ...]``, one per ID.
         """
         body = {"type": type, "ids": [int(i) for i in ids]}
-        doc = self._call("POST", "/affiliates/encode", body=body, idempotent=True)
-        return list((doc or {}).get("values") or [])
+        doc = self._call_object("POST", "/affiliates/encode", body=body, idempotent=True)
+        return list(doc.get("values") or [])
 
     # ------------------------------------------------------------------ network and metadata
-    def network_info(self) -> dict:
+    def network_info(self) -> dict[str, Any]:
         """The network's configuration (``GET /networks``, network portal).
 
         Its ``timezone_id`` (the public reference; the timezone guide calls the same setting
         ``reporting_timezone_id``) is the reporting timezone a report request without
         ``timezone_id`` uses.
         """
-        return self._call("GET", "/networks", idempotent=True) or {}
+        return self._call_object("GET", "/networks", idempotent=True)
 
-    def timezones(self) -> list[dict]:
+    def timezones(self) -> list[dict[str, Any]]:
         """The API's timezone table (``GET /meta/timezones``; any portal's key).
 
         Records ``{timezone_id, timezone, timezone_name, utc_offset}``; compare them with
         :data:`affiliate_network.timezones.TIMEZONES` through
         :func:`affiliate_network.timezones.compare_with_api`.
         """
-        doc = self._call("GET", "/meta/timezones", idempotent=True) or {}
+        doc = self._call_object("GET", "/meta/timezones", idempotent=True)
         return list(doc.get("timezones") or [])
 
     # ------------------------------------------------------------------ test button

@@ -38,8 +38,13 @@ def _reduce(err: NonRetryableError) -> tuple[Any, ...]:
     return (_rebuild, (base, err.args, dict(err.__dict__)))
 
 
-def _rebuild(cls: type[NonRetryableError], args: tuple, state: dict) -> NonRetryableError:
-    err = _failing_class(cls).__new__(_failing_class(cls), *args)
+def _rebuild(
+    cls: type[NonRetryableError], args: tuple[Any, ...], state: dict[str, Any]
+) -> NonRetryableError:
+    # mypy checks a class object against Hashable with the instance's __hash__ signature and
+    # rejects it; classes hash by identity, which is what the cache needs.
+    failing = _failing_class(cls)  # type: ignore[arg-type]  # see above
+    err = failing.__new__(failing, *args)
     err.__dict__.update(state)
     return err
 

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.generated.base import Dataset, OutputDatasetFacet, RunFacet
 
 #: Endpoints the operators read or write (paths below the base URL's ``/v1``), as datasets.
 CONVERSIONS_ENDPOINT = "/networks/reporting/conversions"
@@ -126,7 +127,9 @@ class OpenLineageMixin:
             "outputs": list(getattr(self, "_lineage_outputs", [])),
         }
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage | None:
+    def get_openlineage_facets_on_complete(
+        self, task_instance: Any
+    ) -> OperatorLineage[Dataset, RunFacet] | None:
         """The OpenLineage provider's hook: the recorded datasets as ``OperatorLineage``.
 
         :param task_instance: the finished task instance (unused: ``execute`` recorded all).
@@ -143,9 +146,9 @@ class OpenLineageMixin:
             return None
         recorded = self.recorded_lineage
         inputs = [Dataset(namespace=d["namespace"], name=d["name"]) for d in recorded["inputs"]]
-        outputs = []
+        outputs: list[Dataset] = []
         for d in recorded["outputs"]:
-            facets = {}
+            facets: dict[str, OutputDatasetFacet] = {}
             if "rows" in d:
                 facets["outputStatistics"] = OutputStatisticsOutputDatasetFacet(rowCount=d["rows"])
             outputs.append(

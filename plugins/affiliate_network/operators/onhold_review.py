@@ -105,6 +105,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         "base_path",
         "full_pull",
     )
+    # A template field is the attribute named like the argument, so this shadows
+    # BaseOperator.dry_run() (a render-only dry run nothing in Airflow calls) on purpose.
+    dry_run: bool | str | None  # type: ignore[assignment]  # see above
     ui_color = "#fde9c9"
 
     def __init__(
@@ -180,7 +183,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         self.log.info(
             "dry_run not set: a %s run %s",
             run_type or "manual",
-            "only decides and audits (set dry_run false in the trigger form to write)"
+            "only decides and audits (to write: Mode 'Write decisions to the network' in the "
+            "trigger form, or conf dry_run false)"
             if manual or not run_type
             else "writes",
         )

@@ -67,6 +67,9 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         "resolve_unknown",
         "accept_drift",
     )
+    # A template field is the attribute named like the argument, so this shadows
+    # BaseOperator.dry_run() (a render-only dry run nothing in Airflow calls) on purpose.
+    dry_run: bool | str  # type: ignore[assignment]  # see above
     ui_color = "#e8f1fb"
     #: Sections of the subclass (``None``: given as an argument).
     owned_sections: ClassVar[tuple[str, ...] | None] = None

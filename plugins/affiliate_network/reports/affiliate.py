@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.reports.storage import PublishResult
+    from affiliate_network.tasklog import TaskLog
 
 #: (first day, last day, rows) of each sub-request that fitted under the cap.
 Piece = tuple[dt.date, dt.date, list[dict[str, Any]]]
@@ -34,7 +35,7 @@ def fetch_entity_table(
     currency_id: str | None,
     filters: Sequence[dict[str, Any]] | None,
     who: str,
-    log: Any,
+    log: TaskLog,
 ) -> list[Piece]:
     """The entity table for ``start..end``, split in halves while it hits the row cap.
 

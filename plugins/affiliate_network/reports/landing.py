@@ -12,7 +12,9 @@ from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
 
 if TYPE_CHECKING:
+    from affiliate_network.hooks._paging import PagedIterator, PullStats
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.tasklog import TaskLog
 
 
 def land_conversion_day(
@@ -28,7 +30,7 @@ def land_conversion_day(
     consistency_retries: int,
     filters: Any,
     search_terms: Any,
-    log: Any,
+    log: TaskLog,
 ) -> dict[str, Any]:
     """Pull ``day`` and publish it atomically as ``<base>/<dataset>/date=<day>/``.
 
@@ -40,18 +42,7 @@ def land_conversion_day(
     """
     attempt = 0
     while True:
-        pull = hook.iter_conversions(
-            from_date=request["from"],
-            to_date=request["to"],
-            timezone_id=request["timezone_id"],
-            currency_id=request["currency_id"],
-            show_conversions=request["show_conversions"],
-            show_events=request["show_events"],
-            filters=filters,
-            search_terms=search_terms,
-            page_size=page_size,
-            raw_pages=True,  # landed by Arrow and simdjson, never as Python dicts
-        )
+        pull = _pull(hook, request, filters, search_terms, page_size)
         with (
             pull,
             PartitionWriter(
@@ -87,15 +78,7 @@ def land_conversion_day(
                     writer.rows,
                     st.total_count,
                 )
-            stats = {
-                "pages": st.pages,
-                "rows_received": st.rows,
-                "total_count": st.total_count,
-                "retries": st.retries,
-                "pull_seconds": round(st.elapsed_s, 3),
-                "consistent_with_total_count": consistent,
-                "pull_attempts": attempt + 1,
-            }
+            stats = _pull_stats(st, consistent, attempt + 1)
             result = writer.commit(request=request, stats=stats)
         m = result.manifest
         return {
@@ -106,3 +89,38 @@ def land_conversion_day(
             "duplicates_dropped": m.duplicates_dropped,
             "checksum": m.content_checksum,
         }
+
+
+def _pull(
+    hook: AffiliateNetworkHook,
+    request: dict[str, Any],
+    filters: Any,
+    search_terms: Any,
+    page_size: int | None,
+) -> PagedIterator:
+    """The day's paged pull, pages unparsed (landed by Arrow and simdjson, never as dicts)."""
+    return hook.iter_conversions(
+        from_date=request["from"],
+        to_date=request["to"],
+        timezone_id=request["timezone_id"],
+        currency_id=request["currency_id"],
+        show_conversions=request["show_conversions"],
+        show_events=request["show_events"],
+        filters=filters,
+        search_terms=search_terms,
+        page_size=page_size,
+        raw_pages=True,
+    )
+
+
+def _pull_stats(st: PullStats, consistent: bool, attempts: int) -> dict[str, Any]:
+    """The manifest's ``stats`` of a pull."""
+    return {
+        "pages": st.pages,
+        "rows_received": st.rows,
+        "total_count": st.total_count,
+        "retries": st.retries,
+        "pull_seconds": round(st.elapsed_s, 3),
+        "consistent_with_total_count": consistent,
+        "pull_attempts": attempts,
+    }

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -52,9 +53,17 @@ from affiliate_network.record_fields import (
     NUMBER_FIELDS,
     STRING_FIELDS,
 )
+from affiliate_network.report_columns import (
+    MAX_REPORT_COLUMNS,
+    REPORT_COLUMNS,
+    TIME_COLUMNS,
+    column_count_problem,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from affiliate_network.reports.seen_keys import SeenKeys
 
 # pyarrow is imported inside functions: DAG files import the operators (and so the column
 # validation below) at parse time, and the scheduler must not load a data library to parse.
@@ -66,6 +75,18 @@ FORMATS: tuple[str, ...] = ("parquet", "jsonl")
 FORMAT_SUFFIX: dict[str, str] = {"parquet": ".parquet", "jsonl": ".jsonl.gz"}
 
 _SORTED = orjson.OPT_SORT_KEYS
+
+
+def landing_memory_pool() -> pa.MemoryPool:
+    """Arrow pool of the landing's page tables and Parquet writer: the system allocator.
+
+    mimalloc and jemalloc keep freed pages for reuse; a landing frees a multi-MB page table
+    every page, so they held ~30 MB more RSS than glibc, which returns blocks of 1 MiB or more
+    to the OS once the pull pins its mmap threshold (``hooks/_memory.py``).
+    """
+    import pyarrow as pa
+
+    return pa.system_memory_pool()
 
 
 def canonical_json(record: dict[str, Any]) -> bytes:
@@ -92,20 +113,107 @@ _KNOWN_CONVERSION_FIELDS = frozenset(
 ) | {"relationship"}
 
 
+#: Layout version of the conversion Parquet files (file metadata ``schema_version``, and the
+#: manifest's ``schema.version``). 3: Unix timestamps as UTC timestamps (whole seconds; Parquet
+#: has no seconds unit, so the files hold ``timestamp[ms, UTC]``), empty strings as nulls.
+#: 2 and 1 stored the timestamps as ``int64`` and kept ``""``; :func:`read_conversions`
+#: (through ``storage.read_partition``) reads them in the current layout.
+CONVERSION_SCHEMA_VERSION = 3
+#: Integer fields of the spec that hold Unix seconds: landed as ``timestamp[s, UTC]``.
+TIMESTAMP_FIELDS: tuple[str, ...] = ("click_unix_timestamp", "conversion_unix_timestamp")
+#: Money fields: ``float64`` in the record's ``currency_id`` (binary floats, as the API's JSON
+#: numbers are; round to cents for display, sum in SQL with ``round(sum(x), 2)``).
+MONEY_FIELDS: tuple[str, ...] = NUMBER_FIELDS
+
+
 def _conversion_arrow_schema() -> pa.Schema:
+    """The one written-down layout of a landed conversion (every partition, every day).
+
+    Strings are ``string`` (an empty string from the API lands as null), integers ``int64``,
+    :data:`TIMESTAMP_FIELDS` ``timestamp[ms, UTC]`` (whole seconds; Parquet's coarsest unit),
+    money ``float64`` (:data:`MONEY_FIELDS`),
+    flags ``bool``; ``relationship`` and ``extra_fields`` are JSON text. A column absent from
+    every record of a day is still there, typed, all null.
+    """
     import pyarrow as pa
 
+    ts = pa.timestamp("ms", tz="UTC")
     fields: list[pa.Field] = [pa.field("conversion_id", pa.string(), nullable=False)]
     fields += [pa.field(n, pa.string()) for n in STRING_FIELDS if n != "conversion_id"]
-    fields += [pa.field(n, pa.int64()) for n in INTEGER_FIELDS]
-    fields += [pa.field(n, pa.float64()) for n in NUMBER_FIELDS]
+    fields += [
+        pa.field(n, ts if n in TIMESTAMP_FIELDS else pa.int64(), metadata=_unit(n))
+        for n in INTEGER_FIELDS
+    ]
+    fields += [pa.field(n, pa.float64(), metadata={"unit": "currency_id"}) for n in NUMBER_FIELDS]
     fields += [pa.field(n, pa.bool_()) for n in BOOLEAN_FIELDS]
     fields.append(
         pa.field("relationship", pa.string(), metadata={"encoding": "json", "keys": "as received"})
     )
     fields += [pa.field(n, pa.type_for_alias(t)) for n, t in _REL_COLUMNS]
     fields.append(pa.field("extra_fields", pa.string(), metadata={"encoding": "json"}))
-    return pa.schema(fields, metadata={"record": "conversion", "schema_version": "1"})
+    return pa.schema(
+        fields,
+        metadata={"record": "conversion", "schema_version": str(CONVERSION_SCHEMA_VERSION)},
+    )
+
+
+def _unit(name: str) -> dict[str, str] | None:
+    return {"unit": "unix seconds, UTC"} if name in TIMESTAMP_FIELDS else None
+
+
+def _seconds_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with the timestamp columns as ``timestamp[s, UTC]``: how Unix seconds enter."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("s", tz="UTC")
+    return pa.schema(
+        [f.with_type(ts) if f.name in TIMESTAMP_FIELDS else f for f in schema],
+        metadata=schema.metadata,
+    )
+
+
+def _to_landed(table: pa.Table, target: pa.Schema) -> pa.Table:
+    """A table of :func:`_seconds_schema` layout in the landed one: seconds widened to the
+    file's unit, ``""`` -> null in every nullable string column (the API's "no value")."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = []
+    for field, column in zip(target, table.columns, strict=True):
+        if pa.types.is_timestamp(field.type):
+            try:
+                column = column.cast(field.type)
+            except pa.ArrowInvalid as err:  # beyond what milliseconds hold (year 292,278,994)
+                raise SchemaMismatchError(f"{field.name} out of range: {err}") from err
+        elif pa.types.is_string(field.type) and field.nullable and column.null_count < len(column):
+            column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def read_conversions(table: pa.Table) -> pa.Table:
+    """A landed conversion table in the current layout, whichever version wrote it.
+
+    Versions 1 and 2 (``schema_version`` metadata ``"1"``) stored the Unix timestamps as
+    ``int64`` and empty strings as ``""``: both are converted; the current layout is returned
+    as it is.
+    """
+    import pyarrow as pa
+
+    meta = table.schema.metadata or {}
+    if meta.get(b"record") != b"conversion":
+        return table
+    if int(meta.get(b"schema_version", b"0")) >= CONVERSION_SCHEMA_VERSION:
+        return table
+    target = conversion_schema().arrow_schema
+    seconds = _seconds_schema(target)
+    columns = []
+    for field in seconds:
+        if field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return _to_landed(pa.Table.from_arrays(columns, schema=seconds), target)
 
 
 class RecordSchema:
@@ -125,6 +233,9 @@ class RecordSchema:
         self.version = version
         self.arrow_schema = arrow_schema
         self.key_field = key_field
+        #: The layout rows are built in (API values as they come); :meth:`to_table` subclasses
+        #: convert it to ``arrow_schema``.
+        self.input_schema = arrow_schema
         self._types: dict[str, pa.DataType] = {f.name: f.type for f in arrow_schema}
 
     @property
@@ -181,10 +292,10 @@ class RecordSchema:
         import pyarrow as pa
 
         try:
-            return pa.Table.from_pylist(rows, schema=self.arrow_schema)
+            return pa.Table.from_pylist(rows, schema=self.input_schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             coerced = [self._coerce_row(row) for row in rows]
-            return pa.Table.from_pylist(coerced, schema=self.arrow_schema)
+            return pa.Table.from_pylist(coerced, schema=self.input_schema)
 
     def _coerce_row(self, row: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -217,7 +328,7 @@ def _coerce(value: Any, typ: pa.DataType) -> Any:
         if isinstance(value, int | float | str):
             return str(value)
         raise TypeError("not a scalar")
-    if pa.types.is_integer(typ):
+    if pa.types.is_integer(typ) or pa.types.is_timestamp(typ):
         if isinstance(value, bool):
             raise TypeError("boolean for an integer column")
         if isinstance(value, float):
@@ -251,7 +362,13 @@ class ConversionSchema(RecordSchema):
     """
 
     def __init__(self) -> None:
-        super().__init__("conversion", 2, _conversion_arrow_schema(), key_field="conversion_id")
+        super().__init__(
+            "conversion",
+            CONVERSION_SCHEMA_VERSION,
+            _conversion_arrow_schema(),
+            key_field="conversion_id",
+        )
+        self.input_schema = _seconds_schema(self.arrow_schema)
         self._local = threading.local()
 
     def _parse(self, data: bytes) -> Any:
@@ -272,48 +389,53 @@ class ConversionSchema(RecordSchema):
     def flatten(self, record: dict[str, Any]) -> dict[str, Any]:
         return self.prepare(record)[0]
 
+    def to_table(self, rows: Sequence[dict[str, Any]]) -> pa.Table:
+        """As :meth:`RecordSchema.to_table`, then in the landed layout (as from a page)."""
+        return _to_landed(super().to_table(rows), self.arrow_schema)
+
     def prepare(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes, bytes]:
         canonical, rel_json = _minified(self._parse(orjson.dumps(record)))
         return _conversion_row(record, rel_json), canonical, canonical
 
     def encode_page(
-        self, content: bytes, key: str, seen: set[Any] | None, format: str
+        self, content: bytes, key: str, seen: SeenKeys | None, format: str
     ) -> tuple[Any, list[bytes], int]:
         """``(payload, canonicals, dropped)`` of one unparsed page, on the caller's thread.
 
-        simdjson indexes the page; per record only the id (for ``seen``, the dedupe set), the
-        minified record and the minified ``relationship`` become Python objects. For Parquet,
-        :meth:`to_arrow` then parses the page itself with Arrow's JSON reader on the writer
-        thread. A record with top-level fields the spec does not list sends the page to the
-        row path (they land in ``extra_fields``).
+        simdjson indexes the page; per record only the id, the minified record and the
+        minified ``relationship`` become Python objects, for the length of one page. The ids
+        go to ``seen`` (the pull's exact key set, kept outside Python objects) in one call,
+        which says which records are duplicates. For Parquet, :meth:`to_arrow` then parses
+        the page itself with Arrow's JSON reader on the writer thread. A record with top-level
+        fields the spec does not list sends the page to the row path (they land in
+        ``extra_fields``).
         """
         import simdjson
 
         obj, arr = simdjson.Object, simdjson.Array
         doc = self._parse(content)
-        mask: list[bool] = []
+        ids: list[Any] = []
         rels: list[bytes | None] = []
         canonicals: list[bytes] = []
-        dropped = 0
         regular = True
         known = _KNOWN_CONVERSION_FIELDS
         for c in doc[key]:
             if type(c) is not obj:
                 raise SchemaMismatchError(f"conversion record is not an object: {c!r:.200}")
-            if seen is not None:
-                ident = c.get("conversion_id")
-                if ident in seen:
-                    mask.append(False)
-                    dropped += 1
-                    continue
-                seen.add(ident)
-            mask.append(True)
-            canonicals.append(c.mini)
+            ids.append(c.get("conversion_id"))
+            # pysimdjson's stub types .mini as str; it returns bytes (the ignores below).
+            canonicals.append(c.mini)  # type: ignore[arg-type]
             if regular and not known.issuperset(c.keys()):
                 regular = False
             rel = c.get("relationship")
-            rels.append(rel.mini if type(rel) is obj or type(rel) is arr else _scalar_json(rel))
+            mini = rel.mini if type(rel) is obj or type(rel) is arr else _scalar_json(rel)
+            rels.append(mini)  # type: ignore[arg-type]
         del c, rel, doc  # the parser is reused: no proxy may outlive the page
+        mask = seen.add_many(ids) if seen is not None else [True] * len(ids)
+        dropped = mask.count(False)
+        if dropped:
+            canonicals = list(itertools.compress(canonicals, mask))
+            rels = list(itertools.compress(rels, mask))
         if format != "parquet":
             return list(canonicals), canonicals, dropped
         return _PagePayload(content, key, mask, rels, regular), canonicals, dropped
@@ -358,6 +480,7 @@ class ConversionSchema(RecordSchema):
                 unexpected_field_behavior="ignore",
                 newlines_in_values=True,
             ),
+            memory_pool=landing_memory_pool(),
         )
         records = table.column(payload.key).combine_chunks()
         if len(records) != 1:
@@ -382,11 +505,12 @@ class ConversionSchema(RecordSchema):
         last = snaps.values.take(pc.if_else(pc.greater(lengths, 0), ends, None))
         derived["rel_on_hold_conversion_id"] = pc.struct_field(last, "on_hold_conversion_id")
         derived["rel_on_hold_status"] = pc.struct_field(last, "status")
+        seconds = self.input_schema
         columns = [
-            derived[name] if name in derived else structs.field(name)
-            for name in self.arrow_schema.names
-        ]
-        return pa.Table.from_arrays(columns, schema=self.arrow_schema)
+            derived[f.name] if f.name in derived else structs.field(f.name).cast(f.type)
+            for f in seconds
+        ]  # the casts: int64 Unix seconds -> timestamp[s] (zero-copy); the rest are no-ops
+        return _to_landed(pa.Table.from_arrays(columns, schema=seconds), self.arrow_schema)
 
     @functools.cache  # noqa: B019 - one schema object per process (conversion_schema())
     def _envelope(self, key: str) -> pa.Schema:
@@ -394,7 +518,11 @@ class ConversionSchema(RecordSchema):
         import pyarrow as pa
 
         derived = {n for n, _ in _REL_COLUMNS} | {"relationship", "extra_fields"}
-        fields = [f.with_nullable(True) for f in self.arrow_schema if f.name not in derived]
+        fields = [
+            pa.field(f.name, pa.int64()) if f.name in TIMESTAMP_FIELDS else f.with_nullable(True)
+            for f in self.arrow_schema
+            if f.name not in derived
+        ]  # Arrow's JSON reader takes numbers as int64; table_from_page casts them
         relationship = pa.struct(
             [
                 pa.field("offer", pa.struct([pa.field("network_offer_id", pa.int64())])),
@@ -438,9 +566,10 @@ def _minified(doc: Any) -> tuple[bytes, bytes | None]:
 
     rel = doc.get("relationship")
     rel_json = rel.mini if isinstance(rel, simdjson.Object | simdjson.Array) else _scalar_json(rel)
-    canonical = doc.mini
+    canonical: bytes = doc.mini
     del doc, rel
-    return canonical, rel_json
+    # pysimdjson's stub types .mini as str; it returns bytes.
+    return canonical, rel_json  # type: ignore[return-value]
 
 
 def _conversion_row(record: dict[str, Any], rel_json: bytes | None) -> dict[str, Any]:
@@ -490,19 +619,6 @@ def conversion_schema() -> ConversionSchema:
 # Aggregated reporting row (affiliate entity table)
 # --------------------------------------------------------------------------------------------
 
-#: Group columns the entity table accepts ("not shown" in the spec; the sandbox documents them).
-REPORT_COLUMNS: tuple[str, ...] = (
-    "offer",
-    "advertiser",
-    "country",
-    "platform",
-    "device_type",
-    *(f"sub{i}" for i in range(1, 6)),
-)
-#: Time columns; a request may hold at most one.
-TIME_COLUMNS: tuple[str, ...] = ("hour", "date", "week", "month", "year")
-MAX_REPORT_COLUMNS = 10
-
 _REPORT_COUNTS: tuple[str, ...] = (
     "imp",
     "total_click",
@@ -539,10 +655,9 @@ def validate_report_columns(columns: Iterable[str | dict[str, Any]]) -> list[str
         if not isinstance(name, str) or not name:
             raise ConfigValidationError(f"report column {col!r} is not a column name")
         names.append(name)
-    if not 1 <= len(names) <= MAX_REPORT_COLUMNS:
-        raise ConfigValidationError(
-            f"report columns: {len(names)} given, the entity table takes 1 to {MAX_REPORT_COLUMNS}"
-        )
+    problem = column_count_problem(names)
+    if problem is not None and not 1 <= len(names) <= MAX_REPORT_COLUMNS:
+        raise ConfigValidationError(f"report columns: {problem}")
     unknown = [n for n in names if n not in REPORT_COLUMNS and n not in TIME_COLUMNS]
     if unknown:
         raise ConfigValidationError(
@@ -550,11 +665,8 @@ def validate_report_columns(columns: Iterable[str | dict[str, Any]]) -> list[str
         )
     if len(set(names)) != len(names):
         raise ConfigValidationError(f"report columns: duplicates in {names}")
-    times = [n for n in names if n in TIME_COLUMNS]
-    if len(times) > 1:
-        raise ConfigValidationError(
-            f"report columns: at most one time column ({'/'.join(TIME_COLUMNS)}), got {times}"
-        )
+    if problem is not None:  # the time-column rule (checked after names, as before)
+        raise ConfigValidationError(f"report columns: {problem}")
     return names
 
 

@@ -170,9 +170,7 @@ def count_same_within(
             ),
             # Records, then "up to time + window" probes after equal times, "before time -
             # window" probes before them.
-            "kind": pa.concat_arrays(
-                [pa.repeat(pa.scalar(k, pa.int8()), n) for k in (0, 1, -1)]  # type: ignore[attr-defined]
-            ),
+            "kind": pa.concat_arrays([pa.repeat(pa.scalar(k, pa.int8()), n) for k in (0, 1, -1)]),
         }
     )
     order = pc.sort_indices(
@@ -200,8 +198,9 @@ def _count_same_within_python(
         for i, (c, t) in enumerate(zip(codes, times, strict=True))
     ]
     groups: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    for i in [i for i, value in enumerate(result) if value == 0]:
-        groups[codes[i]].append((times[i], i))  # type: ignore[index,arg-type]
+    for i, (c, t) in enumerate(zip(codes, times, strict=True)):
+        if result[i] == 0 and c is not None and t is not None:  # 0: code and time are known
+            groups[c].append((t, i))
     for members in groups.values():
         members.sort()
         ts = [t for t, _ in members]
@@ -219,7 +218,7 @@ def share_same(key: Codes, per: Codes | None) -> list[float | None]:
     """Share of the batch (or of the ``per`` group) that has this record's value."""
     if per is None:
         counts = _row_counts(*key)
-        return _ratio(counts, pa.scalar(len(counts), pa.float64()))  # type: ignore[arg-type]
+        return _ratio(counts, pa.scalar(len(counts), pa.float64()))
     return _ratio(_row_counts(*combine([key, per])), _row_counts(*per))
 
 
@@ -287,7 +286,7 @@ def _ratio_to_median_python(
         medians[g] = values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2
     out: list[float | None] = []
     for v, g in zip(numbers, group_codes, strict=True):
-        median = medians.get(g) if g is not None else None  # type: ignore[arg-type]
+        median = medians.get(g) if g is not None else None
         out.append(v / median if v is not None and median else None)
     return out
 

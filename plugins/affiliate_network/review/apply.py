@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
@@ -90,7 +91,7 @@ class OnHoldWriter:
         to_date: str,
         timezone_id: int,
         chunk_size: int,
-        log: Any,
+        log: TaskLog,
         on_chunk: Callable[[], None] | None = None,
     ) -> None:
         self.hook = hook

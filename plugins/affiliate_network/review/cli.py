@@ -155,7 +155,7 @@ def _decode_json(value: Any, what: str, source: Path) -> Any:
         return value
     try:
         return json.loads(value)
-    except ValueError as err:
+    except json.JSONDecodeError as err:
         raise StorageError(f"{source}: {what} is not valid JSON ({err.msg})") from None
 
 

@@ -47,7 +47,7 @@ CompiledCondition = Callable[["Batch", Idx], Idx]
 
 def _to_number(value: Any) -> float | None:
     kind = type(value)
-    if kind is int or kind is float:
+    if type(value) is int or type(value) is float:
         return value
     if kind is str:
         try:
@@ -73,7 +73,7 @@ def _fetch(rows: Sequence[Any], keys: list[str], *, nested: bool) -> list[Sequen
     """Columns of ``keys`` read from ``rows`` (dicts, or anything for nested levels) in one pass."""
     if nested:
         # Nested levels may hold None or non-dicts: guard them with an empty dict.
-        empty: dict = {}
+        empty: dict[str, Any] = {}
         rows = [r if type(r) is dict else empty for r in rows]
     if len(keys) == 1:
         key = keys[0]
@@ -172,7 +172,9 @@ class Batch:
         the records (``relationship`` read once for all its members, and so on).
     """
 
-    def __init__(self, records: Sequence[dict], now: float, prefetch: Sequence[str] = ()) -> None:
+    def __init__(
+        self, records: Sequence[dict[str, Any]], now: float, prefetch: Sequence[str] = ()
+    ) -> None:
         self.records = records
         self.now = now
         self._columns: dict[str, Sequence[Any]] = {}
@@ -224,9 +226,9 @@ class Batch:
             try:
                 # Fast path: lists of dicts that all carry the key. Most lists hold one
                 # element (one on-hold snapshot): a literal 1-tuple halves the cost of map().
-                getter = itemgetter(key)
+                pick = itemgetter(key)
                 return [
-                    (lst[0][key],) if len(lst) == 1 else tuple(map(getter, lst)) if lst else ()
+                    (lst[0][key],) if len(lst) == 1 else tuple(map(pick, lst)) if lst else ()
                     for lst in lists
                 ]
             except (TypeError, KeyError):
@@ -329,14 +331,15 @@ def _numeric_cmp(op: str, value: Any) -> Callable[[float], bool]:
 _NEGATIONS = {"ne": "eq", "not_in": "in", "missing": "exists"}
 
 
-def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
+def _compile_test(test: Test, lists: dict[str, list[Any]]) -> CompiledCondition:
     op, value = test.op, test.value
     if op in ("in", "not_in") and isinstance(value, str) and value.startswith("$"):
         value = lists[value[1:]]
     is_agg = test.agg is not None
     path = test.field
     multi = (not is_agg) and path is not None and path_is_multi(path)
-    ftype = "number" if is_agg else describe_path(path).type  # type: ignore[arg-type]
+    # A test has exactly one of field and agg (Test._subject): no field means an aggregate.
+    ftype = "number" if path is None else describe_path(path).type
     numbers, raw = _column_readers(test)
 
     positive = _NEGATIONS.get(op, op)
@@ -364,23 +367,23 @@ def _compile_test(test: Test, lists: dict[str, list]) -> CompiledCondition:
 
 def _column_readers(
     test: Test,
-) -> tuple[Callable[[Batch], list[Any]], Callable[[Batch], Sequence[Any]]]:
+) -> tuple[Callable[[Batch], Sequence[Any]], Callable[[Batch], Sequence[Any]]]:
     """The test's column as numbers and as raw values (an aggregate is numbers either way)."""
     path = test.field
-    if test.agg is not None:
+    if path is None:  # an aggregate (a test has exactly one of field and agg)
 
-        def numbers(batch: Batch) -> list[Any]:
+        def numbers(batch: Batch) -> Sequence[Any]:
             return batch.aggregate(test)
 
-        def raw(batch: Batch) -> list[Any]:
+        def raw(batch: Batch) -> Sequence[Any]:
             return batch.aggregate(test)
     else:
 
-        def numbers(batch: Batch) -> list[Any]:
-            return batch.numeric(path)  # type: ignore[arg-type]
+        def numbers(batch: Batch) -> Sequence[Any]:
+            return batch.numeric(path)
 
-        def raw(batch: Batch) -> list[Any]:
-            return batch.column(path)  # type: ignore[arg-type]
+        def raw(batch: Batch) -> Sequence[Any]:
+            return batch.column(path)
 
     return numbers, raw
 
@@ -391,12 +394,13 @@ def _compile_general(
     """Slow but general: any element (multi) must satisfy the test; for untyped values,
     presence also looks at empty lists/objects."""
     pred = _predicate(positive, value)
+    hit: Callable[[Any], bool] = pred
     if multi:
 
-        def hit(v: Any) -> bool:
+        def any_hit(v: Any) -> bool:
             return any(pred(x) for x in v)
-    else:
-        hit = pred
+
+        hit = any_hit
     if negate:
 
         def run_any(batch: Batch, idx: Idx) -> Idx:
@@ -430,7 +434,7 @@ def _compile_equality(
 
 
 def _compile_membership(
-    op: str, items: frozenset, untyped: bool, raw: Callable[[Batch], Sequence[Any]]
+    op: str, items: frozenset[Any], untyped: bool, raw: Callable[[Batch], Sequence[Any]]
 ) -> CompiledCondition:
     if untyped:
         # Untyped values may be lists/objects (unhashable): never "in" a list of scalars.
@@ -514,7 +518,7 @@ def _compile_multi_eq(
 
 
 def _compile_multi_in(
-    items: frozenset, negate: bool, raw: Callable[[Batch], Sequence[Any]]
+    items: frozenset[Any], negate: bool, raw: Callable[[Batch], Sequence[Any]]
 ) -> CompiledCondition:
     if negate:
 
@@ -532,7 +536,7 @@ def _compile_multi_in(
 
 
 def _compile_numeric(
-    op: str, value: Any, numbers: Callable[[Batch], list[Any]]
+    op: str, value: Any, numbers: Callable[[Batch], Sequence[Any]]
 ) -> CompiledCondition:
     # One closure per operator so the comparison is inlined in the comprehension.
     if op == "gt":
@@ -565,7 +569,7 @@ def _compile_numeric(
     return run
 
 
-def compile_condition(condition: Any, lists: dict[str, list]) -> CompiledCondition:
+def compile_condition(condition: Any, lists: dict[str, list[Any]]) -> CompiledCondition:
     """Turn a validated condition into ``fn(batch, idx) -> matching idx`` (order preserved)."""
     if isinstance(condition, AllOf):
         children = [compile_condition(c, lists) for c in condition.all]
@@ -625,7 +629,7 @@ class Decision:
     __slots__ = ("_columns", "action", "index", "rule_id")
 
     def __init__(
-        self, index: int, rule_id: str, action: str, columns: Sequence[tuple[str, Sequence]]
+        self, index: int, rule_id: str, action: str, columns: Sequence[tuple[str, Sequence[Any]]]
     ) -> None:
         self.index = index
         self.rule_id = rule_id
@@ -718,7 +722,8 @@ class RuleSet:
         members: dict[str, None] = {}
         for compiled in self.compiled:
             for test in compiled.tests:
-                paths = [test.field] if test.field else [*test.agg.fields, *test.agg.per_fields]  # type: ignore[union-attr]
+                agg = test.agg
+                paths = [*agg.fields, *agg.per_fields] if agg is not None else [test.label()]
                 for path in paths:
                     if path in DERIVED_FIELDS:
                         if any(n.startswith("relationship.") for n in DERIVED_FIELDS[path].needs):
@@ -753,7 +758,7 @@ class RuleSet:
 
     def evaluate(
         self,
-        records: Sequence[dict],
+        records: Sequence[dict[str, Any]],
         *,
         now: float | None = None,
         eligible: Sequence[int] | None = None,
@@ -773,7 +778,7 @@ class RuleSet:
 
     def _evaluate(
         self,
-        records: Sequence[dict],
+        records: Sequence[dict[str, Any]],
         now: float | None,
         eligible: Sequence[int] | None,
         started: float,
@@ -793,7 +798,7 @@ class RuleSet:
             if not hit:
                 continue
             columns = [
-                (t.label(), batch.aggregate(t) if t.agg is not None else batch.column(t.field))  # type: ignore[arg-type]
+                (t.label(), batch.column(t.field) if t.field is not None else batch.aggregate(t))
                 for t in compiled.tests
             ]
             rule_id, action = compiled.rule.id, compiled.rule.action

@@ -286,7 +286,7 @@ def describe_path(path: str) -> PathInfo:
 _MISSING = object()
 
 
-def compile_getter(path: str) -> Callable[[dict], Any]:
+def compile_getter(path: str) -> Callable[[dict[str, Any]], Any]:
     """Return a fast function ``record -> value`` for a path.
 
     A multi-valued path returns a tuple of the values found (possibly empty); a single-valued
@@ -299,14 +299,14 @@ def compile_getter(path: str) -> Callable[[dict], Any]:
     if len(segments) == 2 and segments[0].index is None and segments[1].index is None:
         k1, k2 = segments[0].key, segments[1].key
 
-        def get2(record: dict) -> Any:
+        def get2(record: dict[str, Any]) -> Any:
             inner = record.get(k1)
             return inner.get(k2) if isinstance(inner, dict) else None
 
         return get2
     info_multi = _path_is_multi(segments)
 
-    def get(record: dict) -> Any:
+    def get(record: dict[str, Any]) -> Any:
         values: list[Any] = [record]
         for segment in segments:
             key, index = segment.key, segment.index
@@ -363,9 +363,9 @@ class ColumnSource(Protocol):
 
     now: float
 
-    def column(self, path: str) -> list[Any]: ...
+    def column(self, path: str) -> Sequence[Any]: ...
 
-    def numeric(self, path: str) -> list[Any]: ...
+    def numeric(self, path: str) -> Sequence[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -413,26 +413,26 @@ def _age_hours(b: ColumnSource) -> list[Any]:
     return [None if s is None else s / 3600.0 for s in b.column("age_seconds")]
 
 
-def _snapshots(record: dict) -> list:
+def _snapshots(record: dict[str, Any]) -> list[Any]:
     rel = record.get("relationship")
     snaps = rel.get("on_hold_snapshots") if isinstance(rel, dict) else None
     return snaps if isinstance(snaps, list) else []
 
 
-def last_on_hold_snapshot(record: dict) -> dict | None:
+def last_on_hold_snapshot(record: dict[str, Any]) -> dict[str, Any] | None:
     """The CURRENT on-hold state: the last snapshot of ``relationship.on_hold_snapshots``."""
     snaps = _snapshots(record)
     last = snaps[-1] if snaps else None
     return last if isinstance(last, dict) else None
 
 
-def on_hold_status(record: dict) -> str | None:
+def on_hold_status(record: dict[str, Any]) -> str | None:
     """``on_hold``, ``approved``, ``rejected``... or ``None`` for a conversion never held."""
     last = last_on_hold_snapshot(record)
     return last.get("status") if last else None
 
 
-def on_hold_conversion_id(record: dict) -> str | None:
+def on_hold_conversion_id(record: dict[str, Any]) -> str | None:
     """The ID the on-hold PATCH takes (from the latest snapshot carrying one)."""
     for snap in reversed(_snapshots(record)):
         if isinstance(snap, dict) and snap.get("on_hold_conversion_id"):
@@ -440,11 +440,12 @@ def on_hold_conversion_id(record: dict) -> str | None:
     return None
 
 
-def on_hold_since(record: dict) -> float | None:
+def on_hold_since(record: dict[str, Any]) -> float | None:
     """When the conversion went on hold: the first snapshot's ``unix_timestamp``."""
     for snap in _snapshots(record):
-        if isinstance(snap, dict) and _num(snap.get("unix_timestamp")) is not None:
-            return snap["unix_timestamp"]
+        since = _num(snap.get("unix_timestamp")) if isinstance(snap, dict) else None
+        if since is not None:
+            return since
     return None
 
 

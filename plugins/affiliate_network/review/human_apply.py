@@ -35,6 +35,7 @@ from affiliate_network.review.requests import (
     UNANSWERED,
     rule_of_subject,
 )
+from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
@@ -89,7 +90,7 @@ def plan_choices(
     responses: Sequence[Any],
     rows: Sequence[Mapping[str, Any]],
     reject_status: str,
-    log: Any = None,
+    log: TaskLog | None = None,
 ) -> tuple[dict[str, list[str]], Decided]:
     """Status -> on-hold ids to send, and on-hold id -> (choice, responder).
 
@@ -154,7 +155,7 @@ def apply_human_choices(
     chunk_size: int,
     timezone_id: int | None = None,
     lease_wait_minutes: float = 35.0,
-    log: Any = None,
+    log: TaskLog | None = None,
 ) -> HumanApplyResult:
     """Apply the answers to the review run that ``summary`` describes.
 

@@ -67,7 +67,9 @@ class HumanDecisions:
             pass
         return self
 
-    def kept(self, row: Mapping[str, Any], *, now: float, keep_hours: float) -> dict | None:
+    def kept(
+        self, row: Mapping[str, Any], *, now: float, keep_hours: float
+    ) -> dict[str, Any] | None:
         """The stored "keep on hold" answer that still covers this audit row, else None."""
         rec = self.by_id.get(str(row.get("on_hold_conversion_id")))
         if not rec or rec.get("choice") != KEEP:

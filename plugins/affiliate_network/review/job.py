@@ -40,6 +40,7 @@ from affiliate_network.review.traffic import (
     review_fields,
     traffic_snapshot_path,
 )
+from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
@@ -190,7 +191,7 @@ def run_review(
     options: ReviewOptions,
     run: ReviewRun,
     dry_run: bool,
-    log: Any = None,
+    log: TaskLog | None = None,
 ) -> ReviewResult:
     """Decide the on-hold conversions of ``window`` and, unless ``dry_run``, apply the clear cases.
 
@@ -265,7 +266,7 @@ def run_review(
 
 
 def _log_decisions(
-    log: Any,
+    log: TaskLog,
     ruleset: RuleSet,
     window: ReviewWindow,
     evaluation: Evaluation,
@@ -301,7 +302,7 @@ def _check_guardrails(
     rows: list[dict[str, Any]],
     dry_run: bool,
     run: ReviewRun,
-    log: Any,
+    log: TaskLog,
 ) -> str | None:
     """``None`` when the run may write; a dry run gets the message a real run would fail with.
 
@@ -327,7 +328,7 @@ def _write_decisions(
     window: ReviewWindow,
     options: ReviewOptions,
     run: ReviewRun,
-    log: Any,
+    log: TaskLog,
 ) -> WriteTotals:
     """Apply approvals, then rejections, under the network's write lease; fill in the rows."""
     from affiliate_network.review.lease import WriteLease, lease_path

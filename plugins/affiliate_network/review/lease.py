@@ -29,6 +29,7 @@ from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import LeaseBusyError
 from affiliate_network.review.audit import conn_dir_name
+from affiliate_network.tasklog import TaskLog
 
 __all__ = ["LeaseBusyError", "WriteLease", "lease_path"]
 
@@ -128,7 +129,7 @@ class WriteLease:
 
     # -- protocol -------------------------------------------------------------------------------
 
-    def acquire(self, *, wait_s: float, poll_s: float = 5.0, log: Any = None) -> None:
+    def acquire(self, *, wait_s: float, poll_s: float = 5.0, log: TaskLog | None = None) -> None:
         """Hold the lease, waiting up to ``wait_s`` for another holder to finish."""
         deadline = self._clock() + wait_s
         announced = False

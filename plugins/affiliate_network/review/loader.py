@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from affiliate_network import yamlguard
 from affiliate_network.exceptions import ConfigValidationError
@@ -100,7 +101,7 @@ def _format_loc(loc: Loc) -> str:
     return out
 
 
-def _clean_loc(loc: tuple, data: Any) -> Loc:
+def _clean_loc(loc: tuple[Any, ...], data: Any) -> Loc:
     """Drop pydantic's union/discriminator tags: keep only steps that exist in the data."""
     out: list[str | int] = []
     current = data
@@ -173,7 +174,7 @@ def _rule_id(data: Any, loc: Loc) -> str | None:
     return None
 
 
-def _message(error: dict, loc: Loc, data: Any) -> str:
+def _message(error: ErrorDetails, loc: Loc, data: Any) -> str:
     kind, last = error["type"], (loc[-1] if loc else None)
     if kind == "extra_forbidden":
         parent = _get(data, loc[:-1])
@@ -221,7 +222,7 @@ def _raise(source: str, errors: list[RuleError]) -> NoReturn:
         + "\n".join(f"  {e}" for e in errors)
     )
     exc = ConfigValidationError(text)
-    exc.errors = errors  # type: ignore[attr-defined]
+    exc.errors = errors
     raise exc
 
 
@@ -287,13 +288,13 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, Any]:
     except yaml.YAMLError as err:  # a tag no safe constructor knows (``!!python/...``)
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        problem = getattr(err, "problem", None) or type(err).__name__
-        _raise(source, [RuleError(source, line, None, "", f"not valid YAML: {problem}")])
+        reason = getattr(err, "problem", None) or type(err).__name__
+        _raise(source, [RuleError(source, line, None, "", f"not valid YAML: {reason}")])
     return node, data
 
 
 def _error_adder(
-    source: str, data: dict, lines: dict[Loc, int], errors: list[RuleError]
+    source: str, data: dict[str, Any], lines: dict[Loc, int], errors: list[RuleError]
 ) -> Callable[[Loc, str], None]:
     """``add(loc, message)``: append a :class:`RuleError` with its line, rule id and field."""
 
@@ -320,7 +321,9 @@ def _error_adder(
     return add
 
 
-def _structural_errors(err: ValidationError, data: dict, add: Callable[[Loc, str], None]) -> None:
+def _structural_errors(
+    err: ValidationError, data: dict[str, Any], add: Callable[[Loc, str], None]
+) -> None:
     """The model's validation errors, one per location, then the semantic problems of the
     rules that are structurally fine."""
     seen: set[Loc] = set()
@@ -336,11 +339,12 @@ def _structural_errors(err: ValidationError, data: dict, add: Callable[[Loc, str
     _semantic_for_valid_rules(data, broken_rules, add)
 
 
-def _semantic_for_valid_rules(data: dict, broken: set[int], add: Any) -> None:
+def _semantic_for_valid_rules(data: dict[str, Any], broken: set[int], add: Any) -> None:
     rules = data.get("rules")
     if not isinstance(rules, list):
         return
-    lists = data.get("lists") if isinstance(data.get("lists"), dict) else {}
+    raw_lists = data.get("lists")
+    lists: dict[str, Any] = raw_lists if isinstance(raw_lists, dict) else {}
     ids = [
         r.get("id") if isinstance(r, dict) and isinstance(r.get("id"), str) else None for r in rules
     ]
@@ -360,7 +364,7 @@ def _semantic_for_valid_rules(data: dict, broken: set[int], add: Any) -> None:
             add(loc, message)
 
 
-def _semantic_for_valid_tests(raw: Any, loc: Loc, lists: dict, add: Any) -> None:
+def _semantic_for_valid_tests(raw: Any, loc: Loc, lists: dict[str, Any], add: Any) -> None:
     if not isinstance(raw, dict):
         return
     if "field" in raw or "agg" in raw:

@@ -190,7 +190,10 @@ class Test(_Strict):
         return self
 
     def label(self) -> str:
-        return self.field if self.field is not None else self.agg.label()  # type: ignore[union-attr]
+        if self.agg is not None:
+            return self.agg.label()
+        assert self.field is not None  # _subject: exactly one of field and agg
+        return self.field
 
 
 class AllOf(_Strict):
@@ -321,7 +324,7 @@ def _type_ok(ftype: str, value: Any) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
-def _check_value(test: Test, ftype: str, lists: dict[str, list]) -> tuple[str, str] | None:
+def _check_value(test: Test, ftype: str, lists: dict[str, list[Any]]) -> tuple[str, str] | None:
     """Return (key, message) for the first problem of a test's op/value, or None."""
     op, value, given = test.op, test.value, "value" in test.model_fields_set
     subject = f"{test.label()!r} ({ftype})"
@@ -432,7 +435,9 @@ def _agg_errors(agg: Aggregate, loc: Loc) -> list[tuple[Loc, str]]:
     return errors
 
 
-def rule_semantic_errors(rule: Rule, index: int, lists: dict[str, list]) -> list[tuple[Loc, str]]:
+def rule_semantic_errors(
+    rule: Rule, index: int, lists: dict[str, list[Any]]
+) -> list[tuple[Loc, str]]:
     """Semantic errors of one structurally valid rule."""
     errors: list[tuple[Loc, str]] = []
     for test, loc in iter_tests(rule.when, ("rules", index, "when")):
@@ -440,7 +445,9 @@ def rule_semantic_errors(rule: Rule, index: int, lists: dict[str, list]) -> list
     return errors
 
 
-def test_semantic_errors(test: Test, loc: Loc, lists: dict[str, list]) -> list[tuple[Loc, str]]:
+def test_semantic_errors(
+    test: Test, loc: Loc, lists: dict[str, list[Any]]
+) -> list[tuple[Loc, str]]:
     """Semantic errors of one structurally valid leaf condition at ``loc``."""
     if test.field is not None:
         try:

@@ -18,9 +18,14 @@ UNANSWERED = "no valid answer"
 KEEP_PARAM = "keep_on_hold"
 #: Conversions listed in one request body (the choice applies to all of the rule's conversions).
 BODY_ROWS = 50
+#: Between the rule id and the count in a subject; never part of a rule id.
+_SUBJECT_SEP = ": "
+_OLD_SUBJECT_PREFIX = "On-hold review: "
 
 
-def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS) -> list[dict]:
+def build_review_requests(
+    summary: dict[str, Any], *, max_rows: int = BODY_ROWS
+) -> list[dict[str, Any]]:
     """One human-in-the-loop request per rule with ``review`` decisions in the run's audit.
 
     :param summary: the :class:`OnHoldReviewOperator` return value (counts + ``audit_path``).
@@ -31,7 +36,7 @@ def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS)
     if not summary or summary.get("dry_run") or not summary.get("review_pending"):
         return []
     rows = [r for r in read_jsonl(summary["audit_path"]) if r["action"] == "review"]
-    by_rule: dict[str, list[dict]] = {}
+    by_rule: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_rule.setdefault(row["rule_id"], []).append(row)
     requests = []
@@ -63,17 +68,32 @@ def build_review_requests(summary: dict[str, Any], *, max_rows: int = BODY_ROWS)
         if len(items) > max_rows:
             lines.append(f"\n… and {len(items) - max_rows} more (highest payout shown first).")
         lines.append(f"\nAudit file: `{summary['audit_path']}`")
-        requests.append(
-            {
-                "subject": f"On-hold review: {len(items)} conversions flagged by rule {rule_id}",
-                "body": "\n".join(lines),
-            }
-        )
+        requests.append({"subject": review_subject(rule_id, len(items)), "body": "\n".join(lines)})
     return requests
 
 
+def review_subject(rule_id: str, count: int) -> str:
+    """``<rule id>: N conversion(s) to review``: short, the rule first.
+
+    Airflow's "Required Actions" list cuts a subject after two lines; the rule id leads so it
+    is never what is cut. Rule ids hold no ``:`` (letters, digits, ``_ . -``): it parses back.
+
+    :param rule_id: the rule that flagged the conversions.
+    :param count: how many it flagged.
+    """
+    return f"{rule_id}{_SUBJECT_SEP}{count} conversion{'' if count == 1 else 's'} to review"
+
+
 def rule_of_subject(subject: str) -> str:
-    return subject.rsplit(" rule ", 1)[-1].strip()
+    """The rule id a request's subject names (see :func:`review_subject`).
+
+    :param subject: the subject of a request this module built, new or older form.
+    """
+    # Older form, "On-hold review: N conversions flagged by rule <id>": a request still waiting
+    # from before an upgrade is answered after it.
+    if subject.startswith(_OLD_SUBJECT_PREFIX) and " rule " in subject:
+        return subject.rsplit(" rule ", 1)[-1].strip()
+    return subject.split(_SUBJECT_SEP, 1)[0].strip()
 
 
 def _cell(text: str) -> str:

@@ -51,6 +51,7 @@ from airflow.sdk import ObjectStoragePath
 from affiliate_network.exceptions import InvalidRequestError
 from affiliate_network.review.audit import AUDIT_FIELDS
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
@@ -402,7 +403,7 @@ def pull_review_traffic(
     max_age_hours: float | None = DEFAULT_MAX_AGE_HOURS,
     refresh_chunk: int = DEFAULT_REFRESH_CHUNK,
     clock: Callable[[], float] = time.time,
-    log: Any = None,
+    log: TaskLog | None = None,
 ) -> TrafficPull:
     """Every conversion of the review window and its look-back, whatever its on-hold state,
     compacted to ``fields`` and ``relationship`` ``members``: from the snapshot plus what is new
@@ -507,7 +508,7 @@ def _full(
     page_size: int | None,
     reason: str,
     clock: Callable[[], float],
-    log: Any,
+    log: TaskLog,
 ) -> TrafficPull:
     """The whole window pulled; the snapshot rewritten unless it is ahead of this run."""
     # Keep the union of what this and the snapshot's rules read: two rules files sharing a

@@ -64,7 +64,9 @@ def review_window(
             moment = pendulum.parse(str(as_of), tz="UTC")
         except Exception as err:  # pendulum raises several parser errors
             raise ConfigValidationError(f"as_of {as_of!r} is not an ISO date-time") from err
-        moment_utc = dt.datetime.fromtimestamp(moment.timestamp(), dt.UTC)  # type: ignore[union-attr]
+        if not isinstance(moment, pendulum.DateTime):  # a duration (P1D) parses too
+            raise ConfigValidationError(f"as_of {as_of!r} is not an ISO date-time")
+        moment_utc = dt.datetime.fromtimestamp(moment.timestamp(), dt.UTC)
     else:
         moment_utc = now
     day: dt.date | None = None

@@ -72,7 +72,7 @@ _GEOS = [
     ("BR", "Sao Paulo", "Sao Paulo", 0, "Vivo", "pt", "Vivo"),
     ("MX", "CDMX", "Mexico City", 0, "Telmex", "es", "Telcel"),
 ]
-GEO_FRAGS = [
+GEO_FRAGS: list[dict[str, Any]] = [
     {
         "country": c,
         "region": r,
@@ -178,7 +178,7 @@ _DEVICES = [
         "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0",
     ),
 ]
-DEV_FRAGS = [
+DEV_FRAGS: list[dict[str, Any]] = [
     {
         "platform": p,
         "os_version": v,
@@ -255,6 +255,32 @@ class PairT:
         "top",
         "top_j",
     )
+
+    oid: int
+    fid: int
+    adv_id: int
+    group_id: int
+    payout: float
+    revenue: float
+    prid: int
+    base_sale: float
+    ev_name: str
+    ev_prid: int
+    ev_payout: float
+    ev_revenue: float
+    sub1s: tuple[str, ...]
+    #: Dict templates (record top level, relationship, advertiser global event, candidates).
+    top: dict[str, Any]
+    rel: dict[str, Any]
+    age: dict[str, Any]
+    age_ev: dict[str, Any]
+    cand_rel: dict[str, Any]
+    #: The same static parts as JSON chunks.
+    top_j: str
+    rel_j: str
+    age_j: str
+    age_ev_j: str
+    cand_j: str
 
 
 # First octets of ordinary (unique within a day) IPs. 185.x.x.x is reserved for planted
@@ -342,7 +368,7 @@ class Generator:
         self.n_aff = len(self.aff_ids)
         self.pairs = len(self.offer_ids) * self.n_aff
         self._days: dict[int, DayCtx] = {}
-        self._pairs: dict[int, tuple] = {}
+        self._pairs: dict[int, PairT] = {}
         #: Work counters (exposed by ``GET /_sandbox/stats``; tests assert on them).
         self.records_built = 0
         self.cores_computed = 0
@@ -653,7 +679,7 @@ class Generator:
 
     # --- building records ------------------------------------------------------------------------
 
-    def values(self, kind: int, c: DayCtx, idx: int, rate: float = 1.0) -> tuple:
+    def values(self, kind: int, c: DayCtx, idx: int, rate: float = 1.0) -> tuple[Any, ...]:
         """Per-record values of conversion or event ``idx`` of a day (writes applied).
 
         Both the dict builder and the JSON builder format exactly these values, so the two
@@ -711,7 +737,8 @@ class Generator:
         sub2 = f"s2-{(u2 >> 12) % _SUB2_SPACE:06d}"
         sub3 = _CREATIVES[(u2 >> 36) % 40]
         st = self.state
-        onhold_snaps = None
+        # None: no snapshots; True: only the initial one (built at the end); else the list.
+        onhold_snaps: list[dict[str, Any]] | bool | None = None
         snaps = None
         if kind == KIND_CONVERSION:
             v = vc
@@ -803,7 +830,7 @@ class Generator:
             "unix_timestamp": ts,
         }
 
-    def to_dict(self, vals: tuple, currency: str = "USD") -> dict[str, Any]:
+    def to_dict(self, vals: tuple[Any, ...], currency: str = "USD") -> dict[str, Any]:
         """A record as a dict (filters, aggregation, flowchart)."""
         (
             kind,
@@ -833,7 +860,7 @@ class Generator:
             v,
             c,
         ) = vals
-        rec = t.top.copy()
+        rec: dict[str, Any] = t.top.copy()
         rec["conversion_id"] = cid
         rec["transaction_id"] = tid
         rec["status"] = status
@@ -868,7 +895,7 @@ class Generator:
         rec["relationship"] = rel
         return rec
 
-    def to_json(self, vals: tuple, currency: str = "USD") -> str:
+    def to_json(self, vals: tuple[Any, ...], currency: str = "USD") -> str:
         """The same record as :meth:`to_dict`, formatted straight to JSON text (the hot path)."""
         (
             kind,
@@ -948,7 +975,9 @@ class Generator:
         values, to_json, kind, c = self.values, self.to_json, seg.kind, seg.ctx
         return [to_json(values(kind, c, i, rate), currency) for i in range(lo, hi)]
 
-    def dict_range(self, seg: Segment, lo: int, hi: int, currency: str = "USD") -> list[dict]:
+    def dict_range(
+        self, seg: Segment, lo: int, hi: int, currency: str = "USD"
+    ) -> list[dict[str, Any]]:
         rate = choices.CURRENCY_RATES[currency]
         self.records_built += hi - lo
         values, to_dict, kind, c = self.values, self.to_dict, seg.kind, seg.ctx

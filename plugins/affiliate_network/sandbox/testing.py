@@ -63,7 +63,7 @@ class RunningSandbox:
         self.eu_base_url = f"{url}/eu/v1"
         self.workdir = workdir
         self._http = requests.Session()
-        self.keys: dict[str, Any] = self.admin("GET", "/_sandbox/keys")
+        self.keys: dict[str, Any] = self._admin_object("GET", "/_sandbox/keys")
 
     @property
     def pid(self) -> int:
@@ -82,37 +82,51 @@ class RunningSandbox:
             raise SandboxAdminError(f"{method} {path} -> {resp.status_code}: {resp.text[:500]}")
         return resp.json()
 
+    def _admin_object(
+        self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """:meth:`admin` for the endpoints that answer one JSON object (checked)."""
+        doc = self.admin(method, path, json=json, params=params)
+        if not isinstance(doc, dict):
+            raise SandboxAdminError(f"{method} {path}: expected a JSON object, got {doc!r:.200}")
+        return doc
+
     def reset(self, **data_config: Any) -> dict[str, Any]:
         """Fresh state: startup data config with ``data_config`` overrides, no faults, no logs."""
         cfg = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in data_config.items()}
-        out = self.admin("POST", "/_sandbox/reset", json=cfg)
-        self.keys = self.admin("GET", "/_sandbox/keys")
+        out = self._admin_object("POST", "/_sandbox/reset", json=cfg)
+        self.keys = self._admin_object("GET", "/_sandbox/keys")
         return out
 
     def set_faults(self, **faults: Any) -> dict[str, Any]:
-        return self.admin("PUT", "/_sandbox/faults", json=faults)
+        return self._admin_object("PUT", "/_sandbox/faults", json=faults)
 
     def clear_faults(self) -> dict[str, Any]:
-        return self.admin("PUT", "/_sandbox/faults", json={})
+        return self._admin_object("PUT", "/_sandbox/faults", json={})
 
     def set_rate_limit(self, capacity: int, refill_per_second: float) -> dict[str, Any]:
-        return self.admin(
+        return self._admin_object(
             "PUT",
             "/_sandbox/rate_limit",
             json={"capacity": capacity, "refill_per_second": refill_per_second},
         )
 
     def requests_log(self) -> list[dict[str, Any]]:
-        return self.admin("GET", "/_sandbox/requests")["requests"]
+        logged = self._admin_object("GET", "/_sandbox/requests")["requests"]
+        if not isinstance(logged, list):
+            raise SandboxAdminError(
+                f"GET /_sandbox/requests: 'requests' is not a list: {logged!r:.200}"
+            )
+        return logged
 
     def request_counts(self) -> dict[str, Any]:
-        return self.admin("GET", "/_sandbox/requests/counts")
+        return self._admin_object("GET", "/_sandbox/requests/counts")
 
     def clear_requests(self) -> dict[str, Any]:
-        return self.admin("DELETE", "/_sandbox/requests")
+        return self._admin_object("DELETE", "/_sandbox/requests")
 
     def catalog(self, region: str = "default") -> dict[str, Any]:
-        return self.admin("GET", "/_sandbox/catalog", params={"region": region})
+        return self._admin_object("GET", "/_sandbox/catalog", params={"region": region})
 
     def truth(
         self,
@@ -121,7 +135,7 @@ class RunningSandbox:
         timezone_id: int | None = None,
         region: str = "default",
     ) -> dict[str, Any]:
-        return self.admin(
+        return self._admin_object(
             "GET",
             "/_sandbox/truth/conversions",
             params=_window_params(from_date, to_date, timezone_id, region),
@@ -134,17 +148,17 @@ class RunningSandbox:
         timezone_id: int | None = None,
         region: str = "default",
     ) -> dict[str, Any]:
-        return self.admin(
+        return self._admin_object(
             "GET",
             "/_sandbox/truth/planted",
             params=_window_params(from_date, to_date, timezone_id, region),
         )
 
     def objects(self, kind: str, region: str = "default") -> dict[str, Any]:
-        return self.admin("GET", f"/_sandbox/objects/{kind}", params={"region": region})
+        return self._admin_object("GET", f"/_sandbox/objects/{kind}", params={"region": region})
 
     def stats(self) -> dict[str, Any]:
-        return self.admin("GET", "/_sandbox/stats")
+        return self._admin_object("GET", "/_sandbox/stats")
 
     def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL after 10 s). Safe to call twice."""

@@ -55,8 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         state = load_desired_state(args.file)
         if args.command == "validate":
-            counts = ", ".join(f"{n} {section}" for section, n in state.counts().items() if n)
-            print(f"{args.file}: valid ({counts or 'no objects'})")
+            summary = ", ".join(f"{n} {section}" for section, n in state.counts().items() if n)
+            print(f"{args.file}: valid ({summary or 'no objects'})")
             return 0
 
         from affiliate_network.sync.ledger import Ledger, default_ledger_path

@@ -1,7 +1,10 @@
 """The ledger: what the sync last applied to the network, kept durably beside the reports.
 
-Storage choice: a JSON document in object storage (``ObjectStoragePath``), by default
-``<data base>/sync/ledger-<connection id>.json``, not an Airflow Variable. Why:
+Storage choice: a JSON document beside the reports, by default
+``<data base>/sync/ledger-<connection id>.json``, not an Airflow Variable. A local path is a plain
+file (:class:`pathlib.Path`); a URL (``s3://``, ``gs://``, ``file://``...) goes through Airflow's
+``ObjectStoragePath``, imported only then, so ``affiliate-network-sync plan`` on a local ledger
+does not pay seconds for importing Airflow. Why not a Variable:
 
 - The plan must be readable outside a running task: ``affiliate-network-sync plan FILE
   --ledger PATH`` (a reviewer's laptop, CI on a pull request) diffs against the very file the DAG
@@ -34,25 +37,48 @@ Document shape::
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
-
-from airflow.sdk import ObjectStoragePath
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+from urllib.parse import urlsplit
 
 from affiliate_network.exceptions import ConfigValidationError, SyncBlockedError
 from affiliate_network.paths import resolve_data_base
 
+if TYPE_CHECKING:
+    from airflow.sdk import ObjectStoragePath
+
+    #: Where a ledger lives: a local file, or an object in object storage.
+    LedgerPath: TypeAlias = Path | ObjectStoragePath
+
 LEDGER_VERSION = 1
 STATE_APPLIED = "applied"
 STATE_INTENT = "intent"
-#: Protocols whose files can be renamed atomically (local and mounted filesystems).
-_RENAMEABLE_PROTOCOLS = {"", "file", "local"}
+#: URL schemes of the local filesystem: such a ledger is a plain file, renamed atomically.
+_LOCAL_SCHEMES = {"file", "local"}
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _ledger_path(path: str | os.PathLike[str] | ObjectStoragePath) -> LedgerPath:
+    """A local path (or ``file://`` URL) as :class:`~pathlib.Path`; an object-store URL as
+    ``ObjectStoragePath`` (Airflow imported only then), kept as is when given as one (it may
+    carry a conn_id).
+    """
+    text = str(path)
+    if "://" not in text:
+        return Path(text)
+    parts = urlsplit(text)
+    if parts.scheme in _LOCAL_SCHEMES and not parts.netloc:
+        return Path(parts.path)
+    from airflow.sdk import ObjectStoragePath
+
+    return path if isinstance(path, ObjectStoragePath) else ObjectStoragePath(text)
 
 
 def default_ledger_path(conn_id: str, data_base: str | None = None) -> str:
@@ -69,14 +95,18 @@ class Ledger:
         for one network is refused for another, so a copied ledger cannot hide changes.
     """
 
-    def __init__(self, path: str | ObjectStoragePath, *, target: str | None = None) -> None:
-        self.path = path if isinstance(path, ObjectStoragePath) else ObjectStoragePath(str(path))
+    def __init__(
+        self, path: str | os.PathLike[str] | ObjectStoragePath, *, target: str | None = None
+    ) -> None:
+        self.path: LedgerPath = _ledger_path(path)
         self.target = target
         self._objects: dict[str, dict[str, Any]] = {}
 
     # ----- reading -------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | ObjectStoragePath, *, target: str | None = None) -> Ledger:
+    def load(
+        cls, path: str | os.PathLike[str] | ObjectStoragePath, *, target: str | None = None
+    ) -> Ledger:
         """Read the ledger (an absent file is an empty ledger, unless it was saved before).
 
         :raises ConfigValidationError: unreadable document, or a ledger of another network.
@@ -173,7 +203,7 @@ class Ledger:
             self.save()
 
     @property
-    def marker_path(self) -> ObjectStoragePath:
+    def marker_path(self) -> LedgerPath:
         """``<ledger>.synced``: written beside the ledger on its first save, never removed by
         the sync, so a ledger that disappears later is noticed instead of read as empty."""
         return self.path.parent / f"{self.path.name}.synced"
@@ -182,7 +212,7 @@ class Ledger:
         """Write the document atomically (temporary sibling + rename, or one object PUT)."""
         payload = json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.protocol in _RENAMEABLE_PROTOCOLS:
+        if isinstance(self.path, Path):
             tmp = self.path.parent / f".{self.path.name}.{uuid.uuid4().hex}.tmp"
             tmp.write_text(payload, encoding="utf-8")
             tmp.rename(self.path)

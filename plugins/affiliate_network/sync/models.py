@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -183,7 +183,7 @@ class OfferGroup(DesiredObject):
 
     network_offer_group_id: NetworkId
     name: Annotated[StrictStr, Field(min_length=1)]
-    offer_group_status: Literal[sf.OFFER_GROUP_STATUSES]  # type: ignore[valid-type]
+    offer_group_status: sf.OfferGroupStatus
     network_advertiser_id: NetworkId
     network_offer_ids: list[NetworkId]
     currency_id: CurrencyCode
@@ -223,9 +223,9 @@ class PayoutRevenueEntry(_Strict):
     :param is_default: the base entry; an offer has exactly one.
     """
 
-    payout_type: Literal[sf.PAYOUT_TYPES]  # type: ignore[valid-type]
+    payout_type: sf.PayoutType
     payout_amount: NonNegativeNumber
-    revenue_type: Literal[sf.REVENUE_TYPES]  # type: ignore[valid-type]
+    revenue_type: sf.RevenueType
     revenue_amount: NonNegativeNumber
     is_default: StrictBool
     # Optional record fields: sent only when written in the definition.
@@ -264,7 +264,8 @@ _OfferOptionalFields = create_model(
 )
 
 
-class Offer(_OfferOptionalFields):  # type: ignore[misc, valid-type]
+# The base is built at runtime (create_model, from spec_fields): mypy cannot see its class.
+class Offer(_OfferOptionalFields):  # type: ignore[misc, valid-type]  # see above
     """An offer, sent whole with ``PUT /networks/offers/{id}``.
 
     :param network_offer_id: the offer to update (there is no create endpoint).
@@ -377,9 +378,9 @@ class ScrubRate(DesiredObject):
     network_offer_id: NetworkId
     network_affiliate_id: NetworkId
     name: Annotated[StrictStr, Field(min_length=1)]
-    custom_setting_status: Literal[sf.CUSTOM_SETTING_STATUSES]  # type: ignore[valid-type]
+    custom_setting_status: sf.CustomSettingStatus
     scrub_rate_percentage: ScrubRatePercentage
-    scrub_rate_status: Literal[sf.SCRUB_RATE_STATUSES]  # type: ignore[valid-type]
+    scrub_rate_status: sf.ScrubRateStatus
     variables: list[ScrubRateVariable] | None = None
     ruleset: ScrubRateRuleset | None = None
 
@@ -393,7 +394,7 @@ class Channel(DesiredObject):
 
     network_channel_id: NetworkId
     name: Annotated[StrictStr, Field(min_length=1)]
-    status: Literal[sf.CHANNEL_STATUSES]  # type: ignore[valid-type]
+    status: sf.ChannelStatus
 
 
 class Category(DesiredObject):
@@ -408,7 +409,7 @@ class Category(DesiredObject):
 
     key: ObjectKey
     name: Annotated[StrictStr, Field(min_length=1)]
-    status: Literal[sf.CATEGORY_STATUSES]  # type: ignore[valid-type]
+    status: sf.CategoryStatus
 
 
 class OfferUrlStatus(DesiredObject):
@@ -419,7 +420,7 @@ class OfferUrlStatus(DesiredObject):
 
     network_offer_id: NetworkId
     network_offer_url_ids: Annotated[list[NetworkId], Field(min_length=1)]
-    url_status: Literal[sf.OFFER_URL_STATUSES]  # type: ignore[valid-type]
+    url_status: sf.OfferUrlStatus
 
     @property
     def object_key(self) -> str:

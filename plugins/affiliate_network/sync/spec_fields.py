@@ -11,6 +11,8 @@ Sections of ``affiliate-network-api.md`` each list is copied from are named in t
 
 from __future__ import annotations
 
+from typing import Literal, TypeAlias, get_args
+
 #: Offer group, "Cap fields on the offer group": period x metric, 16 numbers.
 CAP_PERIODS: tuple[str, ...] = ("daily", "weekly", "monthly", "global")
 CAP_METRICS: tuple[str, ...] = ("conversion", "payout", "revenue", "click")
@@ -95,16 +97,17 @@ NESTED_WHOLE_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 # --- Closed enumerations ("States and transitions" table and the endpoint bodies). ---
-OFFER_GROUP_STATUSES: tuple[str, ...] = ("active", "paused", "deleted")
-OFFER_URL_STATUSES: tuple[str, ...] = ("active", "paused", "deleted")
-CUSTOM_SETTING_STATUSES: tuple[str, ...] = ("active", "inactive")
-SCRUB_RATE_STATUSES: tuple[str, ...] = ("rejected", "pending")
-CHANNEL_STATUSES: tuple[str, ...] = ("active", "inactive")
-CATEGORY_STATUSES: tuple[str, ...] = ("active", "inactive")
+# Each is a Literal type (the models' field types) and the tuple of its values (messages, checks).
+OfferGroupStatus: TypeAlias = Literal["active", "paused", "deleted"]
+OfferUrlStatus: TypeAlias = Literal["active", "paused", "deleted"]
+CustomSettingStatus: TypeAlias = Literal["active", "inactive"]
+ScrubRateStatus: TypeAlias = Literal["rejected", "pending"]
+ChannelStatus: TypeAlias = Literal["active", "inactive"]
+CategoryStatus: TypeAlias = Literal["active", "inactive"]
 #: "Custom payout/revenue setting" lists the full payout and revenue type enumerations; the offer
 #: payout entries use the same types ("cpa"/"rpa" seen). ``blank`` only means "custom payout not
 #: enabled" on custom settings, so it is not accepted on an offer entry.
-PAYOUT_TYPES: tuple[str, ...] = (
+PayoutType: TypeAlias = Literal[
     "cpc",
     "cpa",
     "cpm",
@@ -115,8 +118,8 @@ PAYOUT_TYPES: tuple[str, ...] = (
     "cps_sku",
     "cpa_cps_sku",
     "prv_sku",
-)
-REVENUE_TYPES: tuple[str, ...] = (
+]
+RevenueType: TypeAlias = Literal[
     "rpc",
     "rpa",
     "rpm",
@@ -125,7 +128,15 @@ REVENUE_TYPES: tuple[str, ...] = (
     "rpa_sku",
     "rps_sku",
     "rpa_rps_sku",
-)
+]
+OFFER_GROUP_STATUSES: tuple[str, ...] = get_args(OfferGroupStatus)
+OFFER_URL_STATUSES: tuple[str, ...] = get_args(OfferUrlStatus)
+CUSTOM_SETTING_STATUSES: tuple[str, ...] = get_args(CustomSettingStatus)
+SCRUB_RATE_STATUSES: tuple[str, ...] = get_args(ScrubRateStatus)
+CHANNEL_STATUSES: tuple[str, ...] = get_args(ChannelStatus)
+CATEGORY_STATUSES: tuple[str, ...] = get_args(CategoryStatus)
+PAYOUT_TYPES: tuple[str, ...] = get_args(PayoutType)
+REVENUE_TYPES: tuple[str, ...] = get_args(RevenueType)
 #: Scrub rate percentage bounds ("Limits").
 SCRUB_RATE_PERCENTAGE_MIN = 0
 SCRUB_RATE_PERCENTAGE_MAX = 100

@@ -17,13 +17,13 @@ def _put_body(body: Any, known: set[str], id_field: str, object_id: int) -> dict
     :param id_field: the body field that repeats the path's id.
     :param object_id: the id in the path.
     """
-    body = v.obj(body)
-    unknown = set(body) - known
+    checked = v.obj(body)
+    unknown = set(checked) - known
     if unknown:
         raise invalid(f"unknown fields: {', '.join(sorted(unknown))}")
-    if id_field in body and body[id_field] != object_id:
+    if id_field in checked and checked[id_field] != object_id:
         raise invalid(f"{id_field} does not match the path")
-    return body
+    return checked
 
 
 class OffersArea(WorldBase):

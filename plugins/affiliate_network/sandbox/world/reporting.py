@@ -98,7 +98,7 @@ class ReportingArea(WorldBase):
         segs: list[Segment],
         flt: dict[str, set[str]],
         terms: list[tuple[str, str]],
-        key: tuple,
+        key: tuple[Any, ...],
     ) -> list[tuple[int, int]]:
         """(segment index, record index) of matching records, in report order (cached)."""
         ckey = (
@@ -148,26 +148,26 @@ class ReportingArea(WorldBase):
     def _lookup(self, stype: str, value: str) -> list[tuple[int, Any, int]]:
         gen = self.gen
         if stype == "conversion_id":
-            hit = gen.find_conversion(value)
-            return [hit] if hit else []
+            found = gen.find_conversion(value)
+            return [found] if found else []
         if stype == "transaction_id":
-            hit = gen.find_transaction(value)
-            if not hit:
+            tx = gen.find_transaction(value)
+            if not tx:
                 return []
-            c, i = hit
-            out = [(KIND_CONVERSION, c, i)]
+            c, i = tx
+            out: list[tuple[int, Any, int]] = [(KIND_CONVERSION, c, i)]
             j = gen.has_event(c, i)
             if j is not None:
                 out.append((KIND_EVENT, c, j))
             return out
-        hit = gen.find_on_hold(value)
-        return [(KIND_CONVERSION, hit[0], hit[1])] if hit else []
+        held = gen.find_on_hold(value)
+        return [(KIND_CONVERSION, held[0], held[1])] if held else []
 
     # ============================================================================================
     # PATCH /networks/reporting/onhold
     # ============================================================================================
 
-    def patch_onhold(self, body: Any, ignore_ids: list[str]) -> dict:
+    def patch_onhold(self, body: Any, ignore_ids: list[str]) -> dict[str, Any]:
         body = v.obj(body)
         ids = v.str_list(v.req(body, "on_hold_conversion_ids"), "on_hold_conversion_ids")
         if not ids:
@@ -211,7 +211,7 @@ class ReportingArea(WorldBase):
     # PUT /networks/reporting/conversions/{id}/saleamount
     # ============================================================================================
 
-    def put_sale_amount(self, conversion_id: str, body: Any) -> dict:
+    def put_sale_amount(self, conversion_id: str, body: Any) -> dict[str, Any]:
         body = v.obj(body)
         amount = v.number(v.req(body, "sale_amount"), "sale_amount", lo=0)
         is_event = body.get("is_event", False)
@@ -247,7 +247,7 @@ class ReportingArea(WorldBase):
     # GET /networks/reporting/transactions/{id}/flowchart
     # ============================================================================================
 
-    def flowchart(self, transaction_id: str) -> dict:
+    def flowchart(self, transaction_id: str) -> dict[str, Any]:
         gen = self.gen
         hit = gen.find_transaction(transaction_id)
         if hit is None:
@@ -340,7 +340,7 @@ class ReportingArea(WorldBase):
     # POST /affiliates/reporting/entity/table
     # ============================================================================================
 
-    def entity_table(self, affiliate_id: int, body: Any) -> dict:
+    def entity_table(self, affiliate_id: int, body: Any) -> dict[str, Any]:
         body = v.obj(body)
         t0, t1 = self.window(body, "aggregate")
         _, tzname = self.timezone(body)
@@ -368,8 +368,8 @@ class ReportingArea(WorldBase):
         tz = zoneinfo.ZoneInfo(tzname)
         gen = self.gen
         cat = self.catalog
-        groups: dict[tuple, dict[str, float]] = {}
-        labels: dict[tuple, list[dict]] = {}
+        groups: dict[tuple[Any, ...], dict[str, float]] = {}
+        labels: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         for seg in gen.segments(t0, t1, conversions=True, events=True):
             c, kind = seg.ctx, seg.kind
             for idx in range(seg.lo, seg.hi):
@@ -418,7 +418,7 @@ class ReportingArea(WorldBase):
         return doc
 
     @staticmethod
-    def _column_value(col: str, rec: dict, tz: Any, cat: Catalog) -> tuple[str, str]:
+    def _column_value(col: str, rec: dict[str, Any], tz: Any, cat: Catalog) -> tuple[str, str]:
         rel = rec["relationship"]
         if col == "offer":
             return str(rel["offer"]["network_offer_id"]), rel["offer"]["name"]
