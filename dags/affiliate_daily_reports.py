@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pendulum
-from airflow.sdk import Param, dag, task
-from airflow.timetables.interval import CronDataIntervalTimetable
+
+# The Task SDK's timetable, not airflow.timetables': the core class pulls the scheduler's
+# serialization modules into every parse (about half a second here).
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
 
 from affiliate_network.operators.conversion_report import (
     AffiliateReportOperator,

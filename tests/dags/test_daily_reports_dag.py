@@ -31,15 +31,18 @@ def dag():
 
 
 def test_schedule_is_a_daily_data_interval_in_the_network_timezone(dag) -> None:
+    from airflow.serialization.encoders import coerce_to_core_timetable
     from airflow.timetables.interval import CronDataIntervalTimetable
 
-    assert isinstance(dag.timetable, CronDataIntervalTimetable)
+    # The DAG file uses the Task SDK's timetable; the scheduler works with its core form.
+    timetable = coerce_to_core_timetable(dag.timetable)
+    assert isinstance(timetable, CronDataIntervalTimetable)
     # The timetable's zone is fixed at parse time; it must match include/network.yaml.
-    assert dag.timetable._timezone.name == load_network_config()["timezone"]
+    assert timetable._timezone.name == load_network_config()["timezone"]
     assert dag.catchup is False
     assert dag.max_active_runs == 1
     start = pendulum.datetime(2026, 3, 10, tz="UTC")
-    interval = dag.timetable.infer_manual_data_interval(run_after=start.add(hours=3))
+    interval = timetable.infer_manual_data_interval(run_after=start.add(hours=3))
     assert (interval.start, interval.end) == (start.subtract(days=1), start)
 
 

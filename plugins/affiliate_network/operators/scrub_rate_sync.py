@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from affiliate_network.exceptions import ConfigValidationError, PortalMismatchError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
-from affiliate_network.sync.models import SECTIONS
+
+# The section names without the pydantic models of sync.models (DAG files import this module at
+# parse time; the models load in execute). spec_fields lists the same sections, in file order.
+from affiliate_network.sync.spec_fields import WHOLE_FIELDS as SECTIONS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
