@@ -1,17 +1,13 @@
 """On-hold review operators: thin adapters over the job library :mod:`affiliate_network.review`.
 
-Three pieces, used by the ``affiliate_onhold_review`` DAG:
-
 * :class:`OnHoldReviewOperator` reads its arguments and the run (dry run or not, run id, try
-  number) and calls :func:`affiliate_network.review.job.run_review`: pull the window's traffic,
-  decide the conversions currently on hold with ``include/onhold_rules.yaml``, check the
-  guardrails, apply approvals and rejections (re-check, chunk, read back), write the audit. It
+  number), calls :func:`affiliate_network.review.job.run_review` (pull, decide with
+  ``include/onhold_rules.yaml``, guardrails, apply with re-check and read-back, audit) and
   returns a small summary (XCom).
 * :func:`build_review_requests` (:mod:`affiliate_network.review.requests`) turns the ``review``
   decisions of that audit file into one human-in-the-loop request per rule.
-* :class:`OnHoldReviewApplyOperator` (in :mod:`.onhold_review_apply`, re-exported here) applies
-  the human's choice for each request, with the same re-check / chunk / read-back path, so
-  rerunning it never writes twice.
+* :class:`OnHoldReviewApplyOperator` (:mod:`.onhold_review_apply`, re-exported here) applies the
+  human's choices on the same re-check / chunk / read-back path: a rerun never writes twice.
 """
 
 from __future__ import annotations
@@ -226,7 +222,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             log=self.log,
         )
         self._record_review_lineage(result)
-        return _review_summary(result)
+        return result.summary()
 
     def _record_review_lineage(self, result: ReviewResult) -> None:
         """Lineage: conversions read; the audit written, and the on-hold endpoint if patched."""
@@ -237,38 +233,6 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         self.record_lineage(
             inputs=[api_endpoint_dataset(base_url, CONVERSIONS_ENDPOINT)], outputs=outputs
         )
-
-
-def _review_summary(result: ReviewResult) -> dict[str, Any]:
-    """The XCom of a review: counts, window and paths (the audit file holds the detail).
-
-    :param result: what :func:`~affiliate_network.review.job.run_review` returned.
-    """
-    window, writes, per_action = result.window, result.writes, result.per_action
-    return {
-        "window": [window.decide_from, window.to_date],
-        "as_of": window.as_of,
-        "timezone_id": window.timezone_id,
-        "pulled": result.pulled,
-        "traffic": result.traffic,  # full or incremental, rows asked of the API
-        "on_hold": result.on_hold,
-        "eligible": result.eligible,
-        "too_young": result.on_hold - result.eligible,
-        "undecided": result.evaluation.unmatched,
-        "decisions": per_action,
-        "per_rule": dict(result.evaluation.per_rule),
-        "applied": writes.applied,
-        "skipped_not_on_hold": writes.skipped,
-        "readback_mismatches": writes.mismatches,
-        "patch_requests": writes.chunks,
-        "review_pending": per_action["review"],
-        "kept_on_hold_by_reviewer": result.kept_by_reviewer,
-        "dry_run": result.dry_run,
-        "guardrail_tripped": result.guardrail is not None,
-        "audit_path": str(result.audit_path),
-        "state_dir": str(result.state_dir),
-        "elapsed_s": result.elapsed_s,
-    }
 
 
 __all__ = [

@@ -182,6 +182,35 @@ class ReviewResult:
         counts = Counter(r["action"] for r in self.rows)
         return {a: counts.get(a, 0) for a in ("approve", "reject", "review", "hold")}
 
+    def summary(self) -> dict[str, Any]:
+        """The XCom of a review: counts, window and paths, JSON-serialisable (the audit file
+        holds the per-conversion detail)."""
+        window, writes, per_action = self.window, self.writes, self.per_action
+        return {
+            "window": [window.decide_from, window.to_date],
+            "as_of": window.as_of,
+            "timezone_id": window.timezone_id,
+            "pulled": self.pulled,
+            "traffic": self.traffic,  # full or incremental, rows asked of the API
+            "on_hold": self.on_hold,
+            "eligible": self.eligible,
+            "too_young": self.on_hold - self.eligible,
+            "undecided": self.evaluation.unmatched,
+            "decisions": per_action,
+            "per_rule": dict(self.evaluation.per_rule),
+            "applied": writes.applied,
+            "skipped_not_on_hold": writes.skipped,
+            "readback_mismatches": writes.mismatches,
+            "patch_requests": writes.chunks,
+            "review_pending": per_action["review"],
+            "kept_on_hold_by_reviewer": self.kept_by_reviewer,
+            "dry_run": self.dry_run,
+            "guardrail_tripped": self.guardrail is not None,
+            "audit_path": str(self.audit_path),
+            "state_dir": str(self.state_dir),
+            "elapsed_s": self.elapsed_s,
+        }
+
 
 def run_review(
     hook: AffiliateNetworkHook,
