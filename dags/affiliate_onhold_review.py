@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import pendulum
@@ -61,19 +62,28 @@ MODE_LABELS = {
 }
 
 
-def dry_run_choice(conf: dict[str, Any] | None) -> bool | str | None:
-    """The review's ``dry_run`` from the run's conf.
+def dry_run_choice(
+    conf: dict[str, Any] | None, params: Any = None, run_type: Any = None
+) -> bool | str | None:
+    """The review's ``dry_run`` from the run's conf (and, for a manual run, its params).
 
     ``dry_run`` (true/false, as API callers, the demo and older scripts send it) wins; else the
-    form's ``mode``. Neither given (a scheduled run, a backfill or an API trigger without conf):
-    ``None``, and the operator decides by run type (manual: dry run; scheduled, backfill: write).
+    form's ``mode``. A manual run without either (``airflow tasks test ... -t '{"mode":
+    "write"}'``, an API trigger without conf) reads ``params.mode``, whose default is the dry
+    run. Otherwise (a scheduled run, a backfill): ``None``, and the operator decides by run
+    type (manual: dry run; scheduled, backfill: write).
 
     :param conf: ``dag_run.conf``.
+    :param params: the run's ``params`` (read for manual runs only: a scheduled run also
+        carries the form's default, which must not turn it into a dry run).
+    :param run_type: ``dag_run.run_type``.
     """
     conf = conf or {}
     if conf.get("dry_run") is not None:
         return conf["dry_run"]
     mode = conf.get("mode")
+    if mode is None and str(run_type or "").lower().endswith("manual"):
+        mode = params.get("mode") if isinstance(params, Mapping) else None
     return None if mode is None else mode == MODE_DRY_RUN
 
 
@@ -185,7 +195,7 @@ def affiliate_onhold_review() -> None:
         task_id="review",
         affiliate_network_conn_id=CONN_ID,
         rules_file="{{ params.rules_file }}",
-        dry_run="{{ dry_run_choice(dag_run.conf) }}",
+        dry_run="{{ dry_run_choice(dag_run.conf, params, dag_run.run_type) }}",
         lookback_days=LOOKBACK_DAYS,
         min_age_hours=MIN_AGE_HOURS,
         chunk_size=CHUNK_SIZE,

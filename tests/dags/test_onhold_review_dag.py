@@ -40,7 +40,7 @@ def dag():
     [
         ({"mode": "dry_run"}, True),  # the trigger form, untouched
         ({"mode": "write"}, False),  # the trigger form, writing chosen
-        ({}, None),  # scheduled, backfill, API without conf: the operator decides by run type
+        ({}, None),  # scheduled or backfill without conf: the operator decides by run type
         (None, None),
         ({"dry_run": False}, False),  # API callers, the demo, older scripts
         ({"dry_run": True, "mode": "write"}, True),
@@ -49,12 +49,38 @@ def dag():
     ],
 )
 def test_the_review_task_reads_the_form_and_the_older_conf(dag, conf, dry_run) -> None:
+    _assert_review_dry_run(
+        dag,
+        dry_run,
+        dag_run=SimpleNamespace(conf=conf, run_type="scheduled"),
+        params={"mode": "dry_run"},  # every run carries the form's default
+    )
+
+
+@pytest.mark.parametrize(
+    ("run_type", "params", "dry_run"),
+    [
+        # airflow tasks test ... -t '{"mode": "write"}': no conf, the params say write
+        ("manual", {"mode": "write"}, False),
+        ("manual", {"mode": "dry_run"}, True),  # an API trigger without conf: the default
+        # a scheduled run carries the form's default too: it must still write (None)
+        ("scheduled", {"mode": "dry_run"}, None),
+        ("backfill", {"mode": "dry_run"}, None),
+    ],
+)
+def test_a_manual_run_without_conf_reads_the_mode_param(dag, run_type, params, dry_run) -> None:
+    _assert_review_dry_run(
+        dag, dry_run, dag_run=SimpleNamespace(conf={}, run_type=run_type), params=params
+    )
+
+
+def _assert_review_dry_run(dag, dry_run, **context) -> None:
     from jinja2.nativetypes import NativeEnvironment
 
     review = dag.get_task("review")
     env = dag.get_template_env()
     assert isinstance(env, NativeEnvironment)  # render_template_as_native_obj: a real bool
-    rendered = env.from_string(review.dry_run).render(dag_run=SimpleNamespace(conf=conf))
+    rendered = env.from_string(review.dry_run).render(**context)
     assert rendered == dry_run, rendered
     assert type(rendered) is type(dry_run), rendered  # a bool stays a bool, None stays None
 

@@ -289,7 +289,7 @@ def test_onhold_review_task_emits_lineage_through_the_file_transport(
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "airflow", "tasks", "test", "affiliate_onhold_review", "review",
-         day, "-t", json.dumps({"dry_run": False})],
+         day, "-t", json.dumps({"mode": "write"})],
         env=env, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     output = done.stdout + done.stderr
