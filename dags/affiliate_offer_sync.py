@@ -2,7 +2,7 @@
 
 validate -> plan -> apply offer groups (caps) -> apply offers (payouts) -> sync scrub rates ->
 sync channels / categories / offer URL status. Thin: the work lives in
-``affiliate_network.operators.scrub_rate_sync`` and ``affiliate_network.sync``.
+``affiliate_network.operators.offer_state_sync`` and ``affiliate_network.sync``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from affiliate_network.operators.scrub_rate_sync import (
+from affiliate_network.operators.offer_state_sync import (
     OfferCatalogSyncOperator,
     OfferGroupCapsSyncOperator,
     OfferPayoutSyncOperator,
@@ -94,7 +94,7 @@ def affiliate_offer_sync() -> None:
     def validate(state_file: str) -> dict[str, int]:
         """Fail fast on any invalid value; return the object counts."""
         from affiliate_network.operators.base import failing_fast
-        from affiliate_network.operators.scrub_rate_sync import resolve_state_file
+        from affiliate_network.operators.offer_state_sync import resolve_state_file
         from affiliate_network.sync.loader import load_desired_state
 
         with failing_fast():  # an invalid file fails at once, as in an operator

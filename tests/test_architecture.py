@@ -162,3 +162,11 @@ def test_dag_files_import_operators_settings_and_job_libraries_only() -> None:
     assert dag_files
     wrong = [str(imp) for imp in _package_imports(dag_files) if imp.area not in allowed]
     assert wrong == []
+
+
+def test_the_old_offer_sync_module_path_still_imports_the_operators() -> None:
+    """``scrub_rate_sync`` moved to ``offer_state_sync``: user imports keep working."""
+    from affiliate_network.operators import offer_state_sync, scrub_rate_sync
+
+    for name in scrub_rate_sync.__all__:
+        assert getattr(scrub_rate_sync, name) is getattr(offer_state_sync, name)

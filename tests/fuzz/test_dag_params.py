@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.base import as_bool
-from affiliate_network.operators.scrub_rate_sync import OfferStateSyncOperator
+from affiliate_network.operators.offer_state_sync import OfferStateSyncOperator
 
 form_values = st.recursive(
     st.one_of(

@@ -19,11 +19,11 @@ import yaml
 from affiliate_network.exceptions import GuardrailError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator
 from affiliate_network.operators.conversion_report import ConversionReportOperator
+from affiliate_network.operators.offer_state_sync import ScrubRateSyncOperator
 from affiliate_network.operators.onhold_review import (
     OnHoldReviewApplyOperator,
     OnHoldReviewOperator,
 )
-from affiliate_network.operators.scrub_rate_sync import ScrubRateSyncOperator
 from tests.operators.onhold_support import context, review_op
 from tests.support.dag_files import dags_test_command
 

@@ -12,7 +12,7 @@ import yaml
 from airflow.sdk.exceptions import AirflowFailException
 
 from affiliate_network.exceptions import ConfigValidationError, OutcomeUnknownError
-from affiliate_network.operators.scrub_rate_sync import (
+from affiliate_network.operators.offer_state_sync import (
     OfferCatalogSyncOperator,
     OfferGroupCapsSyncOperator,
     OfferPayoutSyncOperator,

@@ -1,0 +1,246 @@
+"""Operators pushing the desired offer state (``include/offer_state.yaml``) to the network.
+
+Each operator: load and validate the desired state, plan against the ledger, log the plan, then
+(unless ``dry_run``) send only what changed and record each success in the ledger. They differ
+only in the sections they own:
+
+- :class:`OfferGroupCapsSyncOperator`: offer groups (caps), ``PUT`` whole objects.
+- :class:`OfferPayoutSyncOperator`: offers (payouts), ``PUT`` whole objects.
+- :class:`ScrubRateSyncOperator`: custom scrub rates, created exactly once.
+- :class:`OfferCatalogSyncOperator`: channels (PUT), categories (created once), offer URL status.
+- :class:`OfferStateSyncOperator`: any sections (the DAG's plan task uses it with every section
+  and ``dry_run=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from affiliate_network.exceptions import ConfigValidationError, PortalMismatchError
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
+
+# The section names without the pydantic models of sync.models (DAG files import this module at
+# parse time; the models load in execute). spec_fields lists the same sections, in file order.
+from affiliate_network.sync.spec_fields import WHOLE_FIELDS as SECTIONS
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.sync.ledger import Ledger
+
+
+def resolve_state_file(state_file: str) -> Path:
+    """A relative desired-state path is read from the include folder."""
+    from affiliate_network.paths import include_dir
+
+    path = Path(state_file)
+    return path if path.is_absolute() else include_dir() / path
+
+
+class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
+    """Plan and apply some sections of the desired offer state.
+
+    :param sections: YAML sections this task owns (``offer_groups``, ``offers``, ``scrub_rates``,
+        ``channels``, ``categories``, ``offer_urls``).
+    :param state_file: desired-state YAML; relative paths are read from the include folder.
+    :param ledger_path: ledger document (local path or object-storage URL); default
+        ``<data base>/sync/ledger-<conn id>.json``.
+    :param affiliate_network_conn_id: network-portal connection.
+    :param dry_run: only log the plan and return it; nothing is sent, the ledger is untouched.
+    :param force: keys of PUT objects to send even when unchanged (e.g. after a hand edit in the
+        UI overwrote them).
+    :param resolve_unknown: on-call decisions for create requests whose outcome is unknown, by
+        key: the id found on the network (recorded, nothing sent) or ``"absent"`` (create it).
+    :param accept_drift: keys of create-only objects changed by hand on the network to match the
+        new definition: the ledger takes the new definition, nothing is sent.
+    :param hook_kwargs: extra keyword arguments of the hook (retries, timeout...).
+    """
+
+    template_fields: Sequence[str] = (
+        "state_file",
+        "ledger_path",
+        "dry_run",
+        "force",
+        "resolve_unknown",
+        "accept_drift",
+    )
+    # A template field is the attribute named like the argument, so this shadows
+    # BaseOperator.dry_run() (a render-only dry run nothing in Airflow calls) on purpose.
+    dry_run: bool | str  # type: ignore[assignment]  # see above
+    ui_color = "#e8f1fb"
+    #: Sections of the subclass (``None``: given as an argument).
+    owned_sections: ClassVar[tuple[str, ...] | None] = None
+
+    def __init__(
+        self,
+        *,
+        sections: Sequence[str] | None = None,
+        state_file: str = "offer_state.yaml",
+        ledger_path: str | None = None,
+        affiliate_network_conn_id: str = "affiliate_network_default",
+        dry_run: bool | str = False,
+        force: Sequence[str] | str = (),
+        resolve_unknown: Mapping[str, int | str] | str | None = None,
+        accept_drift: Sequence[str] | str = (),
+        hook_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        chosen = tuple(sections) if sections is not None else self.owned_sections
+        if not chosen:
+            raise ValueError(f"{type(self).__name__}: give the sections to sync")
+        unknown = [s for s in chosen if s not in SECTIONS]
+        if unknown:
+            raise ValueError(f"unknown sections {unknown}; known: {list(SECTIONS)}")
+        self.sections = chosen
+        self.state_file = state_file
+        self.ledger_path = ledger_path
+        self.affiliate_network_conn_id = affiliate_network_conn_id
+        self.dry_run = dry_run
+        self.force = force
+        self.resolve_unknown = resolve_unknown
+        self.accept_drift = accept_drift
+        self.hook_kwargs = dict(hook_kwargs or {})
+
+    # ----- argument normalisation (after templating) ---------------------------------------
+    @staticmethod
+    def _keys(value: Sequence[str] | str | None, name: str) -> list[str]:
+        if value is None or value == "":
+            return []
+        if isinstance(value, str):
+            # A comma-separated string from a form field or a non-native template.
+            return [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise ConfigValidationError(
+                f"{name} must be a list of keys (or a comma-separated string), got a "
+                f"{type(value).__name__}"
+            )
+        return list(value)
+
+    @staticmethod
+    def _resolutions(value: Mapping[str, int | str] | str | None) -> dict[str, int | str]:
+        if value is None or value == "":
+            return {}
+        if isinstance(value, str):
+            import json
+
+            try:
+                value = json.loads(value)
+            except (ValueError, RecursionError) as exc:  # deep nesting ends in RecursionError
+                raise ConfigValidationError(
+                    "resolve_unknown must be a JSON object {key: id | 'absent'}: "
+                    f"{type(exc).__name__}: {str(exc)[:80]}"
+                ) from None
+        if not isinstance(value, Mapping):
+            raise ConfigValidationError("resolve_unknown must be a mapping {key: id | 'absent'}")
+        out: dict[str, int | str] = {}
+        for key, decision in value.items():
+            if isinstance(decision, str) and decision.isascii() and decision.isdigit():
+                decision = int(decision)
+            valid_id = isinstance(decision, int) and not isinstance(decision, bool) and decision > 0
+            if not valid_id and decision != "absent":
+                raise ConfigValidationError(
+                    f"resolve_unknown[{key!r}] must be the id found on the network or "
+                    f"'absent', got {decision!r}"
+                )
+            out[str(key)] = decision
+        return out
+
+    # ----- execution -----------------------------------------------------------------------
+    def open_ledger(self, hook: AffiliateNetworkHook) -> Ledger:
+        """The connection's ledger, refusing one recorded for another network."""
+        from affiliate_network.sync.ledger import Ledger, default_ledger_path
+
+        if hook.portal != "network":
+            raise PortalMismatchError(
+                f"connection {self.affiliate_network_conn_id!r} is for the {hook.portal} portal; "
+                "the offer sync needs a network-portal connection. Nothing was sent."
+            )
+        path = self.ledger_path or default_ledger_path(self.affiliate_network_conn_id)
+        return Ledger.load(path, target=hook.base_url)
+
+    def execute_job(self, context: Context) -> dict[str, Any]:
+        from affiliate_network.sync.apply import apply_sections
+        from affiliate_network.sync.loader import load_desired_state
+        from affiliate_network.sync.plan import build_plan
+
+        dry_run = as_bool(self.dry_run, "dry_run")
+        state_path = resolve_state_file(self.state_file)
+        state = load_desired_state(state_path, display_name=self.state_file)
+        hook = self.hook
+        ledger = self.open_ledger(hook)
+        plan = build_plan(
+            state,
+            ledger,
+            resolve_unknown=self._resolutions(self.resolve_unknown),
+            accept_drift=self._keys(self.accept_drift, "accept_drift"),
+            force=self._keys(self.force, "force"),
+        )
+        self.log.info(
+            "%s\n%s",
+            "DRY RUN: nothing is sent" if dry_run else "Applying",
+            plan.render(self.sections),
+        )
+        summary: dict[str, Any] = {
+            "sections": list(self.sections),
+            "dry_run": dry_run,
+            "ledger": str(ledger.path),
+            **plan.summary(self.sections),
+        }
+        if dry_run:
+            for item in plan.blocked(self.sections):
+                self.log.error("%s would block the apply:\n%s", item.key, item.message)
+            summary["blocked"] = [item.key for item in plan.blocked(self.sections)]
+            return summary
+        summary["applied"] = apply_sections(plan, self.sections, hook, ledger)
+        self.log.info(
+            "Sent %d change(s) for %s; ledger %s",
+            len(summary["applied"]),
+            ", ".join(self.sections),
+            ledger.path,
+        )
+        return summary
+
+
+class OfferGroupCapsSyncOperator(OfferStateSyncOperator):
+    """Push offer groups (caps, status, offers, labels, notes) as whole objects (PUT).
+
+    Arguments as :class:`OfferStateSyncOperator`, without ``sections``.
+    """
+
+    owned_sections = ("offer_groups",)
+
+
+class OfferPayoutSyncOperator(OfferStateSyncOperator):
+    """Push offers (payout/revenue entries and the other request fields) as whole objects (PUT).
+
+    Arguments as :class:`OfferStateSyncOperator`, without ``sections``.
+    """
+
+    owned_sections = ("offers",)
+
+
+class ScrubRateSyncOperator(OfferStateSyncOperator):
+    """Create each desired custom scrub rate exactly once.
+
+    The ledger records an intent before each POST and the id after it. A rerun that finds an
+    intent without an id stops and names the setting to check (``resolve_unknown`` continues);
+    a definition changed after creation is drift and fails the task with instructions
+    (``accept_drift`` records a hand-made fix); a setting is never created twice.
+
+    Arguments as :class:`OfferStateSyncOperator`, without ``sections``.
+    """
+
+    owned_sections = ("scrub_rates",)
+
+
+class OfferCatalogSyncOperator(OfferStateSyncOperator):
+    """Push channels (PUT), create categories once, set offer URL status (bulk edit).
+
+    Arguments as :class:`OfferStateSyncOperator`, without ``sections``.
+    """
+
+    owned_sections = ("channels", "categories", "offer_urls")
