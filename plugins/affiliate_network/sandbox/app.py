@@ -348,11 +348,7 @@ class Sandbox:
     ) -> None:
         # The body is read only after the route, the key and its scope are accepted, and only
         # up to MAX_BODY_BYTES: a refused request costs no memory whatever its size.
-        key = None
-        for name, value in scope["headers"]:
-            if name == HEADER:
-                key = value.decode("latin-1")
-                break
+        key = _api_key(scope)
         segment = api.split("/", 2)[1] if api.count("/") >= 1 else ""
         portal = PORTAL_PREFIXES.get(segment)
         world = self.worlds[region]
@@ -406,6 +402,26 @@ class Sandbox:
             traceback.print_exc(file=sys.stderr)
             status = 500
             payload = {"error": "Internal Server Error"}
+        self._record(method, region, api, query, status, portal, raw_body, body, payload)
+        latency = self.faults.config.latency_ms
+        if latency or delay_after:
+            # asyncio.sleep: concurrent requests overlap, like a slow upstream.
+            await asyncio.sleep(latency / 1000 + delay_after)
+        await _respond(send, status, payload, headers)
+
+    def _record(
+        self,
+        method: str,
+        region: str,
+        api: str,
+        query: dict[str, Any],
+        status: int,
+        portal: str | None,
+        raw_body: bytes | None,
+        body: Any,
+        payload: Any,
+    ) -> None:
+        """One request-log entry and the route/status counters for an answered request."""
         full_path = ("/v1" if region == "default" else "/eu/v1") + api
         try:
             logged = body_entry(raw_body, body)
@@ -427,11 +443,6 @@ class Sandbox:
             counter = f"{method[:32]} (other paths)"
         self.counts[counter] += 1
         self.counts[f"status:{status}"] += 1
-        latency = self.faults.config.latency_ms
-        if latency or delay_after:
-            # asyncio.sleep: concurrent requests overlap, like a slow upstream.
-            await asyncio.sleep(latency / 1000 + delay_after)
-        await _respond(send, status, payload, headers)
 
     @staticmethod
     def _match(api: str) -> tuple[Route | None, dict[str, Any]]:
@@ -630,3 +641,11 @@ def create_app(config: DataConfig | None = None, rate_limit: str = "sandbox") ->
             f"rate_limit must be one of {sorted(choices.RATE_LIMIT_PROFILES)}, got {rate_limit!r}"
         )
     return Sandbox(config or DataConfig(), choices.RATE_LIMIT_PROFILES[rate_limit])
+
+
+def _api_key(scope: dict[str, Any]) -> str | None:
+    """The request's API key header, if any."""
+    for name, value in scope["headers"]:
+        if name == HEADER:
+            return str(value.decode("latin-1"))
+    return None
