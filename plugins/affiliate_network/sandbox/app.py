@@ -498,16 +498,7 @@ class Sandbox:
         if route == ("GET", "/_sandbox/rate_limit"):
             return self.limiter.to_json()
         if route == ("PUT", "/_sandbox/rate_limit"):
-            body = _parse_json(raw)
-            if not isinstance(body, dict):
-                raise invalid("body must be an object")
-            cap, refill = body.get("capacity"), body.get("refill_per_second")
-            if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
-                raise invalid("capacity must be an integer >= 1")
-            if not isinstance(refill, int | float) or isinstance(refill, bool) or refill < 0:
-                raise invalid("refill_per_second must be a number >= 0")
-            self.limiter.configure(cap, float(refill))
-            return self.limiter.to_json()
+            return self._admin_rate_limit(raw)
         if route == ("GET", "/_sandbox/requests"):
             return Raw(self.log.render())
         if route == ("GET", "/_sandbox/requests/counts"):
@@ -529,25 +520,7 @@ class Sandbox:
                 for region, w in self.worlds.items()
             }
         if route in (("GET", "/_sandbox/truth/conversions"), ("GET", "/_sandbox/truth/planted")):
-            world = self._world(query)
-            body = {"from": query.get("from"), "to": query.get("to")}
-            tz = query.get("timezone_id")
-            if tz is not None:
-                try:
-                    body["timezone_id"] = int(tz)
-                except ValueError:
-                    raise invalid("timezone_id must be an integer") from None
-            t0, t1 = world.window(body, "admin")
-            truth = world.truth(t0, t1)
-            if route[1].endswith("conversions"):
-                return {k: val for k, val in truth.items() if not k.startswith("_")}
-            planted_ids, planted_oh, clean = truth["_ids"]
-            return {
-                "conversion_ids": planted_ids,
-                "on_hold_conversion_ids": planted_oh,
-                "clean_on_hold_conversion_ids": clean,
-                "rules": planted_rules(),
-            }
+            return self._admin_truth(route[1], query)
         if method == "GET" and path.startswith("/_sandbox/objects/"):
             kind = path.rsplit("/", 1)[1]
             if kind not in State.KINDS:
@@ -555,6 +528,41 @@ class Sandbox:
             objects = self._world(query).state.objects[kind]
             return {str(k): val for k, val in objects.items()}
         raise not_found()
+
+    def _admin_truth(self, path: str, query: dict[str, Any]) -> Any:
+        """``/_sandbox/truth/conversions`` and ``/_sandbox/truth/planted`` for a window."""
+        world = self._world(query)
+        body = {"from": query.get("from"), "to": query.get("to")}
+        tz = query.get("timezone_id")
+        if tz is not None:
+            try:
+                body["timezone_id"] = int(tz)
+            except ValueError:
+                raise invalid("timezone_id must be an integer") from None
+        t0, t1 = world.window(body, "admin")
+        truth = world.truth(t0, t1)
+        if path.endswith("conversions"):
+            return {k: val for k, val in truth.items() if not k.startswith("_")}
+        planted_ids, planted_oh, clean = truth["_ids"]
+        return {
+            "conversion_ids": planted_ids,
+            "on_hold_conversion_ids": planted_oh,
+            "clean_on_hold_conversion_ids": clean,
+            "rules": planted_rules(),
+        }
+
+    def _admin_rate_limit(self, raw: bytes) -> Any:
+        """``PUT /_sandbox/rate_limit``: a new bucket capacity and refill rate."""
+        body = _parse_json(raw)
+        if not isinstance(body, dict):
+            raise invalid("body must be an object")
+        cap, refill = body.get("capacity"), body.get("refill_per_second")
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+            raise invalid("capacity must be an integer >= 1")
+        if not isinstance(refill, int | float) or isinstance(refill, bool) or refill < 0:
+            raise invalid("refill_per_second must be a number >= 0")
+        self.limiter.configure(cap, float(refill))
+        return self.limiter.to_json()
 
 
 def planted_rules() -> dict[str, str]:
