@@ -28,6 +28,9 @@ NOT_RETRYABLE = {
     "PermissionDeniedError",
     "PortalMismatchError",
     "ConnectionConfigError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "MethodNotAllowedError",
 }
 #: Transient: the next attempt may succeed (or re-check what an unknown outcome did).
 RETRYABLE = {
@@ -38,9 +41,6 @@ RETRYABLE = {
     "LeaseBusyError",
     "StorageError",
     "DataBaseUnavailableError",
-    "InvalidRequestError",
-    "NotFoundError",
-    "MethodNotAllowedError",
 }
 
 

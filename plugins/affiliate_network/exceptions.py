@@ -6,9 +6,12 @@ HTTP errors carry the status code and the server's message (``error``, falling b
 Errors a retry cannot fix are :class:`NonRetryableError`: the task fails at once instead of
 spending its retries (re-pulling a window twice to trip the same guardrail). They are:
 configuration and rules validation, a tripped guardrail, a blocked sync, a report that cannot
-fit the row cap, a schema mismatch, and a key that is refused (401, 403, wrong portal, bad
-connection fields). Transient trouble (5xx, 429, timeouts, a busy lease, an unknown outcome that
-the next run re-checks) stays retryable.
+fit the row cap, a schema mismatch, a key that is refused (401, 403, wrong portal, bad
+connection fields), and a request the API rejects as such (400 bad parameters, 404 no such
+resource or path, 405 wrong method: the same request gets the same answer). Transient trouble
+(5xx, 429, timeouts, a busy lease, an unknown outcome that the next run re-checks) stays
+retryable. Being non-retryable changes nothing for a caller that handles one of these itself
+(``except InvalidRequestError`` still catches it, inside or outside an operator).
 
 This module imports nothing from Airflow: importing Airflow takes seconds, and the command lines
 (``affiliate-network-rules``, ``affiliate-network-sync``) and job libraries import these errors.
@@ -52,8 +55,8 @@ class NonRetryableError(AffiliateNetworkError):
     """
 
 
-class InvalidRequestError(AffiliateNetworkError):
-    """400: missing or malformed parameters; not retried."""
+class InvalidRequestError(NonRetryableError):
+    """400: missing or malformed parameters (or a client-side check of them); not retried."""
 
 
 class AuthenticationError(NonRetryableError):
@@ -64,12 +67,12 @@ class PermissionDeniedError(NonRetryableError):
     """403: key of another portal (``Out of realm``) or lacking a permission scope."""
 
 
-class NotFoundError(AffiliateNetworkError):
-    """404: the resource does not exist or the path is wrong."""
+class NotFoundError(NonRetryableError):
+    """404: the resource does not exist or the path is wrong; not retried."""
 
 
-class MethodNotAllowedError(AffiliateNetworkError):
-    """405: the method is not allowed on that path."""
+class MethodNotAllowedError(NonRetryableError):
+    """405: the method is not allowed on that path; not retried."""
 
 
 class RateLimitError(AffiliateNetworkError):

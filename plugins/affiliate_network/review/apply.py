@@ -5,12 +5,13 @@ Runs without Airflow's task context: give it a hook (or anything with the same m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+from affiliate_network.review.fields import on_hold_status
+from affiliate_network.review.onhold_lookup import chunked, iter_on_hold_rows
 from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
@@ -40,11 +41,6 @@ def check_chunk_size(chunk_size: int) -> None:
     """
     if not 1 <= chunk_size <= 2000:
         raise ConfigValidationError(f"chunk_size must be between 1 and 2000, got {chunk_size}")
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
 
 
 @dataclass
@@ -105,18 +101,18 @@ class OnHoldWriter:
     def current_states(self, on_hold_ids: Sequence[str]) -> dict[str, str | None]:
         """Current on-hold state of each id (``None`` when the search does not return it)."""
         states: dict[str, str | None] = dict.fromkeys(on_hold_ids)
-        for chunk in _chunks(list(on_hold_ids), self.chunk_size):
-            terms = [{"search_type": "on_hold_conversion_id", "value": i} for i in chunk]
-            for record in self.hook.iter_conversions(
-                from_date=self.from_date,
-                to_date=self.to_date,
-                timezone_id=self.timezone_id,
-                search_terms=terms,
-                page_size=max(len(chunk), 1),
-            ):
-                oh_id = on_hold_conversion_id(record)
-                if oh_id in states:
-                    states[oh_id] = on_hold_status(record)
+        rows = iter_on_hold_rows(
+            self.hook,
+            list(on_hold_ids),
+            from_date=self.from_date,
+            to_date=self.to_date,
+            timezone_id=self.timezone_id,
+            chunk_size=self.chunk_size,
+        )
+        for row in rows:
+            # Rows of ids not asked for (a search the network ignores) are skipped, not fatal.
+            if row.on_hold_id is not None and row.on_hold_id in states:
+                states[row.on_hold_id] = on_hold_status(row.record)
         return states
 
     def _read_back(
@@ -137,7 +133,7 @@ class OnHoldWriter:
         :param outcome: filled as chunks go (so a caller still has it when a chunk fails).
         """
         outcome = outcome if outcome is not None else ApplyOutcome()
-        for chunk in _chunks(list(dict.fromkeys(on_hold_ids)), self.chunk_size):
+        for chunk in chunked(list(dict.fromkeys(on_hold_ids)), self.chunk_size):
             # Right before the write: a rerun, a person or the network may have decided some.
             states = self.current_states(chunk)
             still = [i for i in chunk if states.get(i) == ON_HOLD]

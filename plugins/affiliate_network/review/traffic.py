@@ -42,6 +42,7 @@ import time
 import uuid
 import zoneinfo
 from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ from airflow.sdk import ObjectStoragePath
 from affiliate_network.exceptions import InvalidRequestError
 from affiliate_network.review.audit import AUDIT_FIELDS
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+from affiliate_network.review.onhold_lookup import iter_on_hold_rows
 from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
@@ -230,16 +232,39 @@ def _local_ts(text: str, tz: zoneinfo.ZoneInfo, *, end: bool) -> float:
     return (moment + dt.timedelta(seconds=1 if end else 0)).timestamp()
 
 
-def _compact(
-    records: Iterable[dict[str, Any]], fields: Collection[str], members: Collection[str]
-) -> Iterator[dict[str, Any]]:
+def _compact_one(
+    record: dict[str, Any], fields: Collection[str], members: Collection[str]
+) -> dict[str, Any]:
     """Keep only the fields rules and audit read: memory stays bounded for big windows."""
-    for record in records:
-        compact = {k: record[k] for k in fields if k in record}
-        rel = record.get("relationship")
-        if isinstance(rel, dict):
-            compact["relationship"] = {m: rel[m] for m in members if m in rel}
-        yield compact
+    compact = {k: record[k] for k in fields if k in record}
+    rel = record.get("relationship")
+    if isinstance(rel, dict):
+        compact["relationship"] = {m: rel[m] for m in members if m in rel}
+    return compact
+
+
+def _pull_window(
+    hook: AffiliateNetworkHook,
+    window: ReviewWindow,
+    since: str,
+    *,
+    fields: Collection[str],
+    members: Collection[str],
+    page_size: int | None,
+) -> Iterator[dict[str, Any]]:
+    """Compact conversions (no events) from ``since`` to the window's end: the time-range pull
+    of both paths (``since`` is the window's start for a full pull, the cursor's for new rows)."""
+    pages = hook.iter_conversions(
+        from_date=since,
+        to_date=window.pull_to,
+        timezone_id=window.timezone_id,
+        show_conversions=True,
+        show_events=False,
+        page_size=page_size,
+    )
+    with pages:
+        for record in pages:
+            yield _compact_one(record, fields, members)
 
 
 def _ts(record: dict[str, Any]) -> float | None:
@@ -291,28 +316,22 @@ def _refresh_on_hold(
         ignores would page through the whole window), or no longer finds an id.
     """
     found: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(ids), chunk_size):
-        chunk = ids[start : start + chunk_size]
-        asked = set(chunk)
-        terms = [{"search_type": "on_hold_conversion_id", "value": i} for i in chunk]
-        try:
-            pages = hook.iter_conversions(
-                from_date=window.pull_from,
-                to_date=window.pull_to,
-                timezone_id=window.timezone_id,
-                show_conversions=True,
-                show_events=False,
-                search_terms=terms,
-                page_size=len(chunk),
-            )
-            with pages:
-                for record in _compact(pages, fields, members):
-                    oh_id = on_hold_conversion_id(record)
-                    if oh_id not in asked:
-                        raise _FallBack("the search by on-hold id answered ids not asked for")
-                    found[oh_id] = record
-        except InvalidRequestError as err:
-            raise _FallBack(f"the network refused the search by on-hold id ({err})") from None
+    rows = iter_on_hold_rows(
+        hook,
+        ids,
+        from_date=window.pull_from,
+        to_date=window.pull_to,
+        timezone_id=window.timezone_id,
+        chunk_size=chunk_size,
+    )
+    try:
+        with closing(rows):  # a stray row stops the pull in flight, not after the window
+            for row in rows:
+                if not row.asked or row.on_hold_id is None:
+                    raise _FallBack("the search by on-hold id answered ids not asked for")
+                found[row.on_hold_id] = _compact_one(row.record, fields, members)
+    except InvalidRequestError as err:
+        raise _FallBack(f"the network refused the search by on-hold id ({err})") from None
     missing = len(ids) - len(found)
     if missing:
         raise _FallBack(f"{missing} on-hold conversions of the snapshot not found by id")
@@ -349,15 +368,10 @@ def _incremental(
     if t1 > snap.cursor_ts:
         start = max(t0, snap.cursor_ts - overlap_s)
         since = dt.datetime.fromtimestamp(int(start), tz).strftime("%Y-%m-%d %H:%M:%S")
-        pages = hook.iter_conversions(
-            from_date=since,
-            to_date=window.pull_to,
-            timezone_id=window.timezone_id,
-            show_conversions=True,
-            show_events=False,
-            page_size=page_size,
+        pulled = _pull_window(
+            hook, window, since, fields=snap.fields, members=snap.members, page_size=page_size
         )
-        for record in _compact(pages, snap.fields, snap.members):
+        for record in pulled:
             rows_new += 1
             cid = record.get("conversion_id")
             if not cid:
@@ -516,15 +530,10 @@ def _full(
     fields = need_f | (snap.fields if snap else frozenset())
     members = need_m | (snap.members if snap else frozenset())
     started = clock()
-    pages = hook.iter_conversions(
-        from_date=window.pull_from,
-        to_date=window.pull_to,
-        timezone_id=window.timezone_id,
-        show_conversions=True,
-        show_events=False,
-        page_size=page_size,
+    pulled = _pull_window(
+        hook, window, window.pull_from, fields=fields, members=members, page_size=page_size
     )
-    records = _order(_compact(pages, fields, members))
+    records = _order(pulled)
     result = TrafficPull(records=records, mode="full", reason=reason, rows_new=len(records))
     if store is not None and (snap is None or span[1] >= snap.cursor_ts):
         store.save(
