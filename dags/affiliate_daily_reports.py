@@ -14,8 +14,11 @@ import pendulum
 
 # The Task SDK's timetable, not airflow.timetables': the core class pulls the scheduler's
 # serialization modules into every parse (about half a second here).
-from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
+from airflow.sdk import CronDataIntervalTimetable, Param, dag
 
+# Operators only, no @task: the decorator loads the standard provider's PythonOperator module
+# into every parse (tests/dags/test_dag_integrity.py pins it).
+from affiliate_network.operators.affiliate_report import AffiliateReportTargetsOperator
 from affiliate_network.operators.conversion_report import (
     AffiliateReportOperator,
     ConversionReportOperator,
@@ -111,20 +114,14 @@ def affiliate_daily_reports() -> None:
     )
     pull >> repull
 
-    @task
-    def affiliate_report_targets() -> list[dict]:
-        """One mapped-task kwargs dict per affiliate connection in include/reports.yaml."""
-        from affiliate_network.operators.base import failing_fast
-        from affiliate_network.operators.conversion_report import load_affiliate_report_targets
-
-        with failing_fast():  # an invalid reports.yaml fails at once, as in an operator
-            return load_affiliate_report_targets()
+    # One mapped-task kwargs dict per affiliate connection in include/reports.yaml.
+    targets = AffiliateReportTargetsOperator(task_id="affiliate_report_targets")
 
     # Outlets on .partial(): a mapped operator's __init__ runs only at execution, so an outlet
     # set there is never registered and the Assets view never lists the dataset.
     AffiliateReportOperator.partial(
         task_id="affiliate_report", outlets=[dataset_asset("affiliate_reports")]
-    ).expand_kwargs(affiliate_report_targets())
+    ).expand_kwargs(targets.output)
 
 
 affiliate_daily_reports()

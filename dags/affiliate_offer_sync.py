@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import Param, dag, task
+from airflow.sdk import Param, dag
 
+# Operators only, no @task: the decorator loads the standard provider's PythonOperator module
+# into every parse (tests/dags/test_dag_integrity.py pins it).
 from affiliate_network.operators.offer_state_sync import (
     OfferCatalogSyncOperator,
     OfferGroupCapsSyncOperator,
     OfferPayoutSyncOperator,
     OfferStateSyncOperator,
+    OfferStateValidateOperator,
     ScrubRateSyncOperator,
 )
 
@@ -90,17 +93,10 @@ On-call:
     },
 )
 def affiliate_offer_sync() -> None:
-    @task(retries=1)
-    def validate(state_file: str) -> dict[str, int]:
-        """Fail fast on any invalid value; return the object counts."""
-        from affiliate_network.operators.base import failing_fast
-        from affiliate_network.operators.offer_state_sync import resolve_state_file
-        from affiliate_network.sync.loader import load_desired_state
-
-        with failing_fast():  # an invalid file fails at once, as in an operator
-            state = load_desired_state(resolve_state_file(state_file), display_name=state_file)
-        return state.counts()
-
+    # Fails fast on any invalid value; returns the object counts.
+    validate = OfferStateValidateOperator(
+        task_id="validate", state_file="{{ params.state_file }}", retries=1
+    )
     plan = OfferStateSyncOperator(
         task_id="plan",
         sections=[
@@ -119,7 +115,7 @@ def affiliate_offer_sync() -> None:
     scrub = ScrubRateSyncOperator(task_id="sync_scrub_rates", dry_run=DRY_RUN, **SYNC_ARGS)
     catalog = OfferCatalogSyncOperator(task_id="sync_catalog", dry_run=DRY_RUN, **SYNC_ARGS)
 
-    validate("{{ params.state_file }}") >> plan >> caps >> payouts >> scrub >> catalog
+    validate >> plan >> caps >> payouts >> scrub >> catalog
 
 
 affiliate_offer_sync()

@@ -15,16 +15,13 @@ from typing import Any
 
 import pendulum
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import Param, TriggerRule, dag, task
+from airflow.sdk import Param, TriggerRule, dag
 
-from affiliate_network.operators.onhold_review import OnHoldReviewOperator
+# Operators only, no @task: the decorator loads the standard provider's PythonOperator module
+# into every parse (tests/dags/test_dag_integrity.py pins it).
+from affiliate_network.operators.onhold_review import OnHoldReviewOperator, ReviewRequestsOperator
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
-from affiliate_network.review.requests import (
-    KEEP_PARAM,
-    OPTION_KEEP,
-    REVIEW_OPTIONS,
-    build_review_requests,
-)
+from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, REVIEW_OPTIONS
 
 
 def _env_float(name: str, default: float | None) -> float | None:
@@ -206,7 +203,7 @@ def affiliate_onhold_review() -> None:
         keep_decision_hours=KEEP_DECISION_HOURS,
         max_active_tis_per_dag=1,
     )
-    requests = task(task_id="review_requests")(build_review_requests)(review.output)
+    requests = ReviewRequestsOperator(task_id="review_requests", summary=review.output).output
     human = HITLOperator.partial(
         task_id="human_review",
         options=REVIEW_OPTIONS,

@@ -68,7 +68,7 @@ def fail_fast(err: NonRetryableError) -> NonRetryableError:
 
 @contextmanager
 def failing_fast() -> Iterator[None]:
-    """In a ``@task`` function: a :class:`NonRetryableError` fails the task without retries.
+    """In a ``@task`` function or an ``execute``: a :class:`NonRetryableError` fails at once.
 
     The operators' ``execute`` does the same for every operator of the package.
     """

@@ -20,13 +20,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.exceptions import ConfigValidationError, GuardrailError
+from affiliate_network.exceptions import GuardrailError
 from affiliate_network.review.apply import (
     APPROVED,
-    DEFAULT_REJECT_STATUS,
     ApplyOutcome,
     OnHoldWriter,
-    check_chunk_size,
     check_reject_status,
     outcome_reasons,
 )
@@ -34,6 +32,9 @@ from affiliate_network.review.audit import audit_dir, audit_rows, finish_rows, w
 from affiliate_network.review.candidates import eligible_positions
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
+
+# Defined apart so the operator checks its arguments at parse without loading this module.
+from affiliate_network.review.options import ReviewOptions as ReviewOptions
 from affiliate_network.review.traffic import (
     TrafficSnapshotStore,
     pull_review_traffic,
@@ -50,45 +51,6 @@ if TYPE_CHECKING:
     from affiliate_network.review.window import ReviewWindow
 
 _LOG = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ReviewOptions:
-    """How a review decides and writes (checked when built).
-
-    :param min_age_hours: decide only conversions on hold for at least this long.
-    :param keep_decision_hours: a reviewer's "Keep on hold" is not asked again for this long.
-    :param chunk_size: on-hold ids per PATCH (1..2000).
-    :param reject_status: PATCH status for rejections.
-    :param guardrails: ceilings checked before the first write.
-    :param lease_wait_minutes: how long to wait for another run's write lease.
-    :param page_size: conversion report page size (``None``: the connection's).
-    :param full_pull: pull the whole window instead of the traffic snapshot plus what is new.
-    :raises ConfigValidationError: an argument out of its range.
-    """
-
-    min_age_hours: float = 0.0
-    keep_decision_hours: float = 24.0
-    chunk_size: int = 100
-    reject_status: str = DEFAULT_REJECT_STATUS
-    guardrails: Guardrails = field(default_factory=Guardrails)
-    lease_wait_minutes: float = 35.0
-    page_size: int | None = None
-    full_pull: bool = False
-
-    def __post_init__(self) -> None:
-        check_chunk_size(self.chunk_size)
-        if self.min_age_hours < 0:
-            raise ConfigValidationError(f"min_age_hours must be >= 0, got {self.min_age_hours}")
-        if self.keep_decision_hours < 0:
-            raise ConfigValidationError(
-                f"keep_decision_hours must be >= 0, got {self.keep_decision_hours}"
-            )
-        self.guardrails.validate()
-        if not self.reject_status or self.reject_status == APPROVED:
-            raise ConfigValidationError(
-                f"reject_status must be a rejecting status, got {self.reject_status!r}"
-            )
 
 
 @dataclass(frozen=True)

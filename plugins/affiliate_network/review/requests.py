@@ -5,8 +5,6 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from affiliate_network.review.audit import read_jsonl
-
 #: Options a reviewer picks from, per rule, in the Airflow UI ("Required actions").
 OPTION_APPROVE = "Approve all"
 OPTION_REJECT = "Reject all"
@@ -35,6 +33,10 @@ def build_review_requests(
     """
     if not summary or summary.get("dry_run") or not summary.get("review_pending"):
         return []
+    # Here, not at the top: the DAG file takes the options' vocabulary from this module at
+    # parse time, and the audit module (object storage, record fields) is execution work.
+    from affiliate_network.review.audit import read_jsonl
+
     rows = [r for r in read_jsonl(summary["audit_path"]) if r["action"] == "review"]
     by_rule: dict[str, list[dict[str, Any]]] = {}
     for row in rows:

@@ -1,0 +1,56 @@
+"""How an on-hold review decides and writes: :class:`ReviewOptions`, checked when built.
+
+Apart from :mod:`affiliate_network.review.job` on purpose: the review operator builds the options
+in its constructor (a bad argument fails at DAG parse time), and parsing a DAG file must not
+load the review run (pull, traffic snapshot, audit, sticky decisions). Only the light modules it
+checks against come with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.review.apply import APPROVED, DEFAULT_REJECT_STATUS, check_chunk_size
+from affiliate_network.review.guardrails import Guardrails
+
+__all__ = ["ReviewOptions"]
+
+
+@dataclass(frozen=True)
+class ReviewOptions:
+    """How a review decides and writes (checked when built).
+
+    :param min_age_hours: decide only conversions on hold for at least this long.
+    :param keep_decision_hours: a reviewer's "Keep on hold" is not asked again for this long.
+    :param chunk_size: on-hold ids per PATCH (1..2000).
+    :param reject_status: PATCH status for rejections.
+    :param guardrails: ceilings checked before the first write.
+    :param lease_wait_minutes: how long to wait for another run's write lease.
+    :param page_size: conversion report page size (``None``: the connection's).
+    :param full_pull: pull the whole window instead of the traffic snapshot plus what is new.
+    :raises ConfigValidationError: an argument out of its range.
+    """
+
+    min_age_hours: float = 0.0
+    keep_decision_hours: float = 24.0
+    chunk_size: int = 100
+    reject_status: str = DEFAULT_REJECT_STATUS
+    guardrails: Guardrails = field(default_factory=Guardrails)
+    lease_wait_minutes: float = 35.0
+    page_size: int | None = None
+    full_pull: bool = False
+
+    def __post_init__(self) -> None:
+        check_chunk_size(self.chunk_size)
+        if self.min_age_hours < 0:
+            raise ConfigValidationError(f"min_age_hours must be >= 0, got {self.min_age_hours}")
+        if self.keep_decision_hours < 0:
+            raise ConfigValidationError(
+                f"keep_decision_hours must be >= 0, got {self.keep_decision_hours}"
+            )
+        self.guardrails.validate()
+        if not self.reject_status or self.reject_status == APPROVED:
+            raise ConfigValidationError(
+                f"reject_status must be a rejecting status, got {self.reject_status!r}"
+            )

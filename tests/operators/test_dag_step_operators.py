@@ -1,0 +1,106 @@
+"""The small operators that replaced the DAG files' ``@task`` functions (issue 14, parse time).
+
+Each does what its ``@task`` did: same return value (XCom), same fail-fast on a bad file, and a
+template field where the function took a templated argument. No network: files only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from airflow.sdk.exceptions import AirflowFailException
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.operators.affiliate_report import AffiliateReportTargetsOperator
+from affiliate_network.operators.offer_state_sync import OfferStateValidateOperator
+from affiliate_network.operators.onhold_review import ReviewRequestsOperator
+from affiliate_network.review.requests import build_review_requests
+from affiliate_network.settings import load_affiliate_report_targets
+
+INCLUDE = Path(__file__).resolve().parents[2] / "include"
+
+
+def _audit_row(conversion_id: str, rule_id: str, action: str, payout: float) -> dict:
+    return {
+        "conversion_id": conversion_id,
+        "on_hold_conversion_id": f"oh-{conversion_id}",
+        "rule_id": rule_id,
+        "rule_description": f"{rule_id} description",
+        "action": action,
+        "payout": payout,
+        "sale_amount": payout * 10,
+        "currency_id": "USD",
+        "affiliate_id": 2001,
+        "affiliate_name": "Aff",
+        "offer_id": 11,
+        "offer_name": "Offer",
+        "matched": {"sale_amount": payout * 10},
+    }
+
+
+def test_review_requests_operator_returns_the_requests_of_the_summary(tmp_path) -> None:
+    audit = tmp_path / "decisions-attempt-1.jsonl"
+    rows = [
+        _audit_row("c1", "outliers", "review", 12.5),
+        _audit_row("c2", "outliers", "review", 40.0),
+        _audit_row("c3", "ip-mismatch", "review", 3.0),
+        _audit_row("c4", "blocked", "reject", 1.0),
+    ]
+    audit.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = {"dry_run": False, "review_pending": 3, "audit_path": str(audit)}
+
+    operator = ReviewRequestsOperator(task_id="review_requests", summary=summary)
+    assert "summary" in operator.template_fields  # the review's XCom, resolved at run time
+    requests = operator.execute({})
+
+    assert requests == build_review_requests(summary)
+    assert [r["subject"] for r in requests] == [
+        "outliers: 2 conversions to review",
+        "ip-mismatch: 1 conversion to review",
+    ]
+    dry = ReviewRequestsOperator(task_id="r", summary={**summary, "dry_run": True})
+    assert dry.execute({}) == []
+
+
+def test_offer_state_validate_operator_counts_and_fails_fast(tmp_path) -> None:
+    operator = OfferStateValidateOperator(task_id="validate", state_file="offer_state.yaml")
+    assert operator.template_fields == ("state_file",)
+    counts = operator.execute({})  # relative: read from the include folder
+    assert counts["offer_groups"] >= 1
+    assert set(counts) == {
+        "offer_groups",
+        "offers",
+        "scrub_rates",
+        "channels",
+        "categories",
+        "offer_urls",
+    }
+
+    doc = copy.deepcopy(yaml.safe_load((INCLUDE / "offer_state.yaml").read_text()))
+    doc["offer_groups"][0]["daily_conversion_cap"] = "lots"
+    bad = tmp_path / "offer_state.yaml"
+    bad.write_text(yaml.safe_dump(doc, sort_keys=False))
+    broken = OfferStateValidateOperator(task_id="validate", state_file=str(bad))
+    # An invalid file fails at once (no retries), naming the field.
+    with pytest.raises(AirflowFailException) as caught:
+        broken.execute({})
+    assert isinstance(caught.value, ConfigValidationError)
+    assert "daily_conversion_cap" in str(caught.value)
+
+
+def test_affiliate_report_targets_operator_returns_the_mapped_kwargs(tmp_path, monkeypatch) -> None:
+    operator = AffiliateReportTargetsOperator(task_id="affiliate_report_targets")
+    assert operator.execute({}) == load_affiliate_report_targets()
+
+    doc = yaml.safe_load((INCLUDE / "reports.yaml").read_text())
+    doc["affiliate_reports"]["affiliates"][0]["columns"] = ["no_such_column"]
+    (tmp_path / "reports.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("AFFILIATE_NETWORK_INCLUDE_DIR", str(tmp_path))
+    with pytest.raises(AirflowFailException) as caught:
+        operator.execute({})
+    assert isinstance(caught.value, ConfigValidationError)
+    assert "reports.yaml" in str(caught.value)
