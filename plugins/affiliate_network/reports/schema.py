@@ -59,6 +59,13 @@ from affiliate_network.report_columns import (
     TIME_COLUMNS,
     column_count_problem,
 )
+from affiliate_network.reports.arrow_values import (
+    bool_array,
+    empty_string_scalar,
+    int_scalar,
+    null_scalar,
+    string_array,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -186,7 +193,8 @@ def _to_landed(table: pa.Table, target: pa.Schema) -> pa.Table:
             except pa.ArrowInvalid as err:  # beyond what milliseconds hold (year 292,278,994)
                 raise SchemaMismatchError(f"{field.name} out of range: {err}") from err
         elif pa.types.is_string(field.type) and field.nullable and column.null_count < len(column):
-            column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
+            empty = pc.equal(column, empty_string_scalar())
+            column = pc.if_else(empty, null_scalar(pa.string()), column)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=target)
 
@@ -413,7 +421,10 @@ class ConversionSchema(RecordSchema):
         import simdjson
 
         obj, arr = simdjson.Object, simdjson.Array
-        doc = self._parse(content)
+        # A parser of its own, freed with the page: a reused one would keep ~3.5x the largest
+        # page resident for the whole landing (its buffers are mmapped, so freeing is cheap).
+        parser = simdjson.Parser()
+        doc: Any = parser.parse(content)
         ids: list[Any] = []
         rels: list[bytes | None] = []
         canonicals: list[bytes] = []
@@ -430,7 +441,7 @@ class ConversionSchema(RecordSchema):
             rel = c.get("relationship")
             mini = rel.mini if type(rel) is obj or type(rel) is arr else _scalar_json(rel)
             rels.append(mini)  # type: ignore[arg-type]
-        del c, rel, doc  # the parser is reused: no proxy may outlive the page
+        del c, rel, doc, parser  # no proxy outlives the page: the parser's buffers go now
         mask = seen.add_many(ids) if seen is not None else [True] * len(ids)
         dropped = mask.count(False)
         if dropped:
@@ -489,10 +500,10 @@ class ConversionSchema(RecordSchema):
         if len(structs) != len(payload.mask):
             raise pa.ArrowInvalid("record count differs from the page index")
         if not all(payload.mask):
-            structs = structs.filter(pa.array(payload.mask))
+            structs = structs.filter(bool_array(payload.mask))
         rel = pc.struct_field(structs, "relationship")
         derived = {
-            "relationship": pa.array(payload.rels, pa.string()),
+            "relationship": string_array(payload.rels),
             "rel_network_offer_id": _struct_path(rel, "offer", "network_offer_id"),
             "rel_network_affiliate_id": _struct_path(rel, "affiliate", "network_affiliate_id"),
             "rel_network_advertiser_id": _struct_path(rel, "advertiser", "network_advertiser_id"),
@@ -500,9 +511,10 @@ class ConversionSchema(RecordSchema):
         }
         # The current on-hold state is the LAST snapshot's.
         snaps = pc.struct_field(rel, "on_hold_snapshots")
-        lengths = pc.fill_null(pc.list_value_length(snaps), 0)
-        ends = pc.subtract(snaps.offsets.slice(1), 1)
-        last = snaps.values.take(pc.if_else(pc.greater(lengths, 0), ends, None))
+        lengths = pc.list_value_length(snaps)  # null where there are no snapshots
+        ends = pc.subtract(snaps.offsets.slice(1), int_scalar(1, snaps.offsets.type))
+        nonempty = pc.greater(lengths, int_scalar(0, lengths.type))  # a null takes a null
+        last = snaps.values.take(pc.if_else(nonempty, ends, null_scalar(ends.type)))
         derived["rel_on_hold_conversion_id"] = pc.struct_field(last, "on_hold_conversion_id")
         derived["rel_on_hold_status"] = pc.struct_field(last, "status")
         seconds = self.input_schema
