@@ -585,3 +585,63 @@ def test_concurrent_publishes_of_one_partition_both_succeed(tmp_path) -> None:
     assert manifest.row_count == 300
     assert read_partition(part).num_rows == 300
     assert sorted(p.name for p in part.iterdir()) == sorted([MANIFEST_NAME, manifest.files[0].name])
+
+
+def _write_rolled(base: Path | ObjectStoragePath, recs: list[dict[str, Any]]) -> Any:
+    """Row groups of 100 rows, a new file once one holds 250 rows: files of 300 rows."""
+    with PartitionWriter(
+        base, "conversions", DAY, CONVERSION_SCHEMA, row_group_rows=100, file_rows=250
+    ) as writer:
+        writer.write(recs)
+        return writer.commit(request={})
+
+
+def test_a_large_parquet_partition_is_split_into_files(tmp_path: Path) -> None:
+    # A Parquet writer holds each row group's metadata until its file closes: files are capped.
+    recs = records(1000)
+    result = _write_rolled(tmp_path / "rolled", recs)
+    single = write_partition(
+        tmp_path / "one", "conversions", DAY, recs, CONVERSION_SCHEMA, request={}
+    )
+    target = tmp_path / "rolled" / "conversions" / "date=2026-01-15"
+    names = [f"part-0000{i}.parquet" for i in range(4)]
+    assert [(f.name, f.rows) for f in result.manifest.files] == list(
+        zip(names, [300, 300, 300, 100], strict=True)
+    )
+    assert sorted(os.listdir(target)) == [MANIFEST_NAME, *names]
+    for entry in result.manifest.files:
+        assert (target / entry.name).stat().st_size == entry.bytes
+        assert pq.ParquetFile(target / entry.name).metadata.num_rows == entry.rows
+    assert is_complete(target)
+    table = read_partition(target)
+    assert table.column("conversion_id").to_pylist() == [r["conversion_id"] for r in recs]
+    # The content checksum identifies the records, not how they were split into files.
+    assert result.manifest.content_checksum == single.manifest.content_checksum
+    # Query engines read the partition's files as one table.
+    duckdb = pytest.importorskip("duckdb")
+    glob = str(tmp_path / "rolled" / "conversions" / "*" / "*.parquet")
+    query = "select count(distinct conversion_id) from read_parquet($glob)"
+    assert duckdb.execute(query, {"glob": glob}).fetchone() == (1000,)
+    # A file missing or cut short makes the whole partition incomplete.
+    (target / names[2]).write_bytes(b"PAR1")
+    assert not is_complete(target)
+
+
+def test_split_files_on_an_object_store() -> None:
+    attach(protocol="memory", fs=MemoryFileSystem())
+    base = ObjectStoragePath("memory://afn-test-bucket/rolled")
+    try:
+        _write_rolled(base, records(700))
+        result = _write_rolled(base, records(400, status="rejected"))  # a rerun replaces all
+        target = base / "conversions" / "date=2026-01-15"
+        names = sorted(p.name for p in target.iterdir())
+        assert names == [MANIFEST_NAME, "part-00000.parquet", "part-00001.parquet"]
+        assert [f.rows for f in result.manifest.files] == [300, 100]
+        assert read_partition(target).column("status").unique().to_pylist() == ["rejected"]
+    finally:
+        base.fs.rm(base.path, recursive=True)
+
+
+def test_file_rows_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ConfigValidationError, match="file_rows"):
+        PartitionWriter(tmp_path, "conversions", DAY, CONVERSION_SCHEMA, file_rows=0)

@@ -3,6 +3,7 @@
 Layout (Hive style, readable by DuckDB/Spark/pyarrow.dataset)::
 
     <base>/<dataset>/date=YYYY-MM-DD/part-00000.parquet   (or part-00000.jsonl.gz)
+    <base>/<dataset>/date=YYYY-MM-DD/part-00001.parquet   (Parquet: one file per 500,000 rows)
     <base>/<dataset>/date=YYYY-MM-DD/_manifest.json
     <base>/<dataset>/_staging/...                          (in-flight writes; ignored by readers)
     <base>/<dataset>/_trash/...                            (replaced partitions being removed)
@@ -29,10 +30,10 @@ The content checksum identifies the data, not the bytes or the moment: it is a m
 :meth:`~affiliate_network.reports.schema.RecordSchema.prepare`, plus the row count), so it is
 independent of page order, of the format and of the pull time. The pull time is in the manifest
 (``pulled_at``) but not in the checksum. Duplicates by key inside one pull are dropped (first
-occurrence kept) and counted. The set of seen keys is the only memory that grows with the day:
-a set of 32-character ids is fine at this scale (about 120-150 bytes per id with the set's
-table, so ~150 MB at 1,000,000 conversions); everything else is bounded by the row group size
-(10,000 rows, ~30 MB of Arrow data for conversion records, at most two in flight).
+occurrence kept) and counted. The seen keys are the only memory that grows with the day, 8
+bytes per kept row (:mod:`~affiliate_network.reports.seen_keys`); everything else is bounded
+by one API page, the row group (:data:`DEFAULT_ROW_GROUP_ROWS`, one converting and one being
+written) and, for Parquet, the footer of one file (:data:`DEFAULT_FILE_ROWS` rows per file).
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ DEFAULT_ROW_GROUP_ROWS = 4_000
 BATCH_ROWS = 2_000
 #: Encoded batches waiting for the writer thread at most (bounds memory: each holds a page).
 MAX_BATCHES_IN_FLIGHT = 1
+#: Parquet rows per file: a Parquet writer holds every row group's metadata until its file
+#: closes (~60 kB per 4,000-row group for conversions), so a large day is split into files of
+#: this many rows (a new file once a row group reaches it) and the writer's memory stays flat.
+DEFAULT_FILE_ROWS = 500_000
 #: C++ write buffer in front of the data file (Parquet).
 SINK_BUFFER_BYTES = 8 << 20
 _LOCAL_PROTOCOLS = frozenset({"", "file", "local"})
@@ -275,6 +280,8 @@ class PartitionWriter:
     :param row_group_rows: Parquet rows per row group (bounds memory).
     :param compression: Parquet codec (``zstd`` by default).
     :param dedupe: drop records whose ``schema.key_field`` was already written by this writer.
+    :param file_rows: Parquet rows per file (``part-00000``, ``part-00001``, ...); JSON Lines
+        is always one file (a gzip stream holds nothing per row).
     """
 
     def __init__(
@@ -288,11 +295,14 @@ class PartitionWriter:
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         compression: str = "zstd",
         dedupe: bool = True,
+        file_rows: int = DEFAULT_FILE_ROWS,
     ) -> None:
         if format not in FORMATS:
             raise ConfigValidationError(f"format {format!r}: expected one of {list(FORMATS)}")
         if row_group_rows < 1:
             raise ConfigValidationError("row_group_rows must be positive")
+        if file_rows < 1:
+            raise ConfigValidationError("file_rows must be positive")
         if not keys:
             raise ConfigValidationError("a partition needs at least one key (e.g. date)")
         self.dataset = dataset
@@ -308,7 +318,9 @@ class PartitionWriter:
         self.token = f"{int(time.time())}-{uuid.uuid4().hex[:12]}"
         self.staging = self.dataset_root / STAGING_DIR / f"{flat}.{self.token}"
         self._trash = self.dataset_root / TRASH_DIR / f"{flat}.{self.token}"
-        self.file_name = f"part-00000{FORMAT_SUFFIX[format]}"
+        self.file_rows = file_rows
+        self._files: list[FileEntry] = []  # closed data files, in order
+        self._file_rows_written = 0  # rows in the open data file (writer thread)
         self.checksum = ContentChecksum()
         self.duplicates_dropped = 0
         self._seen: SeenKeys | None = None  # opened with the files
@@ -319,6 +331,7 @@ class PartitionWriter:
         self._sink: pa.NativeFile | None = None
         self._gz: gzip.GzipFile | None = None
         self._closed = False
+        self._opened = False
         self._rows = 0
         self._jobs: deque[Future[pa.Table | None]] = deque()
         self._executor: ThreadPoolExecutor | None = None
@@ -336,15 +349,26 @@ class PartitionWriter:
             self.abort()
 
     def _open(self) -> None:
-        if self._out is not None:
+        if self._opened:
             return
+        self._opened = True
         _remove_stale(self.dataset_root)
         self.staging.mkdir(parents=True, exist_ok=True)
         if self.dedupe:
             self._seen = SeenKeys()
         # One writer thread: checksum, Arrow conversion and file writes, in submission order.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="partition-writer")
+        self._open_file()
+
+    @property
+    def file_name(self) -> str:
+        """Name of the data file being written (``part-00000.parquet`` first)."""
+        return f"part-{len(self._files):05d}{FORMAT_SUFFIX[self.format]}"
+
+    def _open_file(self) -> None:
+        """Open the next data file (on the writer thread once writing has started)."""
         self._out = _HashingWriter(_open(self.staging / self.file_name, "wb"))
+        self._file_rows_written = 0
         if self.format == "parquet":
             # Arrow calls the sink's write() hundreds of times per row group: through a Python
             # file object each call is a GIL hand-off from the writer thread, stalled behind the
@@ -453,9 +477,10 @@ class PartitionWriter:
 
     def _convert(self, payload: Any) -> pa.Table | None:
         """Writer thread: the Arrow table of a batch (Parquet), or its lines compressed (JSONL)."""
-        if self._pq_writer is not None:
+        if self.format == "parquet":
             return self.schema.to_arrow(payload)
         assert self._gz is not None
+        self._file_rows_written += len(payload)
         payload.append(b"")
         self._gz.write(b"\n".join(payload))
         return None
@@ -476,15 +501,46 @@ class PartitionWriter:
         next pages being parsed and encoded. At most one row group is in flight: memory is
         bounded by two row groups.
         """
-        if self._pending and self._pq_writer is not None:
+        if self._pending and self.format == "parquet":
             table = pa.concat_tables(self._pending)
             self._pending = []
             self._pending_rows = 0
             self._wait_for_write()
             assert self._executor is not None
-            self._write_future = self._executor.submit(
-                self._pq_writer.write_table, table, row_group_size=max(table.num_rows, 1)
+            self._write_future = self._executor.submit(self._write_row_group, table)
+
+    def _write_row_group(self, table: pa.Table) -> None:
+        """Writer thread: one row group; the file is closed once it holds ``file_rows``."""
+        if self._pq_writer is None:
+            self._open_file()
+        assert self._pq_writer is not None
+        self._pq_writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self._file_rows_written += table.num_rows
+        if self._file_rows_written >= self.file_rows:
+            self._close_file()  # the next row group, if any, opens the next file
+
+    def _close_file(self) -> None:
+        """Close the open data file and list it (its size and SHA-256 are final now)."""
+        if self._pq_writer is not None:
+            self._pq_writer.close()
+            self._pq_writer = None
+            assert self._sink is not None
+            if not self._sink.closed:
+                self._sink.close()  # flushes the buffer into the file
+        if self._gz is not None:
+            self._gz.close()
+            self._gz = None
+        assert self._out is not None
+        self._out.close()
+        self._files.append(
+            FileEntry(
+                name=self.file_name,
+                rows=self._file_rows_written,
+                bytes=self._out.size,
+                sha256=self._out.hexdigest(),
             )
+        )
+        self._out = None
 
     def _wait_for_write(self) -> None:
         if self._write_future is not None:
@@ -496,29 +552,23 @@ class PartitionWriter:
             self._executor.shutdown(wait=True)
             self._executor = None
 
-    def _close_files(self) -> FileEntry:
+    def _close_files(self) -> list[FileEntry]:
         self._open()
         while self._jobs:
             self._collect_one()
-        if self._pq_writer is not None:
-            self._flush_row_group()
-            self._wait_for_write()
+        self._flush_row_group()
+        self._wait_for_write()
         self._shutdown_executor()  # the writer thread is done: the rest happens here
-        if self._pq_writer is not None:
-            self._pq_writer.close()
-            assert self._sink is not None
-            if not self._sink.closed:
-                self._sink.close()  # flushes the buffer into the file
-        if self._gz is not None:
-            self._gz.close()
-        assert self._out is not None
-        self._out.close()
+        if self._out is not None or not self._files:
+            if self._out is None:  # an empty day still lands one (empty) file with the schema
+                self._open_file()
+            self._close_file()
         self._closed = True
         if self.checksum.rows != self._rows:  # pragma: no cover - an invariant, not input
             raise StorageError(f"checksummed {self.checksum.rows} rows, wrote {self._rows}")
-        return FileEntry(
-            name=self.file_name, rows=self.rows, bytes=self._out.size, sha256=self._out.hexdigest()
-        )
+        if sum(f.rows for f in self._files) != self._rows:  # pragma: no cover - invariant
+            raise StorageError(f"files hold {[f.rows for f in self._files]}, wrote {self._rows}")
+        return list(self._files)
 
     # -- publishing ----------------------------------------------------------------------------
 
@@ -535,12 +585,12 @@ class PartitionWriter:
         """
         if self._committed:
             raise StorageError("partition already committed")
-        entry = self._close_files()
+        entries = self._close_files()
         manifest = Manifest(
             dataset=self.dataset,
             partition=dict(self.keys),
             format=self.format,
-            files=[entry],
+            files=entries,
             row_count=self.rows,
             content_checksum=self.checksum.hexdigest(),
             duplicates_dropped=self.duplicates_dropped,
@@ -616,8 +666,9 @@ class PartitionWriter:
                     child.unlink()
         # 3. Move the staged data in, 4. write the manifest last (one PUT).
         target.mkdir(parents=True, exist_ok=True)
-        src = self.staging / self.file_name
-        src.fs.mv(src.path, (target / self.file_name).path)
+        for entry in manifest.files:
+            src = self.staging / entry.name
+            src.fs.mv(src.path, (target / entry.name).path)
         _write_bytes(target / MANIFEST_NAME, manifest.to_json())
         _rmtree_quiet(self.staging)
 
