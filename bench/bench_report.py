@@ -2,8 +2,9 @@
 
 One command, figures side by side::
 
-    uv run python bench/bench_report.py              # 1,000,000 conversions in one day
+    uv run python bench/bench_report.py              # days of 100,000 and 1,000,000 conversions
     uv run python bench/bench_report.py --rows 100000 --contenders pull parquet
+    uv run python bench/bench_report.py --rows 100000 1000000 5000000   # flat? one table
 
 Contenders, each in its own subprocess (so its peak RSS is its own), against one sandbox
 process with ``latency_ms`` (default 200) injected on every request, as in ``bench_pull.py``:
@@ -117,10 +118,18 @@ def _run(name: str, sandbox: Any, day: str, args: argparse.Namespace, env: dict[
 
 
 def drive(args: argparse.Namespace) -> None:
+    """Each size in ``--rows`` in turn (a sandbox each), then one table of them all."""
+    results: list[dict[str, Any]] = []
+    for rows in args.rows:
+        results.extend(_drive_size(rows, args))
+    _report(results, args)
+
+
+def _drive_size(rows: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     from affiliate_network.sandbox.testing import start_sandbox
 
-    print(f"starting sandbox: 1 day x {args.rows:,} conversions ...", flush=True)
-    sandbox = start_sandbox(seed=42, days=1, conversions_per_day=args.rows, event_share=0.0)
+    print(f"starting sandbox: 1 day x {rows:,} conversions ...", flush=True)
+    sandbox = start_sandbox(seed=42, days=1, conversions_per_day=rows, event_share=0.0)
     try:
         sandbox.set_faults(latency_ms=args.latency_ms)
         day = sandbox.catalog()["last_date"]
@@ -148,7 +157,7 @@ def drive(args: argparse.Namespace) -> None:
         results = []
         for name in args.contenders:
             result = _run(name, sandbox, day, args, env)
-            result.update(day=day, truth_conversions=truth["conversions"])
+            result.update(day=day, truth_conversions=truth["conversions"], n=rows)
             results.append(result)
             print(
                 f"  {name:8s} {result['rows']:>9,} rows in {result['elapsed_s']:7.1f}s = "
@@ -158,17 +167,18 @@ def drive(args: argparse.Namespace) -> None:
             )
     finally:
         sandbox.stop()
-    _report(results, args)
+    return results
 
 
 def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    pull = next((r for r in results if r["contender"] == "pull"), None)
+    pulls = {r["n"]: r for r in results if r["contender"] == "pull"}
     lines = [
         "| contender | rows | pages | wall s | rows/s | vs raw pull | peak RSS MB | CPU s "
         "| sandbox CPU s | file MB | dups dropped | load avg |",
         "|" + "---|" * 12,
     ]
     for r in results:
+        pull = pulls.get(r["n"])  # the raw pull of the same day, in the same run
         ratio = f"{r['elapsed_s'] / pull['elapsed_s']:.2f}x" if pull else "-"
         file_mb = f"{r['file_mb']:.0f}" if "file_mb" in r else "-"
         lines.append(
@@ -178,7 +188,8 @@ def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{r['load_average']:.1f} |"
         )
     table = "\n".join(lines)
-    print(f"\n{args.rows:,} conversions, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    sizes = ", ".join(f"{n:,}" for n in args.rows)
+    print(f"\n{sizes} conversions, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(table)
     print(
         "targets (issue 14): parquet <= 1.2x and jsonl <= 1.4x the raw pull's wall time, "
@@ -192,7 +203,9 @@ def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000, help="conversions in the day")
+    parser.add_argument(
+        "--rows", type=int, nargs="+", default=[100_000, 1_000_000], help="day sizes"
+    )
     parser.add_argument("--latency-ms", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS)
