@@ -645,3 +645,24 @@ def test_split_files_on_an_object_store() -> None:
 def test_file_rows_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ConfigValidationError, match="file_rows"):
         PartitionWriter(tmp_path, "conversions", DAY, CONVERSION_SCHEMA, file_rows=0)
+
+
+def test_a_script_that_reads_a_partition_exits_cleanly(tmp_path: Path) -> None:
+    # With Arrow's thread pool, such a script ended in SIGABRT at exit most of the time.
+    write_partition(tmp_path, "conversions", DAY, records(3000), CONVERSION_SCHEMA, request={})
+    script = textwrap.dedent(
+        """
+        import sys
+        from affiliate_network.reports.storage import read_partition
+        print(read_partition(sys.argv[1]).num_rows)
+        """
+    )
+    for _ in range(3):  # the abort was frequent, not certain: three fresh processes
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(part(tmp_path))],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert (done.returncode, done.stdout.strip()) == (0, "3000"), done.stderr[-2000:]

@@ -819,8 +819,13 @@ def read_partition(partition: ObjectStoragePath | str | os.PathLike[str]) -> pa.
         raise StorageError(f"{part} is {manifest.format}; use iter_partition_records")
     tables = []
     for entry in manifest.files:
-        with _open(part / entry.name, "rb") as fh:
-            tables.append(read_conversions(pq.read_table(fh)))
+        # ParquetFile, not pq.read_table: read_table's dataset scanner drops its last
+        # reference to this Python file on a pool thread after returning; when that falls in
+        # interpreter shutdown the thread is unwound inside a noexcept destructor and the
+        # process aborts ("terminate called without an active exception": a script reading a
+        # partition ended in SIGABRT). tests/reports/test_storage.py.
+        with _open(part / entry.name, "rb") as fh, pq.ParquetFile(fh) as pf:
+            tables.append(read_conversions(pf.read()))
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
