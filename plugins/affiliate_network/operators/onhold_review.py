@@ -44,18 +44,6 @@ if TYPE_CHECKING:
 
     from affiliate_network.review.job import ReviewResult, ReviewRun
 
-#: Names re-exported from the audit module, loaded on first use (PEP 562).
-_FROM_AUDIT = ("read_jsonl", "write_jsonl_atomic")
-
-
-def __getattr__(name: str) -> Any:
-    """The audit helpers under this module's name, without loading them at parse time."""
-    if name in _FROM_AUDIT:
-        from affiliate_network.review import audit
-
-        return getattr(audit, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     """Decide on-hold conversions with a rules file and apply the clear cases.
@@ -289,6 +277,4 @@ __all__ = [
     "OnHoldWriter",
     "ReviewRequestsOperator",
     "build_review_requests",
-    "read_jsonl",  # noqa: F822  # resolved by __getattr__ (PEP 562)
-    "write_jsonl_atomic",  # noqa: F822  # resolved by __getattr__ (PEP 562)
 ]
