@@ -123,8 +123,8 @@ approves or rejects twice. The audit calls applied only what the read-back shows
 **One writer per network**: one active run (`max_active_runs=1`), one running review and one
 running apply task at a time (`max_active_tis_per_dag=1`), and a write lease beside the audit
 (`<data base>/onhold_review/_leases/<conn id>.json`) that a second writer (another DAG, a
-backfill) waits for, with a log line naming the holder. A retry of the same run takes its lease
-back at once; a killed holder's lease is taken over (same host: at once; else after 10 min).
+backfill) waits for, with a log line naming the holder. On a local data base it is a kernel lock
+that a killed holder releases at once; on object storage it expires 10 min after its last renewal.
 
 **Dry run**: the trigger form's **Mode** starts on *Dry run: decide and report, write
 nothing* (it decides and writes the audit without changing anything); choose *Write decisions

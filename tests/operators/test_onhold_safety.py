@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from affiliate_network.exceptions import GuardrailError, LeaseBusyError
+from affiliate_network.exceptions import GuardrailError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.review.apply import ON_HOLD, OnHoldWriter
 from affiliate_network.review.audit import read_jsonl
-from affiliate_network.review.lease import WriteLease, lease_path
 from affiliate_network.review.requests import (
     OPTION_APPROVE,
     OPTION_KEEP,
@@ -145,39 +144,6 @@ def test_a_failed_patch_that_landed_is_recorded_as_applied(
     assert outcome.mismatches == {}
     after = states(network_conn, window)
     assert {after[i] for i in ids} == {"approved"}
-
-
-def test_lease_serialises_writers_and_a_rerun_takes_its_own_back(tmp_path) -> None:
-    path = lease_path(str(tmp_path), "affiliate_network_default")
-    first = WriteLease(path, "dag/run-1")
-    first.acquire(wait_s=0)
-    # The same run again (a retry, or on-call clearing the task): at once.
-    again = WriteLease(path, "dag/run-1")
-    again.acquire(wait_s=0)
-    # Another run waits, then gives up without writing.
-    now = [1000.0]
-    other = WriteLease(
-        path, "dag/run-2", clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
-    )
-    with pytest.raises(LeaseBusyError, match="dag/run-1"):
-        other.acquire(wait_s=30, poll_s=5)
-    again.release()
-    other.acquire(wait_s=0)
-    assert other.read()["owner"] == "dag/run-2"
-    other.release()
-    assert not path.exists()
-
-
-def test_an_expired_lease_is_taken_over(tmp_path) -> None:
-    path = lease_path(str(tmp_path), "c")
-    now = [0.0]
-    crashed = WriteLease(path, "dag/crashed", ttl_s=60, clock=lambda: now[0])
-    crashed.acquire(wait_s=0)
-    crashed.held = False  # the holder died on another host: nobody releases it
-    now[0] = 61.0
-    nxt = WriteLease(path, "dag/next", clock=lambda: now[0])
-    nxt.acquire(wait_s=0)
-    assert nxt.read()["owner"] == "dag/next"
 
 
 def test_overlapping_reviews_never_send_an_id_twice(

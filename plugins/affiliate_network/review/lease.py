@@ -2,21 +2,28 @@
 
 ``max_active_runs=1`` and ``max_active_tis_per_dag=1`` keep one run of one DAG at a time; the
 lease also covers a second DAG (another rules file) or a backfill writing to the same network.
-It is a small JSON file beside the audit: ``<base>/onhold_review/_leases/<conn id>.json`` with
-the owner (``dag_id/run_id``) and an expiry that the holder renews after every chunk.
+It lives beside the audit: ``<base>/onhold_review/_leases/<conn id>.json`` records the holder
+(``dag_id/run_id``, host, pid, expiry) so a waiting run can say whom it waits for.
 
-* The same owner (a retry or a cleared rerun of the same run) takes its lease back at once.
-* Another owner waits, polling, up to ``wait_s``; a lease past its expiry, or whose holder
-  process is gone from this host (a killed task), is taken over. When the wait ends the task
-  fails with :class:`LeaseBusyError`, and nothing was written by it.
+* **Local data base** (a disk, or NFS shared by the workers): the lease is an exclusive
+  ``flock`` on ``<conn id>.json.lock``, held until the writer is done. The kernel hands it to
+  exactly one holder, whatever threads or processes race for it, and drops it when its holder
+  dies (a killed task), so a crashed holder never needs to be detected or taken over: that
+  detection is exactly where two racing takers could both win. A retry or a cleared rerun of
+  the same run waits for an earlier attempt that is still alive, like any other run.
+* **Object storage**: no lock primitive, so the JSON record is the lease, checked by
+  write-then-read-back after a short settle (best effort): the same owner takes it back at
+  once, another owner takes it over once it is past its expiry, which the holder renews after
+  every chunk. The Airflow-level limits above stay the first guard.
 
-On a local data base the file is created with ``O_EXCL`` (atomic). On object storage the
-check is write-then-read-back (best effort): the Airflow-level limits above stay the first guard.
+Another owner waits, polling, up to ``wait_s``; then the task fails with
+:class:`LeaseBusyError`, and nothing was written by it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -44,9 +51,11 @@ class WriteLease:
 
     :param path: lease file (:func:`lease_path`).
     :param owner: ``dag_id/run_id`` of the holder.
-    :param ttl_s: seconds a lease stays valid without renewal.
+    :param ttl_s: seconds a lease on object storage stays valid without renewal.
     :param clock: wall clock (tests inject one).
     :param sleep: sleep function (tests inject one).
+    :param settle_s: on object storage, how long to wait after writing the record before reading
+        it back (a racing writer's record shows by then).
     """
 
     def __init__(
@@ -57,13 +66,16 @@ class WriteLease:
         ttl_s: float = 600.0,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        settle_s: float = 1.0,
     ) -> None:
         self.path = path
         self.owner = owner
         self.ttl_s = ttl_s
+        self.settle_s = settle_s
         self._clock = clock
         self._sleep = sleep
         self._token = uuid.uuid4().hex
+        self._fd: int | None = None
         self.held = False
 
     # -- file access ----------------------------------------------------------------------------
@@ -80,46 +92,16 @@ class WriteLease:
             return None
         return doc if isinstance(doc, dict) else None
 
-    def _record(self) -> dict[str, Any]:
-        return {
-            "owner": self.owner,
-            "token": self._token,
-            "expires": self._clock() + self.ttl_s,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-        }
-
-    def _abandoned(self, current: dict[str, Any]) -> bool:
-        """Past its expiry, or held by a process of this host that no longer exists."""
-        if float(current.get("expires") or 0) < self._clock():
-            return True
-        if current.get("host") != socket.gethostname() or not isinstance(current.get("pid"), int):
-            return False
-        try:
-            os.kill(current["pid"], 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
-
-    def _create(self) -> bool:
-        """Create the lease file if absent; True when this call created it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(self._record()).encode()
-        local = self._local()
-        if local is not None:
-            try:
-                fd = os.open(local, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            return True
-        if self.path.exists():
-            return False
-        self._write(data)
-        return (self.read() or {}).get("token") == self._token
+    def _record(self) -> bytes:
+        return json.dumps(
+            {
+                "owner": self.owner,
+                "token": self._token,
+                "expires": self._clock() + self.ttl_s,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+            }
+        ).encode()
 
     def _write(self, data: bytes) -> None:
         tmp = self.path.parent / f".{self.path.name}.{uuid.uuid4().hex}.tmp"
@@ -127,31 +109,63 @@ class WriteLease:
             handle.write(data)
         tmp.rename(self.path)
 
+    def _ours(self) -> bool:
+        return (self.read() or {}).get("token") == self._token
+
+    def _try_local(self, local: str) -> bool:
+        """Take the kernel lock without blocking; True when this lease now holds it."""
+        if self._fd is None:
+            # Opened once and kept: the lock file is never deleted, so every contender locks
+            # the same inode (deleting it would let a late opener lock a fresh file).
+            self._fd = os.open(f"{local}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            self._write(self._record())  # who holds it, for the messages of those who wait
+        except BaseException:
+            self._close()  # a lease we cannot describe is not held
+            raise
+        return True
+
+    def _try_remote(self) -> bool:
+        """Take the record on object storage when free, ours, or expired (best effort)."""
+        current = self.read()
+        if (
+            current is not None
+            and current.get("owner") != self.owner
+            and float(current.get("expires") or 0) >= self._clock()
+        ):
+            return False
+        self._write(self._record())
+        self._sleep(self.settle_s)
+        return self._ours()
+
     # -- protocol -------------------------------------------------------------------------------
 
     def acquire(self, *, wait_s: float, poll_s: float = 5.0, log: TaskLog | None = None) -> None:
         """Hold the lease, waiting up to ``wait_s`` for another holder to finish."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        local = self._local()
         deadline = self._clock() + wait_s
         announced = False
         while True:
-            if self._create():
+            before = self.read() or {}
+            if self._try_local(local) if local is not None else self._try_remote():
                 self.held = True
+                taken = before.get("owner") not in (None, self.owner)
+                if log is not None and local is None and taken:
+                    log.warning("Took over the expired write lease of %s", before["owner"])
                 return
-            current = self.read() or {}
-            if current.get("owner") == self.owner or self._abandoned(current):
-                # Our own run again (retry / cleared rerun), or a crashed holder: take it over.
-                self._write(json.dumps(self._record()).encode())
-                if (self.read() or {}).get("token") == self._token:
-                    self.held = True
-                    if log is not None and current.get("owner") not in (None, self.owner):
-                        log.warning("Took over the abandoned write lease of %s", current["owner"])
-                    return
+            current = self.read() or before
             if self._clock() >= deadline:
+                self._close()
                 raise LeaseBusyError(
                     f"another run ({current.get('owner', 'unknown')}) is writing on-hold "
                     f"statuses for this network (lease {self.path}); nothing was written by "
-                    "this run. It is retried; if the other run died, its lease expires "
-                    f"{self.ttl_s:.0f} s after its last renewal."
+                    "this run. It is retried; a holder that died lets go at once on a local "
+                    f"data base, or {self.ttl_s:.0f} s after its last renewal on object storage."
                 )
             if log is not None and not announced:
                 log.info(
@@ -163,16 +177,24 @@ class WriteLease:
     def renew(self) -> None:
         """Push the expiry forward (call after each chunk)."""
         if self.held:
-            self._write(json.dumps(self._record()).encode())
+            self._write(self._record())
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the kernel lock
+            self._fd = None
 
     def release(self) -> None:
         """Give the lease up (only ours)."""
         if not self.held:
             return
         self.held = False
-        if (self.read() or {}).get("token") == self._token:
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
+        try:
+            if self._ours():
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
+        finally:
+            self._close()
 
     def __enter__(self) -> WriteLease:
         return self
