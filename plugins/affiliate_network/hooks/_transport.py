@@ -340,7 +340,9 @@ class Transport:
                 RETRY_AFTER_CAP_S,
             )
             retry_after = RETRY_AFTER_CAP_S
-        self._throttle.release(remaining=remaining, status=status, retry_after=retry_after)
+        self._throttle.release(
+            remaining=remaining, status=status, retry_after=retry_after, sent_at=started
+        )
         self.log.debug(
             "%s %s -> %d in %.3fs (attempt %d/%d)",
             request.method,
