@@ -16,14 +16,15 @@ import pendulum
 # serialization modules into every parse (about half a second here).
 from airflow.sdk import CronDataIntervalTimetable, Param, dag
 
-# Operators only, no @task: the decorator loads the standard provider's PythonOperator module
-# into every parse (tests/dags/test_dag_integrity.py pins it).
-from affiliate_network.operators.affiliate_report import AffiliateReportTargetsOperator
 from affiliate_network.operators.conversion_report import (
     AffiliateReportOperator,
     ConversionReportOperator,
     dataset_asset,
 )
+
+# Operators only, no @task: the decorator loads the standard provider's PythonOperator module
+# into every parse (tests/dags/test_dag_integrity.py pins it).
+from affiliate_network.operators.steps import AffiliateReportTargetsOperator
 
 #: The network's reporting timezone. It must equal ``timezone`` in include/network.yaml (the
 #: timetable is built at parse time, when no file is read); tests/dags check that they agree.

@@ -19,9 +19,9 @@ from affiliate_network.operators.offer_state_sync import (
     OfferGroupCapsSyncOperator,
     OfferPayoutSyncOperator,
     OfferStateSyncOperator,
-    OfferStateValidateOperator,
     ScrubRateSyncOperator,
 )
+from affiliate_network.operators.steps import OfferStateValidateOperator
 
 #: Optional cron schedule (e.g. "0 6 * * 1-5"); unset = manual trigger only. An environment
 #: setting, read without I/O at parse time.

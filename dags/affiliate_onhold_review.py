@@ -19,8 +19,9 @@ from airflow.sdk import Param, TriggerRule, dag
 
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
-from affiliate_network.operators.onhold_review import OnHoldReviewOperator, ReviewRequestsOperator
+from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
+from affiliate_network.operators.steps import ReviewRequestsOperator
 from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, REVIEW_OPTIONS
 
 

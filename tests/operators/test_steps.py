@@ -15,9 +15,11 @@ import yaml
 from airflow.sdk.exceptions import AirflowFailException
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.operators.affiliate_report import AffiliateReportTargetsOperator
-from affiliate_network.operators.offer_state_sync import OfferStateValidateOperator
-from affiliate_network.operators.onhold_review import ReviewRequestsOperator
+from affiliate_network.operators.steps import (
+    AffiliateReportTargetsOperator,
+    OfferStateValidateOperator,
+    ReviewRequestsOperator,
+)
 from affiliate_network.review.requests import build_review_requests
 from affiliate_network.settings import load_affiliate_report_targets
 

@@ -15,11 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.assets import dataset_asset
-from affiliate_network.operators.base import failing_fast
 from affiliate_network.operators.lineage import ENTITY_TABLE_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
@@ -177,24 +174,3 @@ class AffiliateReportOperator(ReportOperatorBase):
             who=f"affiliate {self.affiliate_id} (connection {self.affiliate_network_conn_id})",
             log=self.log,
         )
-
-
-class AffiliateReportTargetsOperator(BaseOperator):
-    """The affiliate report's mapped-task kwargs, one dict per affiliate (XCom).
-
-    Reads ``include/reports.yaml`` through
-    :func:`affiliate_network.settings.load_affiliate_report_targets`, which validates every
-    entry (file, line, entry and field): an invalid file fails at once, without retries, before
-    any report is requested.
-
-    An operator rather than a ``@task`` function: the decorator loads the standard provider's
-    ``PythonOperator`` module (and ``packaging``) into every parse of the DAG file.
-    """
-
-    ui_color = "#eaf0f8"
-
-    def execute(self, context: Context) -> list[dict[str, Any]]:
-        from affiliate_network.settings import load_affiliate_report_targets
-
-        with failing_fast():
-            return load_affiliate_report_targets()

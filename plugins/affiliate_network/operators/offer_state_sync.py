@@ -11,7 +11,8 @@ only in the sections they own:
 - :class:`OfferStateSyncOperator`: any sections (the DAG's plan task uses it with every section
   and ``dry_run=True``).
 
-:class:`OfferStateValidateOperator` only validates the file (the DAG's first task).
+:class:`~affiliate_network.operators.steps.OfferStateValidateOperator` only validates the file
+(the DAG's first task).
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator
-
 from affiliate_network.exceptions import ConfigValidationError, PortalMismatchError
-from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool, failing_fast
+from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 
 # The section names without the pydantic models of sync.models (DAG files import this module at
 # parse time; the models load in execute). spec_fields lists the same sections, in file order.
@@ -248,33 +247,3 @@ class OfferCatalogSyncOperator(OfferStateSyncOperator):
     """
 
     owned_sections = ("channels", "categories", "offer_urls")
-
-
-class OfferStateValidateOperator(BaseOperator):
-    """Validate the desired-state file against the API spec; return the object counts (XCom).
-
-    Every invalid value fails the task at once (no retries: the file must change), naming the
-    file, object, field and line. Nothing is read from the network.
-
-    An operator rather than a ``@task`` function: the decorator loads the standard provider's
-    ``PythonOperator`` module (and ``packaging``) into every parse of the DAG file.
-
-    :param state_file: desired-state YAML (templated); relative paths are read from the
-        include folder.
-    """
-
-    template_fields: Sequence[str] = ("state_file",)
-    ui_color = "#e8f1fb"
-
-    def __init__(self, *, state_file: str = "offer_state.yaml", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.state_file = state_file
-
-    def execute(self, context: Context) -> dict[str, int]:
-        from affiliate_network.sync.loader import load_desired_state
-
-        with failing_fast():
-            state = load_desired_state(
-                resolve_state_file(self.state_file), display_name=self.state_file
-            )
-        return state.counts()

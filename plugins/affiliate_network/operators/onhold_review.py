@@ -4,9 +4,8 @@
   number), calls :func:`affiliate_network.review.job.run_review` (pull, decide with
   ``include/onhold_rules.yaml``, guardrails, apply with re-check and read-back, audit) and
   returns a small summary (XCom).
-* :class:`ReviewRequestsOperator` runs :func:`build_review_requests`
-  (:mod:`affiliate_network.review.requests`): the ``review`` decisions of that audit file become
-  one human-in-the-loop request per rule.
+* :class:`~affiliate_network.operators.steps.ReviewRequestsOperator` turns the ``review``
+  decisions of that audit file into one human-in-the-loop request per rule.
 * :class:`OnHoldReviewApplyOperator` (:mod:`.onhold_review_apply`, re-exported here) applies the
   human's choices on the same re-check / chunk / read-back path: a rerun never writes twice.
 """
@@ -18,9 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
-from affiliate_network.exceptions import ConfigValidationError, GuardrailError
+from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 from affiliate_network.operators.lineage import (
     CONVERSIONS_ENDPOINT,
@@ -31,10 +28,9 @@ from affiliate_network.operators.lineage import (
 )
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 from affiliate_network.paths import include_dir, resolve_data_base
-from affiliate_network.review.apply import DEFAULT_REJECT_STATUS, OnHoldWriter, check_reject_status
+from affiliate_network.review.apply import DEFAULT_REJECT_STATUS, check_reject_status
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.options import ReviewOptions
-from affiliate_network.review.requests import KEEP_PARAM, REVIEW_OPTIONS, build_review_requests
 
 # The DAG file imports this module at parse time: the review run (review.job: pull, traffic
 # snapshot, audit, sticky decisions) and the window load in execute. Only the light modules the
@@ -245,36 +241,4 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         )
 
 
-class ReviewRequestsOperator(BaseOperator):
-    """One human-in-the-loop request per rule with ``review`` decisions in the review's audit.
-
-    Returns :func:`build_review_requests` of the summary (XCom): the kwargs list the DAG's
-    ``HITLOperator.partial(...).expand_kwargs`` maps over; empty on a dry run or when nothing
-    waits for a person. An operator rather than a ``@task`` function: the decorator loads the
-    standard provider's ``PythonOperator`` module (and ``packaging``) into every parse of the
-    DAG file, about half of its parse budget.
-
-    :param summary: the :class:`OnHoldReviewOperator` return value (templated: its XCom).
-    """
-
-    template_fields: Sequence[str] = ("summary",)
-    ui_color = "#fde9c9"
-
-    def __init__(self, *, summary: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.summary = summary
-
-    def execute(self, context: Context) -> list[dict[str, Any]]:
-        return build_review_requests(self.summary)
-
-
-__all__ = [
-    "KEEP_PARAM",
-    "REVIEW_OPTIONS",
-    "GuardrailError",
-    "OnHoldReviewApplyOperator",
-    "OnHoldReviewOperator",
-    "OnHoldWriter",
-    "ReviewRequestsOperator",
-    "build_review_requests",
-]
+__all__ = ["OnHoldReviewApplyOperator", "OnHoldReviewOperator"]

@@ -282,53 +282,14 @@ class ReportingArea(WorldBase):
         pixel_logs = []
         pixel_id = self.catalog.affiliate_pixel.get(rel["affiliate"]["network_affiliate_id"])
         for rec in recs:
-            r = rec["relationship"]
-            item = {
-                "transaction_id": transaction_id,
-                "conversion_id": rec["conversion_id"],
-                "unix_timestamp": rec["conversion_unix_timestamp"],
-                "status": rec["status"],
-                "currency_id": rec["currency_id"],
-                "event_name": rec["event"],
-                "coupon_code": rec["coupon_code"],
-                "email": rec["email"],
-                "payout_type": rec["payout_type"],
-                "revenue_type": rec["revenue_type"],
-                "payout": rec["payout"],
-                "revenue": rec["revenue"],
-                "sale_amount": rec["sale_amount"],
-                "is_scrub": rec["is_scrub"],
-                "network_advertiser_global_event_id": r["adv_global_event"][
-                    "network_advertiser_global_event_id"
-                ],
-                "network_offer_payout_revenue_id": rec["network_offer_payout_revenue_id"],
-                "network_custom_payout_revenue_setting_id": (
-                    cpr["network_custom_payout_revenue_setting_id"] if cpr else 0
-                ),
-                "error_code": 0,
-                "relationship": {
-                    "attribution_method": r["attribution_method"],
-                    "advertiser_event": {},
-                    "offer_payout_revenue": {},
-                    "custom_payout_revenue_setting": {},
-                    "network_coupon_code_id": 0,
-                },
-            }
-            snaps = r["on_hold_snapshots"]
-            if snaps:
-                item["relationship"]["on_hold"] = {
-                    "on_hold_conversion_id": snaps[0]["on_hold_conversion_id"],
-                    "holding_period_end": rec["conversion_unix_timestamp"]
-                    + choices.HOLDING_PERIOD_S,
-                    "status": snaps[-1]["status"],
-                }
+            item = _flowchart_conversion(rec, transaction_id, cpr)
             conversions.append(item)
             # Postbacks fire for approved conversions and events of affiliates with a pixel.
             if pixel_id and rec["status"] == choices.STATUS_APPROVED:
                 pixel_logs.append(
                     {
                         "conversion_id": rec["conversion_id"],
-                        "unix_timestamp": r["unix_timestamp_postback"],
+                        "unix_timestamp": rec["relationship"]["unix_timestamp_postback"],
                         "is_success": True,
                         "pixel_id": pixel_id,
                         "relationship": {},
@@ -470,3 +431,49 @@ def _reporting(a: dict[str, float]) -> dict[str, float]:
         "on_hold_conversion_count": int(a["oh"]),
         "on_hold_potential_revenue": round(a["oh_rev"], 2),
     }
+
+
+def _flowchart_conversion(
+    rec: dict[str, Any], transaction_id: str, cpr: dict[str, Any] | None
+) -> dict[str, Any]:
+    """One conversion (or event) of a transaction's flowchart, from its report record."""
+    r = rec["relationship"]
+    item = {
+        "transaction_id": transaction_id,
+        "conversion_id": rec["conversion_id"],
+        "unix_timestamp": rec["conversion_unix_timestamp"],
+        "status": rec["status"],
+        "currency_id": rec["currency_id"],
+        "event_name": rec["event"],
+        "coupon_code": rec["coupon_code"],
+        "email": rec["email"],
+        "payout_type": rec["payout_type"],
+        "revenue_type": rec["revenue_type"],
+        "payout": rec["payout"],
+        "revenue": rec["revenue"],
+        "sale_amount": rec["sale_amount"],
+        "is_scrub": rec["is_scrub"],
+        "network_advertiser_global_event_id": r["adv_global_event"][
+            "network_advertiser_global_event_id"
+        ],
+        "network_offer_payout_revenue_id": rec["network_offer_payout_revenue_id"],
+        "network_custom_payout_revenue_setting_id": (
+            cpr["network_custom_payout_revenue_setting_id"] if cpr else 0
+        ),
+        "error_code": 0,
+        "relationship": {
+            "attribution_method": r["attribution_method"],
+            "advertiser_event": {},
+            "offer_payout_revenue": {},
+            "custom_payout_revenue_setting": {},
+            "network_coupon_code_id": 0,
+        },
+    }
+    snaps = r["on_hold_snapshots"]
+    if snaps:
+        item["relationship"]["on_hold"] = {
+            "on_hold_conversion_id": snaps[0]["on_hold_conversion_id"],
+            "holding_period_end": rec["conversion_unix_timestamp"] + choices.HOLDING_PERIOD_S,
+            "status": snaps[-1]["status"],
+        }
+    return item
