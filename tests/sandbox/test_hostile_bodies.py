@@ -36,6 +36,25 @@ def test_a_deeply_nested_body_is_400_and_the_request_log_still_answers(api, sand
     assert requests.get(sandbox.url + "/_sandbox/requests", timeout=60).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("field", "body"),
+    [
+        ("from", {"from": "9999-12-30", "to": "9999-12-31", "timezone_id": 1}),
+        ("to", {"from": "2026-01-01", "to": "9999-12-31", "timezone_id": 67}),
+        ("from", {"from": "0001-01-01", "to": "2026-01-01", "timezone_id": 67}),
+        ("from", {"from": "9999-12-31 23:59:59", "to": "9999-12-31 23:59:59", "timezone_id": 1}),
+    ],
+)
+def test_a_date_the_data_cannot_hold_is_400_naming_the_field(api, sandbox, field, body):
+    # Year 9999 with timezone id 1 (UTC+14) once overflowed the data generator: a 500.
+    resp = api.call("POST", CONVERSIONS, json=body)
+    assert resp.status_code == 400, resp.text
+    assert f"Invalid parameters. {field}: " in resp.json()["error"]
+    assert "outside the dates the data can hold" in resp.json()["error"]
+    # The sandbox still answers an ordinary request after it.
+    assert api.call("POST", CONVERSIONS, json=day_body("2026-01-01")).status_code == 200
+
+
 def test_ordinary_bodies_are_logged_whole(api, sandbox, day):
     api.call("POST", CONVERSIONS, json=day_body(day))
     api.call("POST", CONVERSIONS, data=b"{not json", headers={"content-type": "x"})
