@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from affiliate_network.sync.cli import main
 from affiliate_network.sync.ledger import Ledger
 from affiliate_network.sync.loader import load_desired_state
@@ -54,3 +58,26 @@ def test_a_blocked_plan_exits_non_zero_without_any_flag(example_doc, write_state
     captured = capsys.readouterr()
     assert "UNKNOWN OUTCOME" in captured.out
     assert "blocked: 1 object(s)" in captured.err
+
+
+def test_the_installed_script_exits_three_on_a_blocked_plan(example_doc, write_state, tmp_path):
+    # As a CI job runs it: the console script in a process of its own, exit status read by the
+    # shell (the in-process test above calls main()).
+    path = write_state(example_doc)
+    rate = load_desired_state(path).section("scrub_rates")[0]
+    ledger = Ledger(tmp_path / "ledger.json")
+    ledger.record_intent(rate.ledger_key, definition=rate.body(), hash_=rate.definition_hash())
+    script = Path(sys.executable).parent / "affiliate-network-sync"
+    proc = subprocess.run(
+        [str(script), "plan", str(path), "--ledger", str(ledger.path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "blocked: 1 object(s)" in proc.stderr
+    ok = subprocess.run(
+        [str(script), "validate", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert ok.returncode == 0, ok.stderr
