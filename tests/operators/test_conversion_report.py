@@ -446,3 +446,17 @@ def test_parquet_round_trip_of_sandbox_records(sandbox, network_conn, tmp_path, 
                     assert isinstance(row[name], float)
             else:
                 assert name in json.loads(row["extra_fields"] or "{}"), name
+
+
+def test_each_day_landed_is_logged(sandbox, network_conn, tmp_path, day, caplog) -> None:
+    # Issue 15: on-call follows a multi-day window in the task log, one line per day landed.
+    import logging
+
+    caplog.set_level(logging.INFO, logger="affiliate_network.reports.storage")
+    d0 = dt.date.fromisoformat(day) - dt.timedelta(days=1)
+    conversions_op(tmp_path / "logged").execute(interval_context(d0.isoformat(), days=2))
+    published = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Published ")]
+    assert len(published) == 2
+    for i, line in enumerate(published):
+        assert f"date={d0 + dt.timedelta(days=i)}" in line
+        assert " rows, " in line
