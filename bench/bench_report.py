@@ -41,6 +41,13 @@ CONTENDERS = ("pull", "parquet", "jsonl")
 
 # --------------------------------------------------------------------------- workers
 def worker(args: argparse.Namespace) -> dict[str, Any]:
+    if args.worker != "pull":
+        # What ConversionReportOperator.execute does first in a task process, where nothing
+        # has loaded pyarrow yet; here the imports below load it (Arrow's allocator is chosen
+        # then).
+        from affiliate_network.hooks._memory import prefer_system_arrow_pool
+
+        prefer_system_arrow_pool()
     # Import everything first so start-up costs are not timed (they are the same for all).
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.operators.conversion_report import ConversionReportOperator

@@ -166,6 +166,10 @@ class ConversionReportOperator(ReportOperatorBase):
         return window_days(start, end, self.lookback_days)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
+        from affiliate_network.hooks._memory import prefer_system_arrow_pool
+
+        # First, before anything loads pyarrow: the allocator is chosen when it loads.
+        prefer_system_arrow_pool()
         self.reset_lineage()
         check_format(self.format)
         days = self.days(context)

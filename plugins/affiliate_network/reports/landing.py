@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+from affiliate_network.hooks._memory import prefer_system_arrow_pool
 from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
 
@@ -40,6 +41,7 @@ def land_conversion_day(
     :param request: the request parameters, recorded in the manifest (no credentials).
     :returns: a small summary (path, rows, pages, duplicates dropped, checksum).
     """
+    prefer_system_arrow_pool()  # a no-op after the operator's call (pyarrow is loaded by now)
     attempt = 0
     while True:
         pull = _pull(hook, request, filters, search_terms, page_size)

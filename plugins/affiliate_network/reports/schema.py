@@ -89,7 +89,9 @@ def landing_memory_pool() -> pa.MemoryPool:
 
     mimalloc and jemalloc keep freed pages for reuse; a landing frees a multi-MB page table
     every page, so they held ~30 MB more RSS than glibc, which returns blocks of 1 MiB or more
-    to the OS once the pull pins its mmap threshold (``hooks/_memory.py``).
+    to the OS once the pull pins its mmap threshold (``hooks/_memory.py``). Parquet's column
+    writers take Arrow's process default whatever pool is given here: the operator makes that
+    the system allocator too (``hooks._memory.prefer_system_arrow_pool``).
     """
     import pyarrow as pa
 

@@ -1,21 +1,26 @@
-"""The exact set of record keys seen in one pull, held in numpy arrays and a spill file.
+"""The exact set of record keys seen in one pull, held in numpy arrays and spill files.
 
 A landing drops a record whose key (``conversion_id``) was already written in the same pull.
-A Python ``set`` of the ids costs about 130 MB per million rows; this structure costs 8 bytes
-per row in memory and keeps the keys themselves in a temporary file:
+A Python ``set`` of the ids costs about 130 MB per million rows; this structure costs 4 bytes
+per row in memory and keeps the rest in temporary files:
 
-* each key becomes one ``uint64``: the top :data:`HASH_BITS` bits of its Python hash, then its
-  ordinal (the how-manyth kept key it is) in the other low bits;
-* these words live in a few sorted numpy arrays ("levels"; a new page's words are one level,
-  small levels are merged, up to :data:`MAX_LEVEL` words each, so a merge never copies more
-  than a few MB). Looking a page up is one ``searchsorted`` per level;
+* each key gets a ``uint32``: the top :data:`HASH_BITS` bits of its Python hash, and an
+  ordinal (the how-manyth kept key it is);
+* the hashes live in a few sorted numpy arrays ("levels"; a new page's keys are one level,
+  small levels are merged, up to :data:`MAX_LEVEL` keys each, so a merge never copies more
+  than a few MB). Looking a page up is one ``searchsorted`` per level. Next to each level's
+  hashes, in the same order, are the keys' ordinals: in memory while the level may still be
+  merged, then (a level over half of :data:`MAX_LEVEL`, never merged again) appended to a
+  spill file, so memory holds 4 bytes per key plus at most about :data:`MAX_LEVEL` small
+  levels' ordinals;
 * the keys' UTF-8 bytes are appended to a temporary file, with each key's end offset in a
-  second one. A word whose hash bits match is only a *suspect*: the earlier key is read back
-  by its ordinal and compared byte for byte, so two different keys that share a hash are both
-  kept (exact), and a duplicate is dropped only when the bytes are equal.
+  second one. A key whose hash matches is only a *suspect*: the earlier key's ordinal is
+  read (from memory or the spill file) and the key itself read back and compared byte for
+  byte, so two different keys that share a hash are both kept (exact), and a duplicate is
+  dropped only when the bytes are equal.
 
-With 36 hash bits, a day of 5,000,000 distinct keys meets about 180 suspects that turn out
-distinct (one disk read each); a real duplicate is one read too.
+With 32 hash bits, a day of 5,000,000 distinct keys meets about 3,000 suspects that turn out
+distinct (two disk reads each, from the page cache); a real duplicate costs the same.
 """
 
 from __future__ import annotations
@@ -30,10 +35,10 @@ import orjson
 
 from affiliate_network.exceptions import StorageError
 
-#: Bits of a key's hash kept in its word; the other 28 hold the ordinal (268 million keys).
-HASH_BITS = 36
-#: Largest level built by merging (8 MB of words): bounds the copy a merge makes.
-MAX_LEVEL = 1 << 20
+#: Bits of a key's hash kept in memory (one ``uint32`` per key).
+HASH_BITS = 32
+#: Largest level built by merging (1 MB of hashes): bounds the copy a merge makes.
+MAX_LEVEL = 1 << 18
 
 
 def _key_text(key: Any) -> str:
@@ -43,26 +48,43 @@ def _key_text(key: Any) -> str:
     return "\x00" + orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
 
 
+class _Level:
+    """One sorted run of hashes, with the ordinals of its keys in the same order.
+
+    :param hashes: sorted ``uint32`` hashes.
+    :param ordinals: the keys' ordinals (``uint32``), or ``None`` once spilled.
+    :param offset: where the spilled ordinals start in the spill file.
+    """
+
+    __slots__ = ("hashes", "offset", "ordinals")
+
+    def __init__(self, hashes: np.ndarray, ordinals: np.ndarray | None, offset: int = 0) -> None:
+        self.hashes = hashes
+        self.ordinals = ordinals
+        self.offset = offset
+
+
 class SeenKeys:
     """Exact membership of the keys kept so far in one pull (see the module docstring).
 
-    :param spill_dir: folder for the two temporary files (default: the system's temp folder).
-    :param hash_bits: hash bits per word (1 to 48); fewer bits mean more suspects read back
+    :param spill_dir: folder for the temporary files (default: the system's temp folder).
+    :param hash_bits: hash bits per key (1 to 32); fewer bits mean more suspects read back
         from disk, never a wrong answer (tests use a few bits to force collisions).
     """
 
     def __init__(self, spill_dir: str | None = None, *, hash_bits: int = HASH_BITS) -> None:
-        if not 1 <= hash_bits <= 48:
-            raise StorageError(f"hash_bits {hash_bits}: expected 1 to 48")
-        self._max_keys = 1 << (64 - hash_bits)
-        self._ord_mask = np.uint64(self._max_keys - 1)
+        if not 1 <= hash_bits <= 32:
+            raise StorageError(f"hash_bits {hash_bits}: expected 1 to 32")
+        self._max_keys = (1 << 32) - 1  # ordinals are uint32
         self._shift = np.uint64(64 - hash_bits)
-        self._levels: list[np.ndarray] = []
+        self._levels: list[_Level] = []
         self._count = 0
         # Closed by close() (the writer calls it on commit and abort), not a with-block.
         self._keys = tempfile.TemporaryFile(dir=spill_dir)  # noqa: SIM115 - UTF-8, back to back
         self._ends = tempfile.TemporaryFile(dir=spill_dir)  # noqa: SIM115 - uint64 end offsets
+        self._ords = tempfile.TemporaryFile(dir=spill_dir)  # noqa: SIM115 - full levels' ordinals
         self._keys_bytes = 0
+        self._ords_bytes = 0
         #: Suspects read back from disk (hash bits equal): the cost of exactness.
         self.verified = 0
 
@@ -71,14 +93,18 @@ class SeenKeys:
 
     @property
     def memory_bytes(self) -> int:
-        """Bytes of the in-memory words (8 per kept key)."""
-        return sum(level.nbytes for level in self._levels)
+        """Bytes of the in-memory hashes and not yet spilled ordinals."""
+        return sum(
+            level.hashes.nbytes + (0 if level.ordinals is None else level.ordinals.nbytes)
+            for level in self._levels
+        )
 
     def close(self) -> None:
-        """Release the words and delete the spill files."""
+        """Release the levels and delete the spill files."""
         self._levels = []
         self._keys.close()
         self._ends.close()
+        self._ords.close()
 
     def add_many(self, keys: Sequence[Any]) -> list[bool]:
         """For each key, in order: ``True`` if it is new (it is remembered now), ``False`` if
@@ -95,36 +121,47 @@ class SeenKeys:
                     keep[i] = False
                 first.add(text)
         hashes = np.fromiter(map(hash, texts), dtype=np.int64, count=n).view(np.uint64)
-        prefixes = (hashes >> self._shift) << self._shift
-        for i in self._suspects(prefixes, keep):
-            if self._seen_on_disk(texts[i], prefixes[i]):
+        hashes = (hashes >> self._shift).astype(np.uint32)
+        for i in self._suspects(hashes, keep):
+            if self._seen_on_disk(texts[i], int(hashes[i])):
                 keep[i] = False
-        self._remember([t for t, k in zip(texts, keep.tolist(), strict=True) if k], prefixes[keep])
+        self._remember([t for t, k in zip(texts, keep.tolist(), strict=True) if k], hashes[keep])
         return keep.tolist()
 
-    def _suspects(self, prefixes: np.ndarray, keep: np.ndarray) -> list[int]:
-        """Positions whose hash bits match a kept key's (still to verify on disk)."""
-        order = np.argsort(prefixes, kind="stable")  # sorted needles: searchsorted walks on
-        needles = prefixes[order]
+    def _suspects(self, hashes: np.ndarray, keep: np.ndarray) -> list[int]:
+        """Positions whose hash matches a kept key's (still to verify on disk)."""
+        order = np.argsort(hashes, kind="stable")  # sorted needles: searchsorted walks on
+        needles = hashes[order]
         hit = np.zeros(len(needles), dtype=bool)
         for level in self._levels:
-            at = np.searchsorted(level, needles, side="left")
-            found = level.take(np.minimum(at, level.size - 1))
-            hit |= (found >> self._shift) == (needles >> self._shift)
+            run = level.hashes
+            at = np.searchsorted(run, needles, side="left")
+            hit |= run.take(np.minimum(at, run.size - 1)) == needles
         positions = order[hit]
         return sorted(p for p in positions.tolist() if keep[p])
 
-    def _seen_on_disk(self, text: str, prefix: np.uint64) -> bool:
+    def _seen_on_disk(self, text: str, hashed: int) -> bool:
         data = text.encode("utf-8", "surrogatepass")
-        end = prefix | self._ord_mask
+        needle = np.uint32(hashed)
         for level in self._levels:
-            lo = int(np.searchsorted(level, prefix, side="left"))
-            hi = int(np.searchsorted(level, end, side="right"))
-            for word in level[lo:hi].tolist():
+            lo = int(np.searchsorted(level.hashes, needle, side="left"))
+            hi = int(np.searchsorted(level.hashes, needle, side="right"))
+            for ordinal in self._ordinals(level, lo, hi):
                 self.verified += 1
-                if self._read_key(word & (self._max_keys - 1)) == data:
+                if self._read_key(ordinal) == data:
                     return True
         return False
+
+    def _ordinals(self, level: _Level, lo: int, hi: int) -> list[int]:
+        """Ordinals of positions ``lo:hi`` of a level (read back if spilled)."""
+        if lo >= hi:
+            return []
+        if level.ordinals is not None:
+            ordinals: list[int] = level.ordinals[lo:hi].tolist()
+            return ordinals
+        raw = os.pread(self._ords.fileno(), 4 * (hi - lo), level.offset + 4 * lo)
+        spilled: list[int] = np.frombuffer(raw, dtype=np.uint32).tolist()
+        return spilled
 
     def _read_key(self, ordinal: int) -> bytes:
         if ordinal == 0:
@@ -135,7 +172,7 @@ class SeenKeys:
             start, end = np.frombuffer(raw, dtype=np.uint64).tolist()
         return os.pread(self._keys.fileno(), int(end) - int(start), int(start))
 
-    def _remember(self, texts: list[str], prefixes: np.ndarray) -> None:
+    def _remember(self, texts: list[str], hashes: np.ndarray) -> None:
         n = len(texts)
         if n == 0:
             return
@@ -151,21 +188,35 @@ class SeenKeys:
         os.pwrite(self._keys.fileno(), blob, self._keys_bytes)
         os.pwrite(self._ends.fileno(), ends.tobytes(), self._count * 8)
         self._keys_bytes = int(ends[-1])
-        ordinals = np.arange(self._count, self._count + n, dtype=np.uint64)
+        ordinals = np.arange(self._count, self._count + n, dtype=np.uint32)
         self._count += n
-        words = prefixes | ordinals
-        words.sort()  # the words of one batch are distinct (ordinals differ)
-        self._levels.append(words)
+        order = np.argsort(hashes, kind="stable")
+        self._levels.append(_Level(hashes[order], ordinals[order]))
         self._merge_levels()
 
     def _merge_levels(self) -> None:
-        """Merge the newest levels while the older one is not larger (binary-counter style)."""
+        """Merge the newest levels while the older one is not larger (binary-counter style);
+        a level over half of :data:`MAX_LEVEL` is never merged again: its ordinals spill."""
         levels = self._levels
         while (
             len(levels) > 1
-            and levels[-2].size <= levels[-1].size
-            and levels[-2].size + levels[-1].size <= MAX_LEVEL
+            and levels[-2].ordinals is not None
+            and levels[-1].ordinals is not None
+            and levels[-2].hashes.size <= levels[-1].hashes.size
+            and levels[-2].hashes.size + levels[-1].hashes.size <= MAX_LEVEL
         ):
-            merged = np.concatenate((levels[-2], levels[-1]))
-            merged.sort(kind="stable")  # two sorted runs: a stable sort merges them in one pass
-            levels[-2:] = [merged]
+            older, newer = levels[-2], levels[-1]
+            assert older.ordinals is not None
+            assert newer.ordinals is not None
+            hashes = np.concatenate((older.hashes, newer.hashes))
+            order = np.argsort(hashes, kind="stable")  # two sorted runs: merged in one pass
+            ordinals = np.concatenate((older.ordinals, newer.ordinals))[order]
+            levels[-2:] = [_Level(hashes[order], ordinals)]
+            del hashes, order, ordinals, older, newer
+        last = levels[-1]
+        if last.ordinals is not None and 2 * last.hashes.size > MAX_LEVEL:
+            # Never merged again (see above): its ordinals go to disk, 4 bytes per key stay.
+            os.pwrite(self._ords.fileno(), last.ordinals.tobytes(), self._ords_bytes)
+            last.offset = self._ords_bytes
+            self._ords_bytes += last.ordinals.nbytes
+            last.ordinals = None
