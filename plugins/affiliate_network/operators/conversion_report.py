@@ -168,8 +168,7 @@ class ConversionReportOperator(ReportOperatorBase):
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.hooks._memory import prefer_system_arrow_pool
 
-        # First, before anything loads pyarrow: the allocator is chosen when it loads.
-        prefer_system_arrow_pool()
+        prefer_system_arrow_pool()  # first: Arrow picks its allocator when pyarrow loads
         self.reset_lineage()
         check_format(self.format)
         days = self.days(context)
