@@ -143,15 +143,15 @@ class RateLimitThrottle:
                 self._not_before = max(self._not_before, now + retry_after)
             if remaining is None:
                 return
-            if sent_at is not None and self._remaining is not None:
-                if sent_at < self._observed_sent_at:
-                    # Possibly served before the answer we hold (measured: a late "3" after a
-                    # "1" let two requests through into a 429): believe it only if lower.
-                    rate = max(self._rate or 0.0, self._min_rate)
-                    expected = self._remaining + rate * (now - self._observed_at)
-                    remaining = min(remaining, int(expected))
-                else:
-                    self._observed_sent_at = sent_at
+            if (
+                sent_at is not None
+                and self._remaining is not None
+                and sent_at < self._observed_sent_at
+            ):
+                # Possibly served before the answer we hold (measured: a late "3" after a "1"
+                # let two requests through into a 429): believe it only if lower.
+                rate = max(self._rate or 0.0, self._min_rate)
+                remaining = min(remaining, int(self._remaining + rate * (now - self._observed_at)))
             elif sent_at is not None:
                 self._observed_sent_at = sent_at
             self._remaining = remaining

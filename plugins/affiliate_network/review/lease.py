@@ -151,11 +151,13 @@ class WriteLease:
         deadline = self._clock() + wait_s
         announced = False
         while True:
-            before = self.read() or {}
-            if self._try_local(local) if local is not None else self._try_remote():
+            if local is not None and self._try_local(local):
                 self.held = True
-                taken = before.get("owner") not in (None, self.owner)
-                if log is not None and local is None and taken:
+                return
+            before = self.read() or {}
+            if local is None and self._try_remote():
+                self.held = True
+                if log is not None and before.get("owner") not in (None, self.owner):
                     log.warning("Took over the expired write lease of %s", before["owner"])
                 return
             current = self.read() or before
