@@ -2,9 +2,9 @@
 
 One command, figures side by side::
 
-    uv run python bench/bench_report.py              # days of 100,000 and 1,000,000 conversions
+    uv run python bench/bench_report.py              # days of 100,000, 1,000,000, 5,000,000
     uv run python bench/bench_report.py --rows 100000 --contenders pull parquet
-    uv run python bench/bench_report.py --rows 100000 1000000 5000000   # flat? one table
+    uv run python bench/bench_report.py --rows 100000 1000000   # the quicker pair
 
 Contenders, each in its own subprocess (so its peak RSS is its own), against one sandbox
 process with ``latency_ms`` (default 200) injected on every request, as in ``bench_pull.py``:
@@ -211,7 +211,7 @@ def _report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--rows", type=int, nargs="+", default=[100_000, 1_000_000], help="day sizes"
+        "--rows", type=int, nargs="+", default=[100_000, 1_000_000, 5_000_000], help="day sizes"
     )
     parser.add_argument("--latency-ms", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)

@@ -51,7 +51,6 @@ def test_dag_file_parse_imports_nothing_heavy(dag_file: Path) -> None:
     """The scheduler parses DAG files every few seconds: no data libraries, no sandbox, no I/O."""
     heavy = [
         "pyarrow",
-        "simdjson",
         "fastapi",
         "uvicorn",
         "pandas",

@@ -400,7 +400,7 @@ def test_raw_page_path_equals_row_path(name: str) -> None:
         _page(batch), "conversions", SeenKeys(), "parquet"
     )
     assert dropped == 0
-    assert canonicals == [canonical for _, canonical, _ in rows]  # same checksum input
+    assert [bytes(c) for c in canonicals] == [c for _, c, _ in rows]  # same checksum input
     table = CONVERSION_SCHEMA.to_arrow(payload)
     assert table.equals(expected, check_metadata=True)
     assert table.to_pylist() == expected.to_pylist()
@@ -455,6 +455,40 @@ def test_raw_pages_and_records_land_the_same_partition(tmp_path: Path) -> None:
         assert raw.duplicates_dropped == 10
         assert (raw.row_count, raw.content_checksum) == (dicts.row_count, dicts.content_checksum)
         assert raw.files[0].sha256 == dicts.files[0].sha256  # byte-identical files
+
+
+def test_a_pretty_printed_page_lands_as_its_compacted_text(tmp_path: Path) -> None:
+    """An answer that spans lines is compacted before its records are hashed and written: JSON
+    Lines stay one record per line, and the checksum is that of the same text with only the
+    whitespace between tokens removed (escapes and numbers as sent, never re-printed).
+    """
+    import msgspec
+
+    from affiliate_network.hooks._paging import Page, page_decoder
+
+    recs = [*records(20), _with(notes='caf\u00e9, "quoted"\n', payout=1.5)]
+    pretty = json.dumps(orjson.loads(_page(recs)), indent=2).encode()  # escapes non-ASCII
+    compacted = msgspec.json.format(pretty, indent=-1)
+    assert b"\n" in pretty
+    assert b"\n" not in compacted
+    assert b"caf\\u00e9" in compacted
+    checksums = {}
+    for name, body in (("pretty", pretty), ("compacted", compacted)):
+        spans = page_decoder("conversions").decode(body).conversions  # as the hook splits it
+        page = Page(1, body, "conversions", len(recs), spans)
+        for fmt in ("parquet", "jsonl"):
+            with PartitionWriter(tmp_path / name, fmt, DAY, CONVERSION_SCHEMA, format=fmt) as w:
+                w.write_pages([page])
+                checksums[name, fmt] = w.commit(request={}).manifest.content_checksum
+    assert len(set(checksums.values())) == 1, checksums
+    part = tmp_path / "pretty" / "jsonl" / "date=2026-01-15"
+    with gzip.open(next(iter(Path(part).glob("*.jsonl.gz"))), "rb") as fh:
+        lines = fh.read().splitlines()
+    assert len(lines) == len(recs)
+    assert lines[-1].startswith(b'{"conversion_id":')
+    assert b"caf\\u00e9" in lines[-1]
+    assert [orjson.loads(line) for line in lines] == recs
+    assert read_partition(tmp_path / "pretty" / "parquet" / "date=2026-01-15").num_rows == 21
 
 
 def test_object_store_publish_and_rerun() -> None:

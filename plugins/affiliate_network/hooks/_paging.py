@@ -13,15 +13,17 @@ therefore bounded by ``concurrency x page size``, never by the report size.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import msgspec
 import orjson
 
 from affiliate_network.exceptions import AffiliateNetworkError
@@ -73,12 +75,15 @@ class Page(NamedTuple):
     :param content: the response body, a JSON object holding ``key`` and ``paging``.
     :param key: name of the record list in ``content``.
     :param rows: number of records in that list.
+    :param records: each record's JSON text as it stands in ``content`` (``msgspec.Raw``
+        views, no copies), when the envelope check found them; ``None``: not split yet.
     """
 
     number: int
     content: bytes
     key: str
     rows: int
+    records: Sequence[Any] | None = None
 
 
 #: Most pages one pull may span (2 billion rows at 2,000 per page): a larger answer is junk.
@@ -192,21 +197,18 @@ class PagedIterator(Iterator[dict[str, Any]]):
         return value
 
     def _parse_envelope(self, raw: RawPage, page: int) -> tuple[list[Page], dict[str, Any]]:
-        """Check the envelope of an unparsed page: simdjson's index, no Python objects."""
-        import simdjson
-
-        parser = simdjson.Parser()
+        """Check the envelope of an unparsed page: records split as spans, never parsed."""
         try:
-            doc = parser.parse(raw.content)
-        except (ValueError, RuntimeError):
-            raise AffiliateNetworkError(f"{self._label}: page {page} is not valid JSON") from None
-        records = doc.get(self._key) if isinstance(doc, simdjson.Object) else None
-        paging = doc.get("paging") if isinstance(doc, simdjson.Object) else None
-        if not isinstance(records, simdjson.Array) or not isinstance(paging, simdjson.Object):
+            envelope = page_decoder(self._key).decode(raw.content)
+        except msgspec.ValidationError:  # valid JSON, wrong shape (a subclass: caught first)
             raise AffiliateNetworkError(
                 f"{self._label}: page {page} has no '{self._key}' list or no paging envelope"
-            )
-        return [Page(page, raw.content, self._key, len(records))], paging.as_dict()
+            ) from None
+        except msgspec.DecodeError:
+            raise AffiliateNetworkError(f"{self._label}: page {page} is not valid JSON") from None
+        records: list[Any] = getattr(envelope, self._key)
+        page_obj = Page(page, raw.content, self._key, len(records), records)
+        return [page_obj], envelope.paging
 
     def _progress(self, started: float, last_page: int) -> None:
         """Log pages done / total, rows, rows/s and an ETA, at most every ``progress_every_s``."""
@@ -390,3 +392,12 @@ class _Prefetcher:
             future.cancel()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+@functools.cache
+def page_decoder(key: str) -> Any:
+    """msgspec decoder of a page: ``key`` as a list of record spans (each record's JSON text,
+    validated but not parsed into objects) and ``paging`` as a dict; other members ignored.
+    """
+    envelope = msgspec.defstruct("Envelope", [(key, list[msgspec.Raw]), ("paging", dict[str, Any])])
+    return msgspec.json.Decoder(envelope)

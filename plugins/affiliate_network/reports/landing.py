@@ -100,7 +100,7 @@ def _pull(
     search_terms: Any,
     page_size: int | None,
 ) -> PagedIterator:
-    """The day's paged pull, pages unparsed (landed by Arrow and simdjson, never as dicts)."""
+    """The day's paged pull, pages unparsed (split by msgspec, landed by Arrow, never as dicts)."""
     return hook.iter_conversions(
         from_date=request["from"],
         to_date=request["to"],

@@ -18,17 +18,19 @@ Two record kinds are landed:
   reporting row"): one ``<column>`` / ``<column>_label`` pair per requested group column, then
   the reporting numbers.
 
-The second format, gzip JSON Lines, stores each API record as received, minified, one per line:
-lossless, no schema needed to read it back.
+The second format, gzip JSON Lines, stores each API record as received, one per line: lossless,
+no schema needed to read it back.
 
 Content checksum: both formats share one definition, based on a canonical byte form of each API
-record (:meth:`RecordSchema.prepare`). For conversions it is the record as the API sent it,
-minified by simdjson (key order kept, numbers re-printed by simdjson): landing a pulled page
-never builds Python objects (:meth:`ConversionSchema.encode_page`), and records given as dicts
-give the same bytes. Aggregated rows use their sorted-key JSON. The same API data gives the same
-checksum whatever the format, the page order or the time of the pull (see
-:mod:`affiliate_network.reports.storage`). Conversion schema version 2 introduced this form
-(version 1 hashed sorted-key JSON), so a partition landed by version 1 reports another checksum.
+record (:meth:`RecordSchema.prepare`). For conversions it is the record's JSON text as the API
+sent it, on one line (:class:`ConversionSchema`): landing a pulled page never builds Python
+objects (:meth:`ConversionSchema.encode_page`), and records given as dicts give the same bytes
+when the server prints JSON as orjson does. Aggregated rows use their sorted-key JSON. The same API
+data gives the same checksum whatever the format, the page order or the time of the pull (see
+:mod:`affiliate_network.reports.storage`). Conversion schema version 1 hashed sorted-key JSON;
+version 2 introduced the record as sent, re-printed by simdjson until the landing split pages
+with msgspec: for compact JSON with plain escapes (the sandbox's, Go's for ASCII text) the
+bytes are the same, otherwise a re-landed day reports another checksum.
 """
 
 from __future__ import annotations
@@ -36,17 +38,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
 import orjson
 
 from affiliate_network.exceptions import (
     ConfigValidationError,
     SchemaMismatchError,
 )
+from affiliate_network.hooks._paging import page_decoder
 from affiliate_network.record_fields import (
     BOOLEAN_FIELDS,
     INTEGER_FIELDS,
@@ -364,11 +367,13 @@ def _coerce(value: Any, typ: pa.DataType) -> Any:
 class ConversionSchema(RecordSchema):
     """Conversion report rows (conversions and events share the record shape).
 
-    Canonical form (checksum input, and the JSON Lines line) of a conversion: the record as the
-    API sent it, minified by simdjson (key order kept, values re-printed). ``relationship`` is
-    stored the same way. Pages pulled with ``raw_pages`` are landed without building Python
-    objects (:meth:`encode_page`); records given as dicts take the row path and give the same
-    bytes (the dict is serialised with ``orjson`` in its own key order, then minified).
+    Canonical form (checksum input, and the JSON Lines line) of a conversion: the record's JSON
+    text as the API sent it (key order, escapes and number spellings as sent), on one line: a
+    page that spans lines is first compacted (whitespace between tokens removed). ``relationship``
+    is stored the same way. Pages pulled with ``raw_pages`` are landed without building Python
+    objects (:meth:`encode_page`); records given as dicts take the row path, serialised by
+    ``orjson`` in their own key order, which is the same text for a server that prints JSON the
+    way orjson does (the sandbox does; the tests compare the two paths).
     """
 
     def __init__(self) -> None:
@@ -379,22 +384,6 @@ class ConversionSchema(RecordSchema):
             key_field="conversion_id",
         )
         self.input_schema = _seconds_schema(self.arrow_schema)
-        self._local = threading.local()
-
-    def _parse(self, data: bytes) -> Any:
-        """simdjson document of ``data``, from this thread's parser."""
-        import simdjson
-
-        # Parsers are per thread, and reusable only once the last document is gone: a
-        # traceback still holding one (a failed page) gets this thread a fresh parser.
-        parser = getattr(self._local, "parser", None)
-        if parser is not None:
-            try:
-                return parser.parse(data)
-            except RuntimeError:
-                pass
-        parser = self._local.parser = simdjson.Parser()
-        return parser.parse(data)
 
     def flatten(self, record: dict[str, Any]) -> dict[str, Any]:
         return self.prepare(record)[0]
@@ -404,50 +393,56 @@ class ConversionSchema(RecordSchema):
         return _to_landed(super().to_table(rows), self.arrow_schema)
 
     def prepare(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes, bytes]:
-        canonical, rel_json = _minified(self._parse(orjson.dumps(record)))
-        return _conversion_row(record, rel_json), canonical, canonical
+        canonical = orjson.dumps(record)
+        rel = record.get("relationship")
+        return _conversion_row(record, _scalar_json(rel)), canonical, canonical
 
     def encode_page(
-        self, content: bytes, key: str, seen: SeenKeys | None, format: str
-    ) -> tuple[Any, list[bytes], int]:
+        self,
+        content: bytes,
+        key: str,
+        seen: SeenKeys | None,
+        format: str,
+        records: Sequence[Any] | None = None,
+    ) -> tuple[Any, list[Any], int]:
         """``(payload, canonicals, dropped)`` of one unparsed page, on the caller's thread.
 
-        simdjson indexes the page; per record only the id, the minified record and the
-        minified ``relationship`` become Python objects, for the length of one page. The ids
-        go to ``seen`` (the pull's exact key set, kept outside Python objects) in one call,
-        which says which records are duplicates. For Parquet, :meth:`to_arrow` then parses
-        the page itself with Arrow's JSON reader on the writer thread. A record with top-level
-        fields the spec does not list sends the page to the row path (they land in
-        ``extra_fields``).
-        """
-        import simdjson
+        ``records`` are the page's record spans from the pull's envelope check (split here when
+        not given). Per record, msgspec reads only the id and the span of ``relationship``
+        (every other value is skipped, never a Python object); the canonicals are the record
+        spans themselves (views of ``content``, no copies). The ids go to ``seen`` (the pull's
+        exact key set, kept outside Python objects) in one call, which says which records are
+        duplicates. For Parquet, :meth:`to_arrow` then parses the page with Arrow's JSON reader
+        on the writer thread. A record with top-level fields the spec does not list sends the
+        page to the row path (they land in ``extra_fields``).
 
-        obj, arr = simdjson.Object, simdjson.Array
-        # A parser of its own, freed with the page: a reused one would keep ~3.5x the largest
-        # page resident for the whole landing (its buffers are mmapped, so freeing is cheap).
-        parser = simdjson.Parser()
-        doc: Any = parser.parse(content)
+        :raises SchemaMismatchError: a record that is not a JSON object.
+        """
+        if records is None or _spans_lines(content):
+            content, records = _split_page(content, key)
+        known, any_fields = _record_decoders()
         ids: list[Any] = []
         rels: list[bytes | None] = []
-        canonicals: list[bytes] = []
         regular = True
-        known = _KNOWN_CONVERSION_FIELDS
-        for c in doc[key]:
-            if type(c) is not obj:
-                raise SchemaMismatchError(f"conversion record is not an object: {c!r:.200}")
-            ids.append(c.get("conversion_id"))
-            # pysimdjson's stub types .mini as str; it returns bytes (the ignores below).
-            canonicals.append(c.mini)  # type: ignore[arg-type]
-            if regular and not known.issuperset(c.keys()):
+        for index, text in enumerate(records):
+            try:
+                rec = known.decode(text)
+            except msgspec.ValidationError:
+                try:
+                    rec = any_fields.decode(text)  # fields outside the spec: row path
+                except msgspec.ValidationError:
+                    raise SchemaMismatchError(
+                        f"conversion record {index} of the page is not an object: "
+                        f"{bytes(text)[:200]!r}"
+                    ) from None
                 regular = False
-            rel = c.get("relationship")
-            mini = rel.mini if type(rel) is obj or type(rel) is arr else _scalar_json(rel)
-            rels.append(mini)  # type: ignore[arg-type]
-        del c, rel, doc, parser  # no proxy outlives the page: the parser's buffers go now
+            ids.append(rec.conversion_id)
+            rel = None if rec.relationship is None else bytes(rec.relationship)
+            rels.append(None if rel == _NULL else rel)
         mask = seen.add_many(ids) if seen is not None else [True] * len(ids)
         dropped = mask.count(False)
+        canonicals = list(itertools.compress(records, mask)) if dropped else list(records)
         if dropped:
-            canonicals = list(itertools.compress(canonicals, mask))
             rels = list(itertools.compress(rels, mask))
         if format != "parquet":
             return list(canonicals), canonicals, dropped
@@ -574,16 +569,44 @@ def _scalar_json(value: Any) -> bytes | None:
     return None if value is None else orjson.dumps(value)
 
 
-def _minified(doc: Any) -> tuple[bytes, bytes | None]:
-    """simdjson's minified form of a document, and of its ``relationship`` member."""
-    import simdjson
+_NULL = b"null"
 
-    rel = doc.get("relationship")
-    rel_json = rel.mini if isinstance(rel, simdjson.Object | simdjson.Array) else _scalar_json(rel)
-    canonical: bytes = doc.mini
-    del doc, rel
-    # pysimdjson's stub types .mini as str; it returns bytes.
-    return canonical, rel_json  # type: ignore[return-value]
+
+def _spans_lines(content: bytes) -> bool:
+    """Whether a page has line breaks or tabs: JSON strings cannot hold them unescaped, so
+    they are whitespace between tokens (a pretty-printed answer), and the page is compacted.
+    """
+    return b"\n" in content or b"\r" in content or b"\t" in content
+
+
+def _split_page(content: bytes, key: str) -> tuple[bytes, list[Any]]:
+    """``(content, record spans)`` of a page, compacted first if it spans lines."""
+    if _spans_lines(content):
+        content = msgspec.json.format(content, indent=-1)  # whitespace only; values kept
+    try:
+        page = page_decoder(key).decode(content)
+    except msgspec.DecodeError as err:
+        raise SchemaMismatchError(f"not a page of '{key}' records: {err}") from None
+    return content, getattr(page, key)
+
+
+@functools.cache
+def _record_decoders() -> tuple[Any, Any]:
+    """msgspec decoders of one conversion record: ``(known, any_fields)``.
+
+    Both read ``conversion_id`` and the span of ``relationship`` and skip every other value.
+    ``known`` also refuses a top-level field the spec does not list (the page then takes the
+    row path, which keeps it in ``extra_fields``); ``any_fields`` takes any object.
+    """
+    rest = sorted(_KNOWN_CONVERSION_FIELDS - {"conversion_id", "relationship"})
+    head: list[Any] = [("conversion_id", Any, None), ("relationship", msgspec.Raw, None)]
+    known = msgspec.defstruct(
+        "KnownConversion",
+        head + [(name, msgspec.Raw, None) for name in rest],
+        forbid_unknown_fields=True,
+    )
+    any_fields = msgspec.defstruct("AnyConversion", head)
+    return msgspec.json.Decoder(known), msgspec.json.Decoder(any_fields)
 
 
 def _conversion_row(record: dict[str, Any], rel_json: bytes | None) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Layout (Hive style, readable by DuckDB/Spark/pyarrow.dataset)::
 
     <base>/<dataset>/date=YYYY-MM-DD/part-00000.parquet   (or part-00000.jsonl.gz)
-    <base>/<dataset>/date=YYYY-MM-DD/part-00001.parquet   (Parquet: one file per 500,000 rows)
+    <base>/<dataset>/date=YYYY-MM-DD/part-00001.parquet   (Parquet: one file per 250,000 rows)
     <base>/<dataset>/date=YYYY-MM-DD/_manifest.json
     <base>/<dataset>/_staging/...                          (in-flight writes; ignored by readers)
     <base>/<dataset>/_trash/...                            (replaced partitions being removed)
@@ -81,18 +81,19 @@ MANIFEST_VERSION = 1
 STAGING_DIR = "_staging"
 TRASH_DIR = "_trash"
 #: Default Parquet row group size: bounds the Arrow memory held before a row group is flushed
-#: (two API pages; 10,000 cost ~35 MB more peak RSS for no measurable speed).
-DEFAULT_ROW_GROUP_ROWS = 4_000
+#: (one API page: nothing waits for a second page; 4,000 held ~8 MB more peak RSS, 10,000
+#: ~45 MB more, for no measurable speed).
+DEFAULT_ROW_GROUP_ROWS = 2_000
 #: Records converted to Arrow at a time (one API page is typically 2,000).
 BATCH_ROWS = 2_000
 #: Encoded batches waiting for the writer thread at most (bounds memory: each holds a page).
 MAX_BATCHES_IN_FLIGHT = 1
 #: Parquet rows per file: a Parquet writer holds every row group's metadata until its file
-#: closes (~60 kB per 4,000-row group for conversions), so a large day is split into files of
-#: this many rows (a new file once a row group reaches it) and the writer's memory stays flat.
-DEFAULT_FILE_ROWS = 500_000
-#: C++ write buffer in front of the data file (Parquet). A 4,000-row group compresses to about
-#: 0.6 MB, so this is still about one Python write() per row group; 8 MiB held ~8 MB more RSS.
+#: closes (~60 kB per row group for conversions), so a large day is split into files of this
+#: many rows (a new file once a row group reaches it) and the writer's memory stays flat.
+DEFAULT_FILE_ROWS = 250_000
+#: C++ write buffer in front of the data file (Parquet). A 2,000-row group compresses to about
+#: 0.3 MB, so this is about one Python write() per few row groups; 8 MiB held ~8 MB more RSS.
 SINK_BUFFER_BYTES = 1 << 20
 _LOCAL_PROTOCOLS = frozenset({"", "file", "local"})
 _MOD = 1 << 256
@@ -436,7 +437,7 @@ class PartitionWriter:
                 if self._closed:
                     raise StorageError("writer already closed")
                 payload, canonicals, dropped = encode_page(
-                    page.content, page.key, self._seen, self.format
+                    page.content, page.key, self._seen, self.format, page.records
                 )
                 self.duplicates_dropped += dropped
                 del page  # the page's body is in the payload now (Parquet) or not needed
