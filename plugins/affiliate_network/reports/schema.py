@@ -49,7 +49,6 @@ from affiliate_network.exceptions import (
     ConfigValidationError,
     SchemaMismatchError,
 )
-from affiliate_network.hooks._paging import page_decoder
 from affiliate_network.record_fields import (
     BOOLEAN_FIELDS,
     INTEGER_FIELDS,
@@ -581,6 +580,8 @@ def _spans_lines(content: bytes) -> bool:
 
 def _split_page(content: bytes, key: str) -> tuple[bytes, list[Any]]:
     """``(content, record spans)`` of a page, compacted first if it spans lines."""
+    from affiliate_network.hooks._paging import page_decoder  # not at DAG parse time
+
     if _spans_lines(content):
         content = msgspec.json.format(content, indent=-1)  # whitespace only; values kept
     try:
