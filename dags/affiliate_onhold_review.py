@@ -117,8 +117,9 @@ is sent, the message names the top rejecting rules):
 - `max_approved_payout`: payout of approvals per run (off unless set).
 
 Writes go in chunks; right before each chunk the conversions are searched again and only
-those **still on hold** are sent, then read back: a conversion that does not show the new
-state is reported (`readback_mismatches`) and re-checked by the next run. A rerun never
+those **still on hold** are sent, then read back (waiting up to 10 s: the network applies
+them asynchronously): one still not showing the new state is reported (`accepted_not_landed`,
+or `readback_mismatches` when it shows another state) and decided again by the next run. A rerun never
 approves or rejects twice. The audit calls applied only what the read-back shows.
 
 **One writer per network**: one active run (`max_active_runs=1`), one running review and one

@@ -160,25 +160,29 @@ def test_guardrail_trips_before_any_write(
     }
 
 
-def test_readback_mismatch_is_reported(
+def test_an_ignored_write_is_reported_as_accepted_not_landed(
     sandbox, network_conn, rules_file, window, truth, tmp_path
 ) -> None:
     ignored = sorted(truth["ip_mismatch"])[:5]
     sandbox.set_faults(onhold_ignore_ids=ignored)
-    summary = review_op(rules_file, window, tmp_path).execute(context())
-    assert summary["readback_mismatches"] == 5
+    summary = review_op(rules_file, window, tmp_path, readback_wait_s=0.5).execute(context())
+    assert summary["accepted_not_landed"] == 5
+    assert summary["readback_mismatches"] == 0
     rows = {r["on_hold_conversion_id"]: r for r in read_jsonl(summary["audit_path"])}
     for oh_id in ignored:
         # The audit tells the truth: what the read-back does not show is not applied (yet).
         assert rows[oh_id]["applied"] is False
-        assert rows[oh_id]["reason"].startswith("sent approved; read back shows on_hold")
+        assert rows[oh_id]["reason"] == (
+            "accepted by the API (approved), not visible after 0.5 s: the next run decides it "
+            "again from the traffic"
+        )
     after = states(network_conn, window)
     assert {after[i] for i in ignored} == {"on_hold"}
     # The next run picks them up again (they are still on hold) and, fault cleared, lands them.
     sandbox.clear_faults()
     rerun = review_op(rules_file, window, tmp_path).execute(context("next"))
     assert rerun["applied"]["approved"] == 5
-    assert rerun["readback_mismatches"] == 0
+    assert rerun["readback_mismatches"] == rerun["accepted_not_landed"] == 0
 
 
 def test_min_age_leaves_young_conversions_alone(

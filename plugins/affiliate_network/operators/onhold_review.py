@@ -28,7 +28,11 @@ from affiliate_network.operators.lineage import (
 )
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 from affiliate_network.paths import include_dir, resolve_data_base
-from affiliate_network.review.apply import DEFAULT_REJECT_STATUS, check_reject_status
+from affiliate_network.review.apply import (
+    DEFAULT_READBACK_WAIT_S,
+    DEFAULT_REJECT_STATUS,
+    check_reject_status,
+)
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.options import ReviewOptions
 
@@ -56,9 +60,12 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     writer per network: :mod:`affiliate_network.review.lease`) and go in chunks of
     ``chunk_size``: right before each chunk the ids are searched again and only those still on
     hold are sent; after each chunk they are read back, and the read-back decides what the audit
-    calls applied. ``review`` decisions wait for a human (see :func:`build_review_requests`),
-    except conversions a person kept on hold less than ``keep_decision_hours`` ago with the same
-    data; ``hold`` and unmatched conversions stay on hold.
+    calls applied (the API applies them asynchronously: ids not visible yet are read back again
+    for up to ``readback_wait_s``; what is still on hold then is audited as accepted but not
+    landed, and the next run decides it again). ``review`` decisions wait for a human (see
+    :func:`build_review_requests`), except conversions a person kept on hold less than
+    ``keep_decision_hours`` ago with the same data; ``hold`` and unmatched conversions stay on
+    hold.
 
     One audit file per attempt (JSON Lines, written atomically) lists every decision: conversion
     id, on-hold id, rule id, action, the values the rule tested, applied or not and why. The
@@ -93,6 +100,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param page_size: conversion report page size (default: the connection's).
     :param full_pull: pull the whole window instead of the traffic snapshot plus what is new
         (templated; the snapshot is rewritten from it).
+    :param readback_wait_s: longest wait, in seconds, for sent statuses to show (0..600).
     """
 
     template_fields: Sequence[str] = (
@@ -129,6 +137,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         base_path: str | None = None,
         page_size: int | None = None,
         full_pull: bool | str = False,
+        readback_wait_s: float = DEFAULT_READBACK_WAIT_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -152,6 +161,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         self.base_path = base_path
         self.page_size = page_size
         self.full_pull = full_pull
+        self.readback_wait_s = readback_wait_s
         self._options()  # the library checks the other arguments: a bad one fails at parse time
 
     def _options(self) -> ReviewOptions:
@@ -166,6 +176,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             lease_wait_minutes=self.lease_wait_minutes,
             page_size=self.page_size,
             full_pull=as_bool(self.full_pull, "full_pull"),
+            readback_wait_s=self.readback_wait_s,
         )
 
     def _rules_path(self) -> Path:

@@ -118,6 +118,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             "kept_on_hold": result.kept_on_hold,
             "unanswered": result.unanswered,
             "readback_mismatches": result.readback_mismatches,
+            "accepted_not_landed": result.accepted_not_landed,
             "audit_path": str(result.audit_path),
         }
 
@@ -128,7 +129,8 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         if summary.get("audit_path"):
             inputs.insert(0, storage_dataset(str(summary["audit_path"])))
         outputs = [storage_dataset(str(result.audit_path))]
-        if sum(result.applied.values()) + result.readback_mismatches:  # PATCH requests were sent
+        sent = sum(result.applied.values()) + result.readback_mismatches
+        if sent + result.accepted_not_landed:  # PATCH requests were sent
             outputs.append(api_endpoint_dataset(base_url, ONHOLD_ENDPOINT))
         self.record_lineage(inputs=inputs, outputs=outputs)
 

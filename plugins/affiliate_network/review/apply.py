@@ -5,6 +5,8 @@ Runs without Airflow's task context: give it a hook (or anything with the same m
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -21,6 +23,14 @@ if TYPE_CHECKING:
 APPROVED = "approved"
 DEFAULT_REJECT_STATUS = "rejected"
 ON_HOLD = "on_hold"
+#: Seconds the writer waits for a sent status to show in a read-back. The service documents the
+#: update as asynchronous, visible "up to a few seconds" later, without a number: a setting.
+DEFAULT_READBACK_WAIT_S = 10.0
+#: Longest accepted wait: the run holds the network's write lease while it waits.
+MAX_READBACK_WAIT_S = 600.0
+#: First pause between read-backs, doubled up to the cap (a poll costs a search per chunk).
+_POLL_FIRST_S = 0.25
+_POLL_CAP_S = 2.0
 
 
 def check_reject_status(status: str) -> None:
@@ -31,6 +41,23 @@ def check_reject_status(status: str) -> None:
         raise ConfigValidationError(
             f"reject_status {status!r} is not a status word (lowercase letters and '_', "
             f"e.g. 'rejected')"
+        )
+
+
+def check_readback_wait(readback_wait_s: float) -> None:
+    """Seconds to wait for a read-back: 0..600 (0: read back once, do not wait).
+
+    :raises ConfigValidationError: not a number, or outside that range.
+    """
+    if (
+        not isinstance(readback_wait_s, int | float)
+        or isinstance(readback_wait_s, bool)
+        or not math.isfinite(readback_wait_s)
+        or not 0 <= readback_wait_s <= MAX_READBACK_WAIT_S
+    ):
+        raise ConfigValidationError(
+            f"readback_wait_s must be a number of seconds in 0..{MAX_READBACK_WAIT_S:g}, "
+            f"got {readback_wait_s!r}"
         )
 
 
@@ -49,12 +76,15 @@ class ApplyOutcome:
 
     The read-back decides: an id is ``applied`` only when reading it back shows the status
     sent, whatever the PATCH call returned (it may time out after landing, or report success
-    before the change is visible).
+    before the change is visible: the API applies status updates asynchronously).
 
     :param applied: on-hold id -> status, confirmed by the read-back.
     :param skipped: on-hold id -> why it was not sent (e.g. ``no longer on hold: approved``).
-    :param mismatches: on-hold id -> state read back after the PATCH when it is not the status
-        sent (the API applies status changes asynchronously: the next run re-checks).
+    :param mismatches: on-hold id -> state read back after the PATCH when it is neither the
+        status sent nor ``on_hold`` (someone else decided it), or ``None`` (not found).
+    :param not_landed: on-hold id -> why: accepted by the API but still on hold after the
+        read-back wait (late, or lost: the next run decides it again from the traffic).
+    :param pending: ids accepted and not yet seen landed (empty once the writer has settled).
     :param unknown: on-hold id -> why the outcome is unknown (the PATCH failed and the read-back
         failed too).
     :param chunks: PATCH requests sent.
@@ -63,12 +93,20 @@ class ApplyOutcome:
     applied: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     mismatches: dict[str, str | None] = field(default_factory=dict)
+    not_landed: dict[str, str] = field(default_factory=dict)
+    pending: dict[str, None] = field(default_factory=dict)
     unknown: dict[str, str] = field(default_factory=dict)
     chunks: int = 0
 
 
 class OnHoldWriter:
-    """Applies statuses to on-hold ids, never sending an id that is no longer on hold.
+    """Applies statuses to on-hold ids, never sending an id that is no longer on hold, nor one
+    id twice (one writer is one run).
+
+    An id counts as applied only when a read-back shows it. The API applies status updates
+    asynchronously, so ids not visible right after their chunk are read back again, with
+    backoff, for up to ``readback_wait_s``; what is still on hold then is recorded as accepted
+    but not landed, and not sent again: the next run decides it again from the traffic.
 
     :param hook: the network hook.
     :param from_date: first day of the window the conversions were pulled from.
@@ -76,7 +114,10 @@ class OnHoldWriter:
     :param timezone_id: the API's timezone id of those days.
     :param chunk_size: on-hold ids per PATCH.
     :param log: logger of the calling operator.
-    :param on_chunk: called after every chunk (the caller renews its write lease there).
+    :param on_chunk: called after every chunk and between read-backs (the caller renews its
+        write lease there).
+    :param readback_wait_s: longest wait for sent statuses to show
+        (:data:`DEFAULT_READBACK_WAIT_S`; checked by :func:`check_readback_wait`).
     """
 
     def __init__(
@@ -89,7 +130,9 @@ class OnHoldWriter:
         chunk_size: int,
         log: TaskLog,
         on_chunk: Callable[[], None] | None = None,
+        readback_wait_s: float = DEFAULT_READBACK_WAIT_S,
     ) -> None:
+        check_readback_wait(readback_wait_s)
         self.hook = hook
         self.from_date = from_date
         self.to_date = to_date
@@ -97,6 +140,11 @@ class OnHoldWriter:
         self.chunk_size = chunk_size
         self.log = log
         self.on_chunk = on_chunk
+        self.readback_wait_s = readback_wait_s
+        #: Every id sent by this writer: none is sent twice.
+        self._sent: set[str] = set()
+        #: Accepted ids not yet seen landed: id -> (status sent, its outcome).
+        self._pending: dict[str, tuple[str, ApplyOutcome]] = {}
 
     def current_states(self, on_hold_ids: Sequence[str]) -> dict[str, str | None]:
         """Current on-hold state of each id (``None`` when the search does not return it)."""
@@ -120,20 +168,81 @@ class OnHoldWriter:
     ) -> None:
         after = self.current_states(ids)
         for i in ids:
-            if after.get(i) == status:
+            seen = after.get(i)
+            if seen == status:
                 outcome.applied[i] = status
-            elif not failed:  # after a failed PATCH, "not there" is simply not applied
-                outcome.mismatches[i] = after.get(i)
+            elif failed:  # after a failed PATCH, "not there" is simply not applied
+                continue
+            elif seen in (ON_HOLD, None):  # accepted, not visible yet: read again later
+                outcome.pending[i] = None
+                self._pending[i] = (status, outcome)
+            else:  # someone else decided it meanwhile
+                outcome.mismatches[i] = seen
+
+    def settle(self) -> None:
+        """Read back the accepted ids not yet visible until they show, or ``readback_wait_s``
+        has passed (real time, backoff between polls); what is still on hold then is recorded
+        as accepted but not landed (never sent again by this writer)."""
+        deadline = time.monotonic() + self.readback_wait_s
+        pause = _POLL_FIRST_S
+        while self._pending and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, _POLL_CAP_S)
+            by_status: dict[str, list[str]] = {}
+            for i, (status, _) in self._pending.items():
+                by_status.setdefault(status, []).append(i)
+            for status, ids in by_status.items():
+                after = self.current_states(ids)
+                for i in ids:
+                    seen = after.get(i)
+                    if seen in (ON_HOLD, None):
+                        continue
+                    _, outcome = self._pending.pop(i)
+                    del outcome.pending[i]
+                    if seen == status:
+                        outcome.applied[i] = status
+                    else:
+                        outcome.mismatches[i] = seen
+            if self.on_chunk is not None:
+                self.on_chunk()
+        for i, (status, outcome) in self._pending.items():
+            del outcome.pending[i]
+            outcome.not_landed[i] = (
+                f"accepted by the API ({status}), not visible after {self.readback_wait_s:g} s: "
+                "the next run decides it again from the traffic"
+            )
+        if self._pending:
+            self.log.warning(
+                "%d on-hold ids accepted by the API but not visible after %g s (a late or lost "
+                "write); not sent again: the next run decides them again from the traffic: %s",
+                len(self._pending),
+                self.readback_wait_s,
+                ", ".join(sorted(self._pending)[:20]),
+            )
+        self._pending.clear()
 
     def apply(
-        self, on_hold_ids: Sequence[str], status: str, outcome: ApplyOutcome | None = None
+        self,
+        on_hold_ids: Sequence[str],
+        status: str,
+        outcome: ApplyOutcome | None = None,
+        *,
+        wait: bool = True,
     ) -> ApplyOutcome:
         """Send ``status`` for every id still on hold, chunk by chunk, then read back.
 
         :param outcome: filled as chunks go (so a caller still has it when a chunk fails).
+        :param wait: wait for the ids not visible yet (:meth:`settle`) before returning; a
+            caller applying several statuses passes ``False`` and settles once at the end.
         """
         outcome = outcome if outcome is not None else ApplyOutcome()
         for chunk in chunked(list(dict.fromkeys(on_hold_ids)), self.chunk_size):
+            again = [i for i in chunk if i in self._sent]
+            for i in again:
+                outcome.skipped[i] = "already sent in this run"
+            chunk = [i for i in chunk if i not in self._sent]
+            if not chunk:
+                continue
             # Right before the write: a rerun, a person or the network may have decided some.
             states = self.current_states(chunk)
             still = [i for i in chunk if states.get(i) == ON_HOLD]
@@ -142,6 +251,7 @@ class OnHoldWriter:
                     outcome.skipped[i] = f"no longer on hold: {states.get(i) or 'not found'}"
             if not still:
                 continue
+            self._sent.update(still)
             try:
                 result = self.hook.set_on_hold_status(still, status)
             except Exception as err:
@@ -167,10 +277,12 @@ class OnHoldWriter:
             self._read_back(still, status, outcome)
             if self.on_chunk is not None:
                 self.on_chunk()
+        if wait:
+            self.settle()
         if outcome.mismatches:
             self.log.warning(
-                "%d on-hold ids still show another state after PATCH %s (asynchronous or ignored "
-                "write); the next run re-checks them: %s",
+                "%d on-hold ids show another state after PATCH %s (decided by someone else, or "
+                "not found); the next run re-checks them: %s",
                 len(outcome.mismatches),
                 status,
                 ", ".join(sorted(outcome.mismatches)[:20]),
@@ -186,8 +298,16 @@ def outcome_reasons(outcomes: dict[str, ApplyOutcome], into: dict[str, tuple[boo
         for i, seen in outcome.mismatches.items():
             into[i] = (
                 False,
-                f"sent {status}; read back shows {seen or 'not found'} (not visible yet: the API "
-                "applies status changes asynchronously; the next run re-checks)",
+                f"sent {status}; read back shows {seen or 'not found'} (decided elsewhere or "
+                "not found; the next run re-checks)",
+            )
+        for i, why in outcome.not_landed.items():
+            into[i] = (False, why)
+        for i in outcome.pending:  # the run stopped before its read-back wait
+            into[i] = (
+                False,
+                f"accepted by the API ({status}), not yet visible when the run stopped: the "
+                "next run re-checks",
             )
         for i, why in outcome.unknown.items():
             into[i] = (False, f"outcome unknown: {why}")

@@ -56,6 +56,9 @@ class HumanApplyResult:
     :param unanswered: conversions without a valid answer (kept on hold, asked again).
     :param readback_mismatches: ids whose read-back shows another state.
     :param audit_path: ``human-attempt-N.jsonl`` beside the review's audit file.
+    :param accepted_not_landed: ids accepted by the API but not visible within the read-back
+        wait (a late or lost write: the conversion is still on hold, so the next review decides
+        it again).
     """
 
     requests: int
@@ -64,6 +67,7 @@ class HumanApplyResult:
     unanswered: int
     readback_mismatches: int
     audit_path: ObjectStoragePath
+    accepted_not_landed: int = 0
 
     @classmethod
     def of(
@@ -82,6 +86,7 @@ class HumanApplyResult:
             unanswered=choices.count(UNANSWERED),
             readback_mismatches=sum(len(o.mismatches) for o in per_status.values()),
             audit_path=audit_path,
+            accepted_not_landed=sum(len(o.not_landed) for o in per_status.values()),
         )
 
 

@@ -94,12 +94,14 @@ class WriteTotals:
     :param skipped: ids no longer on hold right before their chunk.
     :param mismatches: ids whose read-back shows another state.
     :param chunks: PATCH requests sent.
+    :param not_landed: ids accepted by the API but not visible within the read-back wait.
     """
 
     applied: dict[str, int]
     skipped: int = 0
     mismatches: int = 0
     chunks: int = 0
+    not_landed: int = 0
 
 
 @dataclass
@@ -163,6 +165,7 @@ class ReviewResult:
             "applied": writes.applied,
             "skipped_not_on_hold": writes.skipped,
             "readback_mismatches": writes.mismatches,
+            "accepted_not_landed": writes.not_landed,
             "patch_requests": writes.chunks,
             "review_pending": per_action["review"],
             "kept_on_hold_by_reviewer": self.kept_by_reviewer,
@@ -343,12 +346,14 @@ def _write_decisions(
             chunk_size=options.chunk_size,
             log=log,
             on_chunk=lease.renew,
+            readback_wait_s=options.readback_wait_s,
         )
         outcomes = {APPROVED: ApplyOutcome(), options.reject_status: ApplyOutcome()}
         try:
             for ids, status in plan:
                 if ids:
-                    writer.apply(ids, status, outcomes[status])
+                    writer.apply(ids, status, outcomes[status], wait=False)
+            writer.settle()  # one bounded wait for the late writes of both statuses
         except Exception as err:
             # Record what the read-back shows landed: a retry sends only what is on hold.
             outcome_reasons(outcomes, outcome_by_id)
@@ -363,6 +368,7 @@ def _write_decisions(
     for status, outcome in outcomes.items():
         totals.applied[status] = len(outcome.applied)
         totals.mismatches += len(outcome.mismatches)
+        totals.not_landed += len(outcome.not_landed)
         totals.skipped += len(outcome.skipped)
         totals.chunks += outcome.chunks
     return totals

@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.apply import APPROVED, DEFAULT_REJECT_STATUS, check_chunk_size
+from affiliate_network.review.apply import (
+    APPROVED,
+    DEFAULT_READBACK_WAIT_S,
+    DEFAULT_REJECT_STATUS,
+    check_chunk_size,
+    check_readback_wait,
+)
 from affiliate_network.review.guardrails import Guardrails
 
 __all__ = ["ReviewOptions"]
@@ -29,6 +35,10 @@ class ReviewOptions:
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param page_size: conversion report page size (``None``: the connection's).
     :param full_pull: pull the whole window instead of the traffic snapshot plus what is new.
+    :param readback_wait_s: longest wait, in seconds, for sent statuses to show in a read-back
+        (0..600, default :data:`~affiliate_network.review.apply.DEFAULT_READBACK_WAIT_S` = 10:
+        the API applies them asynchronously, "up to a few seconds"). Ids still on hold then are
+        audited as accepted but not landed and decided again by the next run.
     :raises ConfigValidationError: an argument out of its range.
     """
 
@@ -40,9 +50,11 @@ class ReviewOptions:
     lease_wait_minutes: float = 35.0
     page_size: int | None = None
     full_pull: bool = False
+    readback_wait_s: float = DEFAULT_READBACK_WAIT_S
 
     def __post_init__(self) -> None:
         check_chunk_size(self.chunk_size)
+        check_readback_wait(self.readback_wait_s)
         if self.min_age_hours < 0:
             raise ConfigValidationError(f"min_age_hours must be >= 0, got {self.min_age_hours}")
         if self.keep_decision_hours < 0:

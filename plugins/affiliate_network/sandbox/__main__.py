@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from affiliate_network.sandbox.config import ConfigError, DataConfig
+from affiliate_network.sandbox.late_writes import LateWritesConfig, LateWritesConfigError
 
 
 def _is_loopback(host: str) -> bool:
@@ -56,6 +57,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-key quota: 'sandbox' (generous, the default) or 'documented' (the public "
         "guide's network quota: 600 requests per 30 s)",
     )
+    p.add_argument(
+        "--write-delay-s",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="late writes: an accepted on-hold status update shows in reads this many real "
+        "seconds later (default 0: at once; the real service documents 'up to a few seconds')",
+    )
+    p.add_argument(
+        "--lost-write-share",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="late writes: share (0..1) of accepted on-hold status updates that never land "
+        "(default 0; the real service documents that this happens 'rarely')",
+    )
     p.add_argument("--ready-file", default=None, help="write the base URL here once listening")
     p.add_argument("--log-level", default="warning")
     return p
@@ -95,12 +112,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"bad data config: {err}", file=sys.stderr)
         return 2
+    try:
+        late = LateWritesConfig(delay_s=args.write_delay_s, lost_share=args.lost_write_share)
+    except LateWritesConfigError as err:
+        flag = "--write-delay-s" if "delay_s" in str(err) else "--lost-write-share"
+        print(f"bad {flag}: {err}", file=sys.stderr)
+        return 2
 
     import uvicorn
 
     from affiliate_network.sandbox.app import create_app
 
-    app = create_app(cfg, rate_limit=args.rate_limit)
+    app = create_app(cfg, rate_limit=args.rate_limit, late_writes=late)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

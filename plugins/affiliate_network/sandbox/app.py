@@ -29,6 +29,11 @@ from affiliate_network.sandbox.auth import (
 from affiliate_network.sandbox.config import ConfigError, DataConfig
 from affiliate_network.sandbox.errors import ApiError, before, invalid, not_found
 from affiliate_network.sandbox.faults import FaultConfig, FaultConfigError, Faults
+from affiliate_network.sandbox.late_writes import (
+    LateWrites,
+    LateWritesConfig,
+    LateWritesConfigError,
+)
 from affiliate_network.sandbox.paging import parse_paging
 from affiliate_network.sandbox.ratelimit import RateLimiter, retry_after
 from affiliate_network.sandbox.requestlog import RequestLog, body_entry
@@ -85,7 +90,7 @@ def h_conversions(
 def h_onhold(
     sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
 ) -> Any:
-    return w.patch_onhold(body, sb.faults.config.onhold_ignore_ids)
+    return w.patch_onhold(body, sb.faults.config.onhold_ignore_ids, sb.late_writes)
 
 
 def h_sale(
@@ -268,13 +273,20 @@ class Sandbox:
         on top of it).
     :param rate_limit: ``(burst, refill per second)`` of each key's bucket after a reset
         (default :data:`choices.RATE_LIMIT_PROFILES` ``"sandbox"``).
+    :param late_writes: the late/lost on-hold update setting after a reset (default: off).
     """
 
-    def __init__(self, config: DataConfig, rate_limit: tuple[int, float] | None = None) -> None:
+    def __init__(
+        self,
+        config: DataConfig,
+        rate_limit: tuple[int, float] | None = None,
+        late_writes: LateWritesConfig | None = None,
+    ) -> None:
         self.base_config = config
         self.rate_limit = rate_limit or choices.RATE_LIMIT_PROFILES["sandbox"]
         self.keys = KeyRing(config.seed)
         self.faults = Faults()
+        self.late_writes = LateWrites(late_writes)
         self.limiter = RateLimiter(*self.rate_limit)
         self.log = RequestLog()
         self.counts: Counter[str] = Counter()
@@ -294,6 +306,7 @@ class Sandbox:
             }
         )
         self.faults.clear()
+        self.late_writes.reset()
         self.limiter.configure(*self.rate_limit)
         self.log.clear()
         self.counts.clear()
@@ -392,6 +405,7 @@ class Sandbox:
                 raise ApiError(injected, message, field, extra)
             if raw_body is not None:
                 body = _parse_json(raw_body)
+            self.late_writes.settle()  # what has landed by now is what this request sees
             payload = handler(self, world, principal, params, query, body)
             delay_after = self.faults.delay_after_apply(api)
         except ApiError as err:
@@ -461,7 +475,7 @@ class Sandbox:
             return 200, self._admin(method, path, query, raw), {}
         except ApiError as err:
             return err.status, err.body(), err.headers
-        except (ConfigError, FaultConfigError, ValueError) as err:
+        except (ConfigError, FaultConfigError, LateWritesConfigError, ValueError) as err:
             return 400, {"error": str(err)}, {}
 
     def _world(self, query: dict[str, Any]) -> World:
@@ -472,6 +486,7 @@ class Sandbox:
 
     def _admin(self, method: str, path: str, query: dict[str, Any], raw: bytes) -> Any:
         route = (method, path.rstrip("/"))
+        self.late_writes.settle()  # the truth endpoints show what has landed, nothing more
         if route == ("GET", "/_sandbox/health"):
             return {"status": "ok", "pid": os.getpid(), "config": self.config.to_json()}
         if route == ("GET", "/_sandbox/config"):
@@ -495,6 +510,11 @@ class Sandbox:
         if route == ("DELETE", "/_sandbox/faults"):
             self.faults.clear()
             return self.faults.config.to_json()
+        if route == ("GET", "/_sandbox/late-writes"):
+            return self.late_writes.to_json()
+        if route == ("PUT", "/_sandbox/late-writes"):
+            self.late_writes.set(LateWritesConfig.from_json(_parse_json(raw)))
+            return self.late_writes.to_json()
         if route == ("GET", "/_sandbox/rate_limit"):
             return self.limiter.to_json()
         if route == ("PUT", "/_sandbox/rate_limit"):
@@ -639,16 +659,21 @@ async def _respond(
         await send({"type": "http.response.body", "body": chunk, "more_body": n < last})
 
 
-def create_app(config: DataConfig | None = None, rate_limit: str = "sandbox") -> Sandbox:
+def create_app(
+    config: DataConfig | None = None,
+    rate_limit: str = "sandbox",
+    late_writes: LateWritesConfig | None = None,
+) -> Sandbox:
     """Build the ASGI application (``config`` defaults to :class:`DataConfig`'s defaults).
 
     :param rate_limit: a name in :data:`choices.RATE_LIMIT_PROFILES`.
+    :param late_writes: late/lost on-hold updates after every reset (default: off).
     """
     if rate_limit not in choices.RATE_LIMIT_PROFILES:
         raise ValueError(
             f"rate_limit must be one of {sorted(choices.RATE_LIMIT_PROFILES)}, got {rate_limit!r}"
         )
-    return Sandbox(config or DataConfig(), choices.RATE_LIMIT_PROFILES[rate_limit])
+    return Sandbox(config or DataConfig(), choices.RATE_LIMIT_PROFILES[rate_limit], late_writes)
 
 
 def _api_key(scope: dict[str, Any]) -> str | None:

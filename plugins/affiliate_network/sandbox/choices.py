@@ -73,6 +73,16 @@ ONHOLD_PATCH_STATUSES = ("approved", "rejected")
 #: Snapshot ``initiator`` is ``manual`` (the only value shown); ``network_employee`` is "api"
 #: for PATCH-made snapshots and "" for the initial hold.
 SNAPSHOT_INITIATOR = "manual"
+#: Late writes. The service's documentation (real-service facts) says status updates are
+#: processed asynchronously: a read right after may not show them yet ("up to a few seconds"),
+#: and, rarely, the call answers ``result: true`` and the update then fails. It gives no numbers,
+#: so both are sandbox settings, off by default (applied at once, never lost): the delay in real
+#: monotonic seconds and the share of accepted updates that never land (``--write-delay-s``,
+#: ``--lost-write-share``, ``PUT /_sandbox/late-writes``; see sandbox/late_writes.py). Which
+#: updates are lost is drawn per on-hold id and per send of that id, so a re-send can land.
+#: The timestamp of a landed update's snapshot is the moment it lands (a choice).
+LATE_WRITE_DELAY_S = 0.0
+LOST_WRITE_SHARE = 0.0
 #: Holding period shown in the flowchart's ``on_hold.holding_period_end``: conversion time + 7 days.
 HOLDING_PERIOD_S = 7 * 86400
 

@@ -31,6 +31,8 @@ _FLAG_NAMES = {
     "event_share": "--event-share",
     "reporting_timezone_id": "--reporting-timezone-id",
     "rate_limit": "--rate-limit",
+    "write_delay_s": "--write-delay-s",
+    "lost_write_share": "--lost-write-share",
 }
 
 
@@ -111,6 +113,26 @@ class RunningSandbox:
             json={"capacity": capacity, "refill_per_second": refill_per_second},
         )
 
+    def set_late_writes(
+        self, *, delay_s: float = 0.0, lost_share: float = 0.0, seed: int = 0
+    ) -> dict[str, Any]:
+        """Late/lost on-hold status updates (``PUT /_sandbox/late-writes``; a reset turns them
+        back to the startup setting).
+
+        :param delay_s: real seconds before an accepted update shows in reads.
+        :param lost_share: share of accepted updates that never land (drawn per id and send).
+        :param seed: seed of that draw.
+        """
+        return self._admin_object(
+            "PUT",
+            "/_sandbox/late-writes",
+            json={"delay_s": delay_s, "lost_share": lost_share, "seed": seed},
+        )
+
+    def late_writes(self) -> dict[str, Any]:
+        """The late-writes setting and its counters (``pending``, ``landed``, ``lost``)."""
+        return self._admin_object("GET", "/_sandbox/late-writes")
+
     def requests_log(self) -> list[dict[str, Any]]:
         logged = self._admin_object("GET", "/_sandbox/requests")["requests"]
         if not isinstance(logged, list):
@@ -190,7 +212,8 @@ def start_sandbox(
     :param timeout: seconds to wait for the process to become healthy.
     :param data_config: data config values (``end_date``, ``days``, ``offers``, ``affiliates``,
         ``advertisers``, ``conversions_per_day``, ``on_hold_share``, ``event_share``,
-        ``reporting_timezone_id``) and ``rate_limit`` (``"sandbox"`` or ``"documented"``).
+        ``reporting_timezone_id``), ``rate_limit`` (``"sandbox"`` or ``"documented"``), and
+        the late-writes startup setting ``write_delay_s`` and ``lost_write_share``.
     """
     unknown = set(data_config) - set(_FLAG_NAMES)
     if unknown:

@@ -16,6 +16,7 @@ from affiliate_network.sandbox.entities import (
     Catalog,
 )
 from affiliate_network.sandbox.errors import invalid, not_found
+from affiliate_network.sandbox.late_writes import LateWrites
 from affiliate_network.sandbox.world.base import (
     Raw,
     WorldBase,
@@ -167,7 +168,9 @@ class ReportingArea(WorldBase):
     # PATCH /networks/reporting/onhold
     # ============================================================================================
 
-    def patch_onhold(self, body: Any, ignore_ids: list[str]) -> dict[str, Any]:
+    def patch_onhold(
+        self, body: Any, ignore_ids: list[str], late: LateWrites | None = None
+    ) -> dict[str, Any]:
         body = v.obj(body)
         ids = v.str_list(v.req(body, "on_hold_conversion_ids"), "on_hold_conversion_ids")
         if not ids:
@@ -180,32 +183,38 @@ class ReportingArea(WorldBase):
                 raise not_found()
             located.append((ohid, hit))
         ignore = set(ignore_ids)
-        now = _now()
-        changed = False
         for ohid, (c, i) in located:
             if ohid in ignore:
                 continue  # fault: reported as applied, applied "later" (never)
             value = c.vbase | i
-            extra = self.state.onhold.setdefault(value, [])
-            current = extra[-1]["status"] if extra else "on_hold"
-            if current == status:
-                continue
-            extra.append(
-                {
-                    "initiator": choices.SNAPSHOT_INITIATOR,
-                    "network_employee": "api",
-                    "network_id": self.network_id,
-                    "on_hold_conversion_history_snapshot_id": value * 8 + min(len(extra) + 1, 7),
-                    "on_hold_conversion_id": ohid,
-                    "snapshot_type": "status",
-                    "status": status,
-                    "unix_timestamp": now,
-                }
-            )
-            changed = True
-        if changed:
-            self.state.touch()
+            if late is not None and late.defer(self, ohid, value, status):
+                continue  # late-writes mode: lands after its delay, or never (late_writes.py)
+            self.land_onhold(ohid, value, status)
         return {"result": True}
+
+    def land_onhold(self, ohid: str, value: int, status: str) -> bool:
+        """Make ``status`` the current on-hold status of one conversion (a status snapshot).
+
+        :returns: whether anything changed (the same status again adds no snapshot).
+        """
+        extra = self.state.onhold.setdefault(value, [])
+        current = extra[-1]["status"] if extra else "on_hold"
+        if current == status:
+            return False
+        extra.append(
+            {
+                "initiator": choices.SNAPSHOT_INITIATOR,
+                "network_employee": "api",
+                "network_id": self.network_id,
+                "on_hold_conversion_history_snapshot_id": value * 8 + min(len(extra) + 1, 7),
+                "on_hold_conversion_id": ohid,
+                "snapshot_type": "status",
+                "status": status,
+                "unix_timestamp": _now(),
+            }
+        )
+        self.state.touch()
+        return True
 
     # ============================================================================================
     # PUT /networks/reporting/conversions/{id}/saleamount
