@@ -26,6 +26,7 @@ from affiliate_network.sandbox.auth import (
     Principal,
     require_scope,
 )
+from affiliate_network.sandbox.clock import SandboxClock
 from affiliate_network.sandbox.config import ConfigError, DataConfig
 from affiliate_network.sandbox.errors import ApiError, before, invalid, not_found
 from affiliate_network.sandbox.faults import FaultConfig, FaultConfigError, Faults
@@ -207,7 +208,7 @@ def h_network(
 def h_timezones(
     sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
 ) -> Any:
-    # GET /meta/timezones (public reference "Timezones"): any portal's key.
+    # GET /meta/timezones (public reference "List Timezones"): no key needed.
     return {"timezones": as_api_records()}
 
 
@@ -268,10 +269,17 @@ class Sandbox:
         on top of it).
     :param rate_limit: ``(burst, refill per second)`` of each key's bucket after a reset
         (default :data:`choices.RATE_LIMIT_PROFILES` ``"sandbox"``).
+    :param clock: the startup clock instant (unix seconds) to freeze at; None: the wall clock.
     """
 
-    def __init__(self, config: DataConfig, rate_limit: tuple[int, float] | None = None) -> None:
+    def __init__(
+        self,
+        config: DataConfig,
+        rate_limit: tuple[int, float] | None = None,
+        clock: float | None = None,
+    ) -> None:
         self.base_config = config
+        self.clock = SandboxClock(clock)
         self.rate_limit = rate_limit or choices.RATE_LIMIT_PROFILES["sandbox"]
         self.keys = KeyRing(config.seed)
         self.faults = Faults()
@@ -286,7 +294,11 @@ class Sandbox:
     def reset(self, overrides: dict[str, Any]) -> DataConfig:
         cfg = self.base_config.with_overrides(overrides)
         self.config = cfg
-        self.worlds = {"default": World(cfg, "default"), "eu": World(cfg, "eu")}
+        self.clock.restore()
+        self.worlds = {
+            "default": World(cfg, "default", self.clock),
+            "eu": World(cfg, "eu", self.clock),
+        }
         self.keys.build(
             {
                 region: (list(w.catalog.affiliates), list(w.catalog.advertisers))
@@ -373,8 +385,12 @@ class Sandbox:
                     405, choices.MSG_METHOD_NOT_ALLOWED, {"allow": ", ".join(route.methods)}
                 )
             handler, write = entry
-            # /meta/* (metadata lookups) take a key of any portal.
-            principal = self.keys.authenticate(key, region, None if segment == "meta" else portal)
+            if segment == "meta":
+                # The metadata reference declares no security (docs/api-decisions.md): the key
+                # header, sent or not, right or wrong, is not checked.
+                principal = Principal(region, choices.META_PRINCIPAL, 0, frozenset({"read"}))
+            else:
+                principal = self.keys.authenticate(key, region, portal)
             if write:
                 require_scope(principal, "write")
             if method != "GET":
@@ -473,7 +489,12 @@ class Sandbox:
     def _admin(self, method: str, path: str, query: dict[str, Any], raw: bytes) -> Any:
         route = (method, path.rstrip("/"))
         if route == ("GET", "/_sandbox/health"):
-            return {"status": "ok", "pid": os.getpid(), "config": self.config.to_json()}
+            return {
+                "status": "ok",
+                "pid": os.getpid(),
+                "config": self.config.to_json(),
+                "clock": self.clock.to_json(),
+            }
         if route == ("GET", "/_sandbox/config"):
             return self.config.to_json()
         if route == ("GET", "/_sandbox/keys"):
@@ -495,6 +516,11 @@ class Sandbox:
         if route == ("DELETE", "/_sandbox/faults"):
             self.faults.clear()
             return self.faults.config.to_json()
+        if route == ("GET", "/_sandbox/clock"):
+            return self.clock.to_json()
+        if route == ("PUT", "/_sandbox/clock"):
+            self.clock.update(_parse_json(raw))
+            return self.clock.to_json()
         if route == ("GET", "/_sandbox/rate_limit"):
             return self.limiter.to_json()
         if route == ("PUT", "/_sandbox/rate_limit"):
@@ -639,16 +665,19 @@ async def _respond(
         await send({"type": "http.response.body", "body": chunk, "more_body": n < last})
 
 
-def create_app(config: DataConfig | None = None, rate_limit: str = "sandbox") -> Sandbox:
+def create_app(
+    config: DataConfig | None = None, rate_limit: str = "sandbox", clock: float | None = None
+) -> Sandbox:
     """Build the ASGI application (``config`` defaults to :class:`DataConfig`'s defaults).
 
     :param rate_limit: a name in :data:`choices.RATE_LIMIT_PROFILES`.
+    :param clock: freeze the sandbox's clock at this instant (unix seconds); None: wall clock.
     """
     if rate_limit not in choices.RATE_LIMIT_PROFILES:
         raise ValueError(
             f"rate_limit must be one of {sorted(choices.RATE_LIMIT_PROFILES)}, got {rate_limit!r}"
         )
-    return Sandbox(config or DataConfig(), choices.RATE_LIMIT_PROFILES[rate_limit])
+    return Sandbox(config or DataConfig(), choices.RATE_LIMIT_PROFILES[rate_limit], clock)
 
 
 def _api_key(scope: dict[str, Any]) -> str | None:

@@ -19,7 +19,6 @@ from affiliate_network.sandbox.errors import invalid, not_found
 from affiliate_network.sandbox.world.base import (
     Raw,
     WorldBase,
-    _now,
 )
 
 
@@ -180,7 +179,7 @@ class ReportingArea(WorldBase):
                 raise not_found()
             located.append((ohid, hit))
         ignore = set(ignore_ids)
-        now = _now()
+        now = self.now()
         changed = False
         for ohid, (c, i) in located:
             if ohid in ignore:
@@ -237,7 +236,7 @@ class ReportingArea(WorldBase):
                 "sale_amount": float(amount),
                 "snapshot_type": "sale_amount",
                 "status": rec["status"],
-                "unix_timestamp": _now(),
+                "unix_timestamp": self.now(),
             }
         )
         self.state.touch()
@@ -255,7 +254,8 @@ class ReportingArea(WorldBase):
         c, i = hit
         recs = [gen.build_conversion(c, i)]
         j = gen.has_event(c, i)
-        if j is not None:
+        # The event follows its conversion by minutes: not shown before the clock reaches it.
+        if j is not None and gen.event_ts(c, j) < gen.visible_end():
             recs.append(gen.build_event(c, j))
         base = recs[0]
         rel = base["relationship"]
