@@ -206,13 +206,21 @@ def _window_for(sandbox: Any, first: str, last: str, rows: int) -> tuple[str, st
 
 
 def drive(args: argparse.Namespace) -> None:
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network.sandbox.testing import clock_after_data, start_sandbox
 
     sizes = [int(s) for s in args.rows]
     per_day = args.per_day
     days = max(1, math.ceil(max(sizes) / per_day))
     print(f"starting sandbox: {days} days x ~{per_day:,} conversions/day ...", flush=True)
-    sandbox = start_sandbox(seed=42, days=days, conversions_per_day=per_day)
+    # Clock after the data: every day complete, the same rows whatever the time of day.
+    end = dt.datetime.now(dt.UTC).date()
+    sandbox = start_sandbox(
+        seed=42,
+        days=days,
+        conversions_per_day=per_day,
+        end_date=end,
+        clock=clock_after_data(end),
+    )
     try:
         sandbox.set_faults(latency_ms=args.latency_ms)
         catalog = sandbox.catalog()

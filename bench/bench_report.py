@@ -23,6 +23,7 @@ sandbox's CPU seconds during the run (the two share this machine's cores). Resul
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import subprocess
@@ -133,10 +134,19 @@ def drive(args: argparse.Namespace) -> None:
 
 
 def _drive_size(rows: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network.sandbox.testing import clock_after_data, start_sandbox
 
     print(f"starting sandbox: 1 day x {rows:,} conversions ...", flush=True)
-    sandbox = start_sandbox(seed=42, days=1, conversions_per_day=rows, event_share=0.0)
+    # Clock after the data: the day is complete, the same rows whatever the time of day.
+    end = dt.datetime.now(dt.UTC).date()
+    sandbox = start_sandbox(
+        seed=42,
+        days=1,
+        conversions_per_day=rows,
+        event_share=0.0,
+        end_date=end,
+        clock=clock_after_data(end),
+    )
     try:
         sandbox.set_faults(latency_ms=args.latency_ms)
         day = sandbox.catalog()["last_date"]

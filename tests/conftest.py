@@ -36,10 +36,19 @@ SANDBOX_SEED = 42
 
 @pytest.fixture(scope="session")
 def sandbox_server() -> Iterator:
-    """One sandbox process for the session, on a free loopback port."""
-    from affiliate_network.sandbox.testing import start_sandbox
+    """One sandbox process for the session, on a free loopback port.
 
-    server = start_sandbox(seed=SANDBOX_SEED)
+    Its clock is frozen just after its data (today, UTC, is its last day): every day is
+    complete and stays so for the whole session, whatever the wall clock does meanwhile. A test
+    about today's traffic still arriving sets the clock (``sandbox.set_clock``); the reset of
+    the ``sandbox`` fixture puts this startup clock back.
+    """
+    import datetime as dt
+
+    from affiliate_network.sandbox.testing import clock_after_data, start_sandbox
+
+    today = dt.datetime.now(dt.UTC).date()
+    server = start_sandbox(seed=SANDBOX_SEED, end_date=today, clock=clock_after_data(today))
     try:
         yield server
     finally:

@@ -10,6 +10,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from affiliate_network.sandbox.clock import ClockError, parse_instant
 from affiliate_network.sandbox.config import ConfigError, DataConfig
 from affiliate_network.sandbox.late_writes import LateWritesConfig, LateWritesConfigError
 
@@ -21,6 +22,13 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _instant(text: str) -> float:
+    try:
+        return parse_instant(text, "--clock")
+    except ClockError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="late writes: share (0..1) of accepted on-hold status updates that never land "
         "(default 0; the real service documents that this happens 'rarely')",
     )
+    p.add_argument(
+        "--clock",
+        type=_instant,
+        default=None,
+        metavar="ISO8601",
+        help="freeze the sandbox's clock at this instant (with its offset, e.g. "
+        "2026-03-10T08:37:00+00:00; no record later than the clock is served); without "
+        "--end-date the clock's UTC date is the data's last day. Default: the wall clock",
+    )
     p.add_argument("--ready-file", default=None, help="write the base URL here once listening")
     p.add_argument("--log-level", default="warning")
     return p
@@ -95,6 +112,10 @@ def config_from_args(args: argparse.Namespace) -> DataConfig:
         if getattr(args, name) is not None
     }
     overrides["seed"] = args.seed
+    if args.clock is not None and "end_date" not in overrides:
+        # A frozen clock's day is the data's "today" (the wall clock's date would leave a
+        # past clock with no traffic on its own day, or a future one with empty days).
+        overrides["end_date"] = dt.datetime.fromtimestamp(args.clock, dt.UTC).date()
     return DataConfig().with_overrides(overrides)
 
 
@@ -123,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from affiliate_network.sandbox.app import create_app
 
-    app = create_app(cfg, rate_limit=args.rate_limit, late_writes=late)
+    app = create_app(cfg, rate_limit=args.rate_limit, late_writes=late, clock=args.clock)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

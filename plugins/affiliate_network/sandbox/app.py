@@ -26,6 +26,7 @@ from affiliate_network.sandbox.auth import (
     Principal,
     require_scope,
 )
+from affiliate_network.sandbox.clock import SandboxClock
 from affiliate_network.sandbox.config import ConfigError, DataConfig
 from affiliate_network.sandbox.errors import ApiError, before, invalid, not_found
 from affiliate_network.sandbox.faults import FaultConfig, FaultConfigError, Faults
@@ -212,7 +213,7 @@ def h_network(
 def h_timezones(
     sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
 ) -> Any:
-    # GET /meta/timezones (public reference "Timezones"): any portal's key.
+    # GET /meta/timezones (public reference "List Timezones"): no key needed.
     return {"timezones": as_api_records()}
 
 
@@ -274,6 +275,7 @@ class Sandbox:
     :param rate_limit: ``(burst, refill per second)`` of each key's bucket after a reset
         (default :data:`choices.RATE_LIMIT_PROFILES` ``"sandbox"``).
     :param late_writes: the late/lost on-hold update setting after a reset (default: off).
+    :param clock: the startup clock instant (unix seconds) to freeze at; None: the wall clock.
     """
 
     def __init__(
@@ -281,8 +283,10 @@ class Sandbox:
         config: DataConfig,
         rate_limit: tuple[int, float] | None = None,
         late_writes: LateWritesConfig | None = None,
+        clock: float | None = None,
     ) -> None:
         self.base_config = config
+        self.clock = SandboxClock(clock)
         self.rate_limit = rate_limit or choices.RATE_LIMIT_PROFILES["sandbox"]
         self.keys = KeyRing(config.seed)
         self.faults = Faults()
@@ -298,7 +302,11 @@ class Sandbox:
     def reset(self, overrides: dict[str, Any]) -> DataConfig:
         cfg = self.base_config.with_overrides(overrides)
         self.config = cfg
-        self.worlds = {"default": World(cfg, "default"), "eu": World(cfg, "eu")}
+        self.clock.restore()
+        self.worlds = {
+            "default": World(cfg, "default", self.clock),
+            "eu": World(cfg, "eu", self.clock),
+        }
         self.keys.build(
             {
                 region: (list(w.catalog.affiliates), list(w.catalog.advertisers))
@@ -386,8 +394,12 @@ class Sandbox:
                     405, choices.MSG_METHOD_NOT_ALLOWED, {"allow": ", ".join(route.methods)}
                 )
             handler, write = entry
-            # /meta/* (metadata lookups) take a key of any portal.
-            principal = self.keys.authenticate(key, region, None if segment == "meta" else portal)
+            if segment == "meta":
+                # The metadata reference declares no security (docs/api-decisions.md): the key
+                # header, sent or not, right or wrong, is not checked.
+                principal = Principal(region, choices.META_PRINCIPAL, 0, frozenset({"read"}))
+            else:
+                principal = self.keys.authenticate(key, region, portal)
             if write:
                 require_scope(principal, "write")
             if method != "GET":
@@ -488,7 +500,12 @@ class Sandbox:
         route = (method, path.rstrip("/"))
         self.late_writes.settle()  # the truth endpoints show what has landed, nothing more
         if route == ("GET", "/_sandbox/health"):
-            return {"status": "ok", "pid": os.getpid(), "config": self.config.to_json()}
+            return {
+                "status": "ok",
+                "pid": os.getpid(),
+                "config": self.config.to_json(),
+                "clock": self.clock.to_json(),
+            }
         if route == ("GET", "/_sandbox/config"):
             return self.config.to_json()
         if route == ("GET", "/_sandbox/keys"):
@@ -515,6 +532,11 @@ class Sandbox:
         if route == ("PUT", "/_sandbox/late-writes"):
             self.late_writes.set(LateWritesConfig.from_json(_parse_json(raw)))
             return self.late_writes.to_json()
+        if route == ("GET", "/_sandbox/clock"):
+            return self.clock.to_json()
+        if route == ("PUT", "/_sandbox/clock"):
+            self.clock.update(_parse_json(raw))
+            return self.clock.to_json()
         if route == ("GET", "/_sandbox/rate_limit"):
             return self.limiter.to_json()
         if route == ("PUT", "/_sandbox/rate_limit"):
@@ -663,17 +685,21 @@ def create_app(
     config: DataConfig | None = None,
     rate_limit: str = "sandbox",
     late_writes: LateWritesConfig | None = None,
+    clock: float | None = None,
 ) -> Sandbox:
     """Build the ASGI application (``config`` defaults to :class:`DataConfig`'s defaults).
 
     :param rate_limit: a name in :data:`choices.RATE_LIMIT_PROFILES`.
     :param late_writes: late/lost on-hold updates after every reset (default: off).
+    :param clock: freeze the sandbox's clock at this instant (unix seconds); None: wall clock.
     """
     if rate_limit not in choices.RATE_LIMIT_PROFILES:
         raise ValueError(
             f"rate_limit must be one of {sorted(choices.RATE_LIMIT_PROFILES)}, got {rate_limit!r}"
         )
-    return Sandbox(config or DataConfig(), choices.RATE_LIMIT_PROFILES[rate_limit], late_writes)
+    return Sandbox(
+        config or DataConfig(), choices.RATE_LIMIT_PROFILES[rate_limit], late_writes, clock
+    )
 
 
 def _api_key(scope: dict[str, Any]) -> str | None:

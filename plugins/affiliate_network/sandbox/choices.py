@@ -283,6 +283,24 @@ MSG_NO_SCOPE = "Insufficient permissions"
 #: injected faults -> endpoint (so every /v1 response carries X-RateLimit-Remaining).
 MSG_ROUTE_NOT_FOUND = "Not Found"
 MSG_METHOD_NOT_ALLOWED = "Method Not Allowed"
+#: ``/meta/*`` (metadata lookups): documented, not a choice: the public metadata reference
+#: (OpenAPI "Everflow API - Metadata") declares ``security: []``, so no key is needed. Choice:
+#: a key header that is sent is not looked at either (wrong, revoked or another region's key:
+#: still 200), since the documented endpoint has no key to check. Requests are answered for
+#: this principal (no portal) and count in the keyless rate-limit bucket.
+META_PRINCIPAL = "anonymous"
+
+# --- The sandbox's clock (sandbox/clock.py) ------------------------------------------------------
+#: Documented by nature, not by a page: the service serves no record it has not received, so no
+#: record with ``conversion_unix_timestamp`` (events: their own timestamp, 5 minutes after the
+#: conversion) later than the clock is served by any read: conversion report, entity table,
+#: id lookups (search terms, flowchart, on-hold PATCH, sale amount: a 404, the id does not
+#: exist yet), the admin truth/planted/catalog views. Choices: the clock is the wall clock
+#: unless ``--clock`` or ``PUT /_sandbox/clock`` freezes it; ``POST /_sandbox/reset`` returns
+#: it to the startup setting; a frozen clock only moves forward (``advance_s`` >= 0, ``now``
+#: may set any instant); writes are stamped with the clock's time; ``--clock`` without
+#: ``--end-date`` makes the clock's UTC date the data's last day; days after ``end_date`` stay
+#: empty whatever the clock says (records are a pure function of the data config).
 
 # --- Errors --------------------------------------------------------------------------------------
 MSG_INVALID = "Invalid parameters."

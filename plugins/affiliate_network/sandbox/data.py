@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import zoneinfo
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -349,10 +350,20 @@ class Generator:
     :param seed: world seed.
     :param catalog: the world's catalog.
     :param state: the world's write overlay (read when building records).
+    :param visible_end: the sandbox clock's exclusive end of what has happened (records with a
+        timestamp below it exist); None: no clock, every record of the config exists.
     """
 
-    def __init__(self, cfg: DataConfig, seed: int, catalog: Catalog, state: State) -> None:
+    def __init__(
+        self,
+        cfg: DataConfig,
+        seed: int,
+        catalog: Catalog,
+        state: State,
+        visible_end: Callable[[], int] | None = None,
+    ) -> None:
         self.cfg = cfg
+        self.visible_end = visible_end or _no_clock
         self.seed = seed
         self.catalog = catalog
         self.state = state
@@ -407,8 +418,14 @@ class Generator:
     def segments(
         self, t0: int, t1: int, *, conversions: bool = True, events: bool = False
     ) -> list[Segment]:
-        """Index ranges of the records with timestamps in ``[t0, t1)``, in report order."""
+        """Index ranges of the records with timestamps in ``[t0, t1)``, in report order.
+
+        Records later than the sandbox's clock do not exist yet: ``t1`` stops at the clock.
+        """
         out: list[Segment] = []
+        t1 = min(t1, self.visible_end())
+        if t1 <= t0:
+            return out
         first = max(self.first_ord, dt.datetime.fromtimestamp(t0 - DAY, dt.UTC).date().toordinal())
         last = min(self.last_ord, dt.datetime.fromtimestamp(t1, dt.UTC).date().toordinal())
         if conversions:
@@ -996,23 +1013,25 @@ class Generator:
     def find_conversion(self, conversion_id: str) -> tuple[int, DayCtx, int] | None:
         """``(kind, day, index)`` of a conversion or event id of this world."""
         hit = self.locate(self.conv_ids.decode(conversion_id))
-        if hit and hit[1] < hit[0].n:
+        if hit and hit[1] < hit[0].n and self.conv_ts(*hit) < self.visible_end():
             return KIND_CONVERSION, hit[0], hit[1]
         hit = self.locate(self.event_ids.decode(conversion_id))
-        if hit and hit[1] < hit[0].e:
+        if hit and hit[1] < hit[0].e and self.event_ts(*hit) < self.visible_end():
             return KIND_EVENT, hit[0], hit[1]
         return None
 
     def find_transaction(self, transaction_id: str) -> tuple[DayCtx, int] | None:
         hit = self.locate(self.txn_ids.decode(transaction_id))
-        if hit and hit[1] < hit[0].n:
+        if hit and hit[1] < hit[0].n and self.conv_ts(*hit) < self.visible_end():
             return hit
         return None
 
     def find_on_hold(self, on_hold_id: str) -> tuple[DayCtx, int] | None:
         hit = self.locate(self.onhold_ids.decode(on_hold_id))
-        if hit and hit[1] < hit[0].n and self.core(hit[0], hit[1])[3]:
-            return hit
+        if hit and hit[1] < hit[0].n:
+            _u, ts, _pattern, oh = self.core(hit[0], hit[1])
+            if oh and ts < self.visible_end():
+                return hit
         return None
 
     def on_hold_value(self, c: DayCtx, i: int) -> int:
@@ -1030,10 +1049,12 @@ class Generator:
 
     def sample_on_hold_ids(self, limit: int = 200) -> list[str]:
         out: list[str] = []
+        end = self.visible_end()
         for o in range(self.last_ord, self.first_ord - 1, -1):
             c = self.day(o)
             for i in range(c.n):
-                if self.core(c, i)[3]:
+                _u, ts, _pattern, oh = self.core(c, i)
+                if oh and ts < end:
                     out.append(self.onhold_ids.encode(c.vbase | i))
                     if len(out) >= limit:
                         return out
@@ -1041,14 +1062,22 @@ class Generator:
 
     def sample_transaction_ids(self, limit: int = 50) -> list[str]:
         out: list[str] = []
+        end = self.visible_end()
         for o in range(self.last_ord, self.first_ord - 1, -1):
             c = self.day(o)
             step = max(1, c.n // 10)
             for i in range(0, c.n, step):
+                if self.conv_ts(c, i) >= end:
+                    break
                 out.append(self.txn_ids.encode(c.vbase | i))
                 if len(out) >= limit:
                     return out
         return out
+
+
+def _no_clock() -> int:
+    # A generator built without a clock (unit tests, benchmarks): every record exists.
+    return 2**62
 
 
 def locate_page(segments: list[Segment], offset: int, count: int) -> list[tuple[Segment, int, int]]:

@@ -5,12 +5,12 @@ endpoint logic lives in one module per resource area beside this one; HTTP conce
 auth, faults, rate limit) live in :mod:`affiliate_network.sandbox.app`.
 """
 
-import time
 from collections import OrderedDict
 from typing import Any
 
 from affiliate_network.sandbox import choices
 from affiliate_network.sandbox import validate as v
+from affiliate_network.sandbox.clock import SandboxClock
 from affiliate_network.sandbox.config import DataConfig
 from affiliate_network.sandbox.data import (
     DEV_FRAGS,
@@ -45,25 +45,24 @@ class Raw:
         self.rows = rows
 
 
-def _now() -> int:
-    return int(time.time())
-
-
 class WorldBase:
     """One network's data: configuration, catalog, generator, write overlay, shared helpers.
 
     :param cfg: data configuration.
     :param region: ``default`` or ``eu``.
+    :param clock: the sandbox's clock (reads stop at it, writes are stamped with it); default
+        a wall clock of its own.
     """
 
-    def __init__(self, cfg: DataConfig, region: str) -> None:
+    def __init__(self, cfg: DataConfig, region: str, clock: SandboxClock | None = None) -> None:
         self.cfg = cfg
         self.region = region
+        self.clock = clock or SandboxClock()
         self.seed = cfg.seed if region == "default" else cfg.seed + EU_SEED_OFFSET
         self.network_id = choices.NETWORK_ID if region == "default" else choices.EU_NETWORK_ID
         self.catalog = Catalog(cfg, self.seed, self.network_id)
         self.state = State()
-        self.gen = Generator(cfg, self.seed, self.catalog, self.state)
+        self.gen = Generator(cfg, self.seed, self.catalog, self.state, self.clock.visible_end)
         self.encode_key = derive(self.network_id, "encode")
         self._scan_cache: OrderedDict[tuple[Any, ...], list[tuple[int, int]]] = OrderedDict()
         self._truth_cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
@@ -71,6 +70,10 @@ class WorldBase:
     # ============================================================================================
     # Common request pieces
     # ============================================================================================
+
+    def now(self) -> int:
+        """The sandbox clock's instant in whole seconds (the time stamped on writes)."""
+        return int(self.clock.now())
 
     def timezone(self, body: dict[str, Any]) -> tuple[int, str]:
         """The request's ``timezone_id`` and zone; omitted: the network's reporting timezone."""
@@ -89,13 +92,16 @@ class WorldBase:
         :param kind: ``conversions`` (both date forms, 365-day history), ``aggregate`` (dates,
             one year of range) or ``admin`` (the truth endpoints: both forms, no limit).
         """
-        return utc_window(
+        t0, t1 = utc_window(
             body,
             self.cfg.reporting_timezone_id,
             self.cfg.end_date,
             allow_time=kind != "aggregate",
             history_days=HISTORY_DAYS if kind == "conversions" else None,
         )
+        # Nothing later than the sandbox's clock exists yet. Cut here (not only in the
+        # generator) so the scan and truth caches key on the window actually served.
+        return t0, max(t0, min(t1, self.clock.visible_end()))
 
     @staticmethod
     def filters(raw: Any, allowed: dict[str, str]) -> dict[str, set[str]]:

@@ -10,7 +10,7 @@ from affiliate_network.sandbox.entities import (
 )
 from affiliate_network.sandbox.errors import invalid, not_found
 from affiliate_network.sandbox.ids import encode_tracking_id
-from affiliate_network.sandbox.world.base import WorldBase, _find_terms, _now
+from affiliate_network.sandbox.world.base import WorldBase, _find_terms
 
 
 class CatalogArea(WorldBase):
@@ -83,7 +83,7 @@ class CatalogArea(WorldBase):
         body = v.obj(body)
         name = v.string(v.req(body, "name"), "name")
         status = v.enum(v.req(body, "status"), "status", choices.CHANNEL_STATUSES)
-        rec = {**current, "name": name, "status": status, "time_saved": _now()}
+        rec = {**current, "name": name, "status": status, "time_saved": self.now()}
         self._objects("channels")[cid] = rec
         self.state.touch()
         return rec
@@ -93,7 +93,7 @@ class CatalogArea(WorldBase):
         name = v.string(v.req(body, "name"), "name")
         status = v.enum(v.req(body, "status"), "status", choices.CATEGORY_STATUSES)
         cid = self.state.new_id("category", CATEGORY_BASE + 100)
-        now = _now()
+        now = self.now()
         rec = {
             "network_category_id": cid,
             "network_id": self.network_id,

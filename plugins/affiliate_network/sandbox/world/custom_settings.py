@@ -9,7 +9,6 @@ from affiliate_network.sandbox.world.base import (
     SCRUB_RATE_BASE,
     WorldBase,
     _find_terms,
-    _now,
     _ruleset,
 )
 
@@ -40,7 +39,7 @@ class CustomSettingsArea(WorldBase):
         if ruleset is not None and not isinstance(ruleset, dict):
             raise invalid("ruleset must be an object")
         sid = self.state.new_id("scrub", SCRUB_RATE_BASE + 1)
-        now = _now()
+        now = self.now()
         entries = []
         for k, var in enumerate(variables):
             entries.append(

@@ -6,7 +6,7 @@ from affiliate_network.sandbox import choices
 from affiliate_network.sandbox import validate as v
 from affiliate_network.sandbox.errors import invalid, not_found
 from affiliate_network.sandbox.ids import encode_tracking_id
-from affiliate_network.sandbox.world.base import WorldBase, _now, _ruleset
+from affiliate_network.sandbox.world.base import WorldBase, _ruleset
 
 
 def _put_body(body: Any, known: set[str], id_field: str, object_id: int) -> dict[str, Any]:
@@ -103,7 +103,7 @@ class OffersArea(WorldBase):
                     raise invalid("network_offer_ids must be offers of network_advertiser_id")
             f["network_offer_ids"] = list(dict.fromkeys(ids))
         f["time_created"] = current["time_created"]
-        f["time_saved"] = _now()
+        f["time_saved"] = self.now()
         self._objects("offer_groups")[gid] = f
         self.state.touch()
         return self.offer_group_record(gid, f)
@@ -300,7 +300,7 @@ class OffersArea(WorldBase):
             raise invalid("network_tracking_domain_id does not exist")
         f["payout_revenue"] = self._payout_revenue(oid, body.get("payout_revenue"), current)
         f["time_created"] = current["time_created"]
-        f["time_saved"] = _now()
+        f["time_saved"] = self.now()
         self._objects("offers")[oid] = f
         self.state.touch()
         return self.offer_record(oid, f)
@@ -430,7 +430,7 @@ class OffersArea(WorldBase):
                     if fid not in self.catalog.affiliates:
                         raise invalid("network_affiliate_ids must be existing affiliates")
             ops.append((ftype, op, value))
-        now = _now()
+        now = self.now()
         for u in urls.values():
             for ftype, op, value in ops:
                 if ftype == "network_affiliate_ids":

@@ -20,7 +20,6 @@ from affiliate_network.sandbox.late_writes import LateWrites
 from affiliate_network.sandbox.world.base import (
     Raw,
     WorldBase,
-    _now,
 )
 
 
@@ -210,7 +209,7 @@ class ReportingArea(WorldBase):
                 "on_hold_conversion_id": ohid,
                 "snapshot_type": "status",
                 "status": status,
-                "unix_timestamp": _now(),
+                "unix_timestamp": self.now(),
             }
         )
         self.state.touch()
@@ -246,7 +245,7 @@ class ReportingArea(WorldBase):
                 "sale_amount": float(amount),
                 "snapshot_type": "sale_amount",
                 "status": rec["status"],
-                "unix_timestamp": _now(),
+                "unix_timestamp": self.now(),
             }
         )
         self.state.touch()
@@ -264,7 +263,8 @@ class ReportingArea(WorldBase):
         c, i = hit
         recs = [gen.build_conversion(c, i)]
         j = gen.has_event(c, i)
-        if j is not None:
+        # The event follows its conversion by minutes: not shown before the clock reaches it.
+        if j is not None and gen.event_ts(c, j) < gen.visible_end():
             recs.append(gen.build_event(c, j))
         base = recs[0]
         rel = base["relationship"]
