@@ -810,7 +810,7 @@ def test_two_writers_of_one_object_store_partition(step: str) -> None:
         assert_exactly_one_writer(target, a, b)
         assert read_manifest(target).row_count == 200  # B published last
         assert partition_files(base, "conversions") == [
-            str(target / f.name) for f in b.manifest.files
+            f"memory://{(target / f.name).path}" for f in b.manifest.files
         ]
     finally:
         base.fs.rm(base.path, recursive=True)

@@ -979,11 +979,15 @@ def partition_files(base: str | os.PathLike[str] | ObjectStoragePath, dataset: s
     engine (``read_parquet(partition_files("data", "conversions"))`` in DuckDB): exactly what
     was published, never another attempt's leftover that a ``part-*`` glob would also count.
 
-    :param base: output base (local path or URL).
+    :param base: output base (local path or URL, ``s3://<conn id>@<bucket>/...``).
     :param dataset: dataset folder under ``base``.
+    :returns: local paths, or ``<protocol>://<bucket>/<key>`` URLs (no connection id).
     """
     root = as_storage_path(base) / dataset
     files: list[str] = []
     for rel, manifest in list_partitions(base, dataset).items():
-        files.extend(str(root / rel / entry.name) for entry in manifest.files)
+        for entry in manifest.files:
+            path = root / rel / entry.name
+            # ``s3://bucket/key`` for an object store: a query engine knows no Airflow conn id.
+            files.append(str(path) if _is_local(path) else f"{path.protocol}://{path.path}")
     return files
