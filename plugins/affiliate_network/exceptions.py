@@ -156,6 +156,25 @@ class StorageError(AffiliateNetworkError):
     """A partition could not be written, published or read back consistently."""
 
 
+class PullShiftedError(AffiliateNetworkError):
+    """The result set moved while a window was paged: a later page's ``total_count`` differs
+    from page 1's, a page came back short or overlapping, or fewer unique rows than
+    ``total_count`` arrived. Such a pull is incomplete and is never landed as consistent.
+
+    Retryable: the landing re-pulls a bounded number of times first, and a rerun meets a window
+    that has settled. Names what was pulled and the counts.
+
+    :param message: what moved, with the window and the counts.
+    :param expected: rows page 1's ``total_count`` promised (``None`` when unknown).
+    :param got: rows (or unique rows) actually received, or the later ``total_count``.
+    """
+
+    def __init__(self, message: str, *, expected: int | None = None, got: int | None = None):
+        super().__init__(message)
+        self.expected = expected
+        self.got = got
+
+
 class SchemaMismatchError(NonRetryableError):
     """An API record cannot be stored under the explicit schema (names the field and record).
 

@@ -219,3 +219,77 @@ def test_short_pull_is_quiet_until_the_progress_interval(
     text = debug_logs.text()
     assert "pulled" in text  # the closing line
     assert not re.search(r"page \d+/\d+, \d+ of", text)
+
+
+def _shift_sizes(truth: int, page_size: int = 100) -> tuple[int, int]:
+    """``(page_size, insert_count)`` such that the window before the arrival fills whole pages:
+    then an unchecked pull's counts add up exactly while it loses the window's last records."""
+    count = truth % page_size or page_size
+    assert truth - count >= 2 * page_size, truth
+    return page_size, count
+
+
+def test_pull_whose_pages_shift_stops_naming_the_counts(network_conn, make_hook, sandbox):
+    """Conversions arriving after page 1 (sandbox fault, real HTTP, concurrent page fetches):
+    the pull stops with PullShiftedError naming the window and both counts. The review's full
+    pull of a live window goes through this iterator (parsed records), so it stops too instead
+    of deciding on aggregates that miss rows. Before the fix: a warning, and the pull yielded
+    `truth - count` unique rows that matched page 1's total_count."""
+    from affiliate_network.exceptions import PullShiftedError
+
+    day = sandbox.catalog()["last_date"]
+    truth = sandbox.truth(day, day, timezone_id=67)["conversions"]
+    size, count = _shift_sizes(truth)
+    sandbox.set_faults(insert_after_page=1, insert_count=count)
+    hook = make_hook(network_conn, concurrency=4)
+    pull = hook.iter_conversions(from_date=day, to_date=day, timezone_id=67, page_size=size)
+    with pytest.raises(PullShiftedError) as caught:
+        list(pull)
+    message = str(caught.value)
+    assert f"{day}..{day} (timezone 67)" in message
+    assert f"total_count changed from {truth - count} at page 1 to {truth} at page 2" in message
+    assert (caught.value.expected, caught.value.got) == (truth - count, truth)
+
+
+def _stub_pull(pages: dict[int, list[str]], total: int, **kwargs):
+    """A PagedIterator over a stub server: ``pages`` maps page number to record ids."""
+    import logging
+
+    from affiliate_network.hooks._paging import PagedIterator, RawPage
+
+    def fetch(page: int, size: int) -> RawPage:
+        records = [{"conversion_id": i} for i in pages.get(page, [])]
+        paging = {"page": page, "page_size": size, "total_count": total}
+        return RawPage(orjson.dumps({"conversions": records, "paging": paging}), 0)
+
+    return PagedIterator(
+        fetch,
+        key="conversions",
+        page_size=3,
+        concurrency=2,
+        label="stub",
+        log=logging.getLogger("test"),
+        unique_key="conversion_id",
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("pages", "message"),
+    [
+        # a record moved back onto a page already served: page 2 short, one record lost
+        ({1: ["a", "b", "c"], 2: ["e", "f"], 3: ["g", "h"]}, "page 2 of 3 has 2 records"),
+        # the last page holds less than total_count leaves for it
+        ({1: ["a", "b", "c"], 2: ["d", "e", "f"], 3: ["g"]}, "page 3 of 3 has 1 records"),
+        # one record in, one out: counts add up, but pages overlap (c twice, one record lost)
+        ({1: ["a", "b", "c"], 2: ["c", "d", "e"], 3: ["f", "g"]}, "page 2 repeats"),
+    ],
+)
+def test_short_or_overlapping_pages_stop_the_pull(pages, message) -> None:
+    """total_count 8 at page size 3: pages of 3, 3 and 2 records, no key twice. Before the fix
+    only an empty page stopped a pull; these were yielded as complete."""
+    from affiliate_network.exceptions import PullShiftedError
+
+    with pytest.raises(PullShiftedError, match=message):
+        list(_stub_pull(pages, total=8))
+

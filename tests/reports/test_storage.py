@@ -43,6 +43,7 @@ from affiliate_network.reports.storage import (
     is_complete,
     iter_partition_records,
     list_partitions,
+    partition_files,
     read_manifest,
     read_partition,
     write_partition,
@@ -491,6 +492,11 @@ def test_a_pretty_printed_page_lands_as_its_compacted_text(tmp_path: Path) -> No
     assert read_partition(tmp_path / "pretty" / "parquet" / "date=2026-01-15").num_rows == 21
 
 
+def _token(result: Any) -> str:
+    """The attempt token in an object-store file name (``part-00000-<token>.parquet``)."""
+    return result.manifest.files[0].name.split(".")[0].split("-", 2)[2]
+
+
 def test_object_store_publish_and_rerun() -> None:
     # An in-memory fsspec store: no directory rename, like S3/GCS (the manifest-last path).
     attach(protocol="memory", fs=MemoryFileSystem())
@@ -504,7 +510,11 @@ def test_object_store_publish_and_rerun() -> None:
             request={},
         )  # fmt: skip
         target = base / "conversions" / "date=2026-01-15"
-        assert sorted(p.name for p in target.iterdir()) == [MANIFEST_NAME, "part-00000.parquet"]
+        # Exactly the rerun's file (named by its attempt on an object store) and the manifest.
+        assert [f.name for f in second.manifest.files] == [f"part-00000-{_token(second)}.parquet"]
+        assert sorted(p.name for p in target.iterdir()) == sorted(
+            [MANIFEST_NAME, second.manifest.files[0].name]
+        )
         assert read_partition(target).num_rows == 200
         assert first.manifest.content_checksum != second.manifest.content_checksum
         with pytest.raises(ConnectionError):
@@ -669,7 +679,12 @@ def test_split_files_on_an_object_store() -> None:
         result = _write_rolled(base, records(400, status="rejected"))  # a rerun replaces all
         target = base / "conversions" / "date=2026-01-15"
         names = sorted(p.name for p in target.iterdir())
-        assert names == [MANIFEST_NAME, "part-00000.parquet", "part-00001.parquet"]
+        token = _token(result)
+        assert names == [
+            MANIFEST_NAME,
+            f"part-00000-{token}.parquet",
+            f"part-00001-{token}.parquet",
+        ]
         assert [f.rows for f in result.manifest.files] == [300, 100]
         assert read_partition(target).column("status").unique().to_pylist() == ["rejected"]
     finally:
@@ -700,3 +715,141 @@ def test_a_script_that_reads_a_partition_exits_cleanly(tmp_path: Path) -> None:
             timeout=120,
         )
         assert (done.returncode, done.stdout.strip()) == (0, "3000"), done.stderr[-2000:]
+
+
+class _PausingStore(MemoryFileSystem):
+    """An in-memory object store (no rename, no lock, like S3) that holds one writer's thread
+    once, at a chosen step of its publish: before it first puts a data file into the partition
+    (``step="data"``), or before it puts the manifest (``step="manifest"``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        import threading
+
+        super().__init__(*args, **kwargs)
+        self.hold: Any = None
+        self.step = "data"
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def _maybe_hold(self, dest: str) -> None:
+        import threading
+
+        if threading.current_thread() is not self.hold or "/_staging/" in dest:
+            return
+        if (self.step == "manifest") == dest.endswith(MANIFEST_NAME) and "/date=" in dest:
+            self.hold = None
+            self.reached.set()
+            assert self.release.wait(30)
+
+    def cp_file(self, path1: Any, path2: Any, **kwargs: Any) -> Any:
+        self._maybe_hold(str(path2))
+        return super().cp_file(path1, path2, **kwargs)
+
+    def pipe_file(self, path: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        self._maybe_hold(str(path))
+        return super().pipe_file(path, value, *args, **kwargs)
+
+
+def interleave_two_writers(base: Any, store: Any, step: str) -> tuple[Any, Any]:
+    """Writer B (a thread, 200 rejected rows in one file) is held at ``step`` of its publish
+    while writer A (700 rows in three files) publishes the same partition; then B goes on.
+    Returns both results (A's, B's)."""
+    import threading
+
+    results: dict[str, Any] = {}
+
+    def writer_b() -> None:
+        results["b"] = _write_rolled(base, records(200, status="rejected"))
+
+    store.step = step
+    store.reached, store.release = threading.Event(), threading.Event()  # fsspec reuses stores
+    thread = threading.Thread(target=writer_b)
+    store.hold = thread
+    thread.start()
+    assert store.reached.wait(30), "writer B never reached its publish"
+    results["a"] = _write_rolled(base, records(700))
+    store.release.set()
+    thread.join(30)
+    return results["a"], results["b"]
+
+
+def assert_exactly_one_writer(target: Any, a: Any, b: Any) -> None:
+    """The manifest names exactly one writer's files, the partition holds exactly those, and a
+    reader following the manifest counts every record once (DuckDB over its file list too)."""
+    manifest = read_manifest(target)
+    assert manifest is not None
+    assert is_complete(target)
+    winner = next(r for r in (a, b) if r.manifest.files == manifest.files)
+    assert manifest.content_checksum == winner.manifest.content_checksum
+    assert sorted(p.name for p in target.iterdir()) == sorted(
+        [MANIFEST_NAME, *(f.name for f in manifest.files)]
+    )
+    table = read_partition(target)
+    ids = table.column("conversion_id").to_pylist()
+    assert len(ids) == len(set(ids)) == winner.manifest.row_count
+
+
+@pytest.mark.parametrize("step", ["data", "manifest"])
+def test_two_writers_of_one_object_store_partition(step: str) -> None:
+    """Two runs publish one partition on an object store, interleaved: B held before its data
+    goes in (or before its manifest) while A publishes. Before the fix, B's publish emptied the
+    folder and wrote part-00000 over A's, leaving A's part-00001/2 beside B's manifest (a glob
+    counted 800 rows for 200), or A's cleanup removed B's file and B's manifest named A's
+    bytes (incomplete). Now each attempt names its own files, cleanup spares a writer in
+    flight, and the last manifest names exactly its writer's files."""
+    from airflow.sdk.io.store import _STORE_CACHE
+
+    store = _PausingStore()
+    previous = _STORE_CACHE.pop("memory", None)  # attach() keeps the first store of a protocol
+    attach(protocol="memory", fs=store)
+    base = ObjectStoragePath(f"memory://afn-two-writers-{step}/data")
+    try:
+        _write_rolled(base, records(50, status="pending"))  # a partition was there before
+        a, b = interleave_two_writers(base, store, step)
+        target = base / "conversions" / "date=2026-01-15"
+        assert_exactly_one_writer(target, a, b)
+        assert read_manifest(target).row_count == 200  # B published last
+        assert partition_files(base, "conversions") == [
+            f"memory://{(target / f.name).path}" for f in b.manifest.files
+        ]
+    finally:
+        base.fs.rm(base.path, recursive=True)
+        _STORE_CACHE.pop("memory", None)
+        if previous is not None:
+            _STORE_CACHE["memory"] = previous
+
+
+def test_two_writers_of_one_local_partition(tmp_path: Path) -> None:
+    """Locally the swap is a rename under a lock: two writers staged at once and released
+    together end with exactly one writer's files, and DuckDB reading the manifests' file list
+    counts each record once."""
+    import fcntl
+    import threading
+
+    base = tmp_path / "data"
+    _write_rolled(base, records(50, status="pending"))
+    lock_path = base / "conversions" / ".date=2026-01-15.lock"
+    results: dict[str, Any] = {}
+
+    def writer(name: str, recs: list[dict[str, Any]]) -> None:
+        results[name] = _write_rolled(base, recs)
+
+    threads = [
+        threading.Thread(target=writer, args=("a", records(700))),
+        threading.Thread(target=writer, args=("b", records(200, status="rejected"))),
+    ]
+    with open(lock_path, "a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # both stage, then wait inside publish
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)  # (no speed asserted: either order is a valid end)
+        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    for thread in threads:
+        thread.join(30)
+    target = ObjectStoragePath(str(base / "conversions" / "date=2026-01-15"))
+    assert_exactly_one_writer(target, results["a"], results["b"])
+    files = partition_files(base, "conversions")
+    duckdb = pytest.importorskip("duckdb")
+    query = "select count(*), count(distinct conversion_id) from read_parquet($files)"
+    rows = read_manifest(target).row_count
+    assert duckdb.execute(query, {"files": files}).fetchone() == (rows, rows)

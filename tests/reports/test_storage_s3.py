@@ -37,6 +37,7 @@ from affiliate_network.reports.schema import conversion_schema  # noqa: E402
 from affiliate_network.reports.storage import (  # noqa: E402
     MANIFEST_NAME,
     STAGING_DIR,
+    as_storage_path,
     is_complete,
     list_partitions,
     read_manifest,
@@ -201,7 +202,12 @@ def test_rerun_replaces_s3_partition_exactly(s3: Any, sandbox: Any, network_conn
     assert second.manifest.content_checksum == first.manifest.content_checksum
     assert second.manifest.row_count == first.manifest.row_count
     assert [f.sha256 for f in second.manifest.files] == [f.sha256 for f in first.manifest.files]
-    assert _keys(s3, _partition_prefix(day)) == keys_after_first
+    # Exactly the rerun's files (named by its attempt) and the manifest: the first run's gone.
+    assert len(keys_after_first) == len(first.manifest.files) + 1
+    assert _keys(s3, _partition_prefix(day)) == sorted(
+        [_partition_prefix(day) + f.name for f in second.manifest.files]
+        + [_partition_prefix(day) + MANIFEST_NAME]
+    )
     assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []
 
 
@@ -257,3 +263,75 @@ def test_s3_partition_without_manifest_is_not_complete(
     ]
     assert not is_complete(partition)
     assert list_partitions(S3_BASE, "conversions") == {}
+
+
+@pytest.mark.parametrize("step", ["CopyObject", "PutObject"])
+def test_two_interleaved_writers_of_one_s3_partition(s3: Any, step: str) -> None:
+    """Writer B is held on S3 itself (a botocore hook on the request) before its first data
+    file goes into the partition (CopyObject) or before its manifest (PutObject), while writer
+    A publishes the same day; then B goes on. The manifest names exactly B's files, the prefix
+    holds exactly those, and a reader following the manifest counts no duplicates. Before the
+    fix B's part-00000 overwrote A's and A's part-00001/2 stayed beside B's manifest, or B's
+    manifest named bytes A had put there (incomplete)."""
+    import asyncio
+    import threading
+
+    from affiliate_network.reports.storage import PartitionWriter, partition_files
+
+    base = S3_BASE
+    schema = conversion_schema()
+    day = "2026-01-15"
+
+    def recs(n: int, status: str) -> list[dict[str, Any]]:
+        return [
+            {"conversion_id": f"{status}-{i}", "status": status, "payout": 1.0} for i in range(n)
+        ]
+
+    def land(records: list[dict[str, Any]]) -> Any:
+        with PartitionWriter(
+            base, "conversions", {"date": day}, schema, row_group_rows=100, file_rows=250
+        ) as writer:
+            writer.write(records)
+            return writer.commit(request={})
+
+    land(recs(50, "pending"))  # a partition was there before
+    fs = as_storage_path(base).fs
+    if getattr(fs, "s3", None) is None:
+        fs.connect()
+    held, release = threading.Event(), threading.Event()
+    prefix = _partition_prefix(day)
+
+    async def hold(params: dict[str, Any], **_: Any) -> None:
+        key = params.get("Key", "")
+        if held.is_set() or not key.startswith(prefix):
+            return
+        if (step == "PutObject") != key.endswith(MANIFEST_NAME):
+            return
+        held.set()
+        while not release.is_set():
+            await asyncio.sleep(0.02)
+
+    fs.s3.meta.events.register(f"before-parameter-build.s3.{step}", hold)
+    results: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: results.update(b=land(recs(200, "rejected"))))
+    try:
+        thread.start()
+        assert held.wait(60), "writer B never reached its publish"
+        results["a"] = land(recs(700, "approved"))
+    finally:
+        release.set()
+        thread.join(60)
+        fs.s3.meta.events.unregister(f"before-parameter-build.s3.{step}", hold)
+    partition = f"{S3_BASE}/conversions/date={day}"
+    manifest = read_manifest(partition)
+    assert manifest is not None
+    assert is_complete(partition)
+    assert manifest.files == results["b"].manifest.files  # B published last
+    assert _keys(s3, prefix) == sorted(
+        [prefix + f.name for f in manifest.files] + [prefix + MANIFEST_NAME]
+    )
+    ids = read_partition(partition).column("conversion_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 200
+    assert partition_files(S3_BASE, "conversions") == [
+        f"s3://{BUCKET}/{prefix}{f.name}" for f in manifest.files
+    ]

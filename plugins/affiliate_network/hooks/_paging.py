@@ -5,6 +5,15 @@ query string for GET and POST alike (a body page is ignored); paginated response
 ``paging: {page, page_size, total_count}``; the maximum page size is typically 2,000 and some
 endpoints enforce less.
 
+Consistency: a pull is a snapshot only if the result set holds still while it is paged. Every
+page after the first must carry page 1's ``total_count``, every page but the last must hold
+exactly ``page_size`` records and the last one the rest, and (``unique_key``) no record may come
+twice; otherwise the pull stops with :class:`~affiliate_network.exceptions.PullShiftedError`
+naming the page and the counts. A conversion that arrives mid-pull shifts the pages behind it:
+unchecked, one original row would fall off the end while the counts still matched. Pages are
+fetched concurrently but checked in page order as they are consumed, so all of them are
+checked. Re-pulling is the caller's choice (the landing re-pulls a bounded number of times).
+
 Memory: a sliding window of at most ``concurrency`` outstanding page requests, each holding the
 raw bytes of one page, plus the one parsed page being yielded. Pages are parsed on the consuming
 thread (orjson holds the GIL anyway), so raw bytes, not parsed dicts, wait in the window. Memory is
@@ -26,7 +35,7 @@ from typing import Any, NamedTuple
 import msgspec
 import orjson
 
-from affiliate_network.exceptions import AffiliateNetworkError
+from affiliate_network.exceptions import AffiliateNetworkError, PullShiftedError
 from affiliate_network.gcpause import paused_gc
 from affiliate_network.hooks._memory import pin_mmap_threshold
 from affiliate_network.tasklog import TaskLog
@@ -111,6 +120,11 @@ class PagedIterator(Iterator[dict[str, Any]]):
     :param progress_every_s: log a progress line (pages done / total, rows, rows/s, ETA) at
         most this often; a pull shorter than that logs only its closing line.
     :param clock: monotonic clock (tests inject one).
+    :param unique_key: record field that identifies a record (``conversion_id``): a record
+        whose key an earlier one of this pull had means the pages overlap (the result set
+        moved), and the pull stops. Checked for parsed records only (``raw=False``); raw pages
+        are deduplicated by their consumer (the landing's seen keys). Costs one set entry per
+        record.
     """
 
     def __init__(
@@ -126,6 +140,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         raw: bool = False,
         progress_every_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        unique_key: str | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -143,6 +158,8 @@ class PagedIterator(Iterator[dict[str, Any]]):
         self._progress_every_s = progress_every_s
         self._clock = clock
         self._last_progress = 0.0
+        self._unique_key = None if raw else unique_key
+        self._seen: set[Any] = set()
         self._gen = self._generate()
 
     def __iter__(self) -> PagedIterator:
@@ -262,7 +279,8 @@ class PagedIterator(Iterator[dict[str, Any]]):
         records, paging = self._parse(raw, 1)
         digest = (len(raw.content), hash(raw.content))
         del raw
-        total = self._paging_int(paging, "total_count", 1, minimum=0) or 0
+        total_count = self._paging_int(paging, "total_count", 1, minimum=0)
+        total = total_count or 0
         stats.total_count = total
         # Some endpoints enforce a smaller maximum than asked for: page by what was served.
         page_size = self._paging_int(paging, "page_size", 1, minimum=1) or self._page_size
@@ -276,14 +294,64 @@ class PagedIterator(Iterator[dict[str, Any]]):
                 f"{last_page} pages; more than {MAX_PAGES:,} pages is not a plausible "
                 "answer, so nothing more is requested"
             )
+        if total_count is not None:
+            self._check_rows(1, served, last_page, page_size, total)
+        self._check_unique(records, 1)
         stats.pages = 1
         stats.rows += self._count(records)
         stats.elapsed_s = self._clock() - started
         self._progress(started, last_page)
         return records, total, page_size, last_page, digest
 
+    def _shifted(self, message: str, *, expected: int, got: Any) -> PullShiftedError:
+        return PullShiftedError(
+            f"{self._label}: {message}; the result set moved while paging, so this pull is "
+            "incomplete (pull the window again)",
+            expected=expected,
+            got=got if type(got) is int else None,
+        )
+
+    def _check_rows(self, page: int, rows: int, last_page: int, page_size: int, total: int) -> None:
+        """A page holds ``page_size`` records, the last one the rest of ``total_count``: fewer
+        means records moved to a page already served (lost), more means pages overlap."""
+        want = page_size if page < last_page else total - (last_page - 1) * page_size
+        if rows != want:
+            raise self._shifted(
+                f"page {page} of {last_page} has {rows} records where total_count {total} at "
+                f"page_size {page_size} means {want}",
+                expected=want,
+                got=rows,
+            )
+
+    def _check_unique(self, records: list[Any], page: int) -> None:
+        """No record key twice in one pull (parsed records with ``unique_key`` only)."""
+        key = self._unique_key
+        if key is None:
+            return
+        seen = self._seen
+        for record in records:
+            value = record.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, str | int):
+                value = repr(value)  # a malformed id still compares, and never fails to hash
+            if value in seen:
+                raise self._shifted(
+                    f"page {page} repeats {key} {str(value)[:40]!r} of an earlier record "
+                    f"({len(seen)} distinct so far)",
+                    expected=len(seen) + 1,
+                    got=len(seen),
+                )
+            seen.add(value)
+
     def _later_page(
-        self, raw: RawPage, page: int, last_page: int, total: int, previous: tuple[int, int]
+        self,
+        raw: RawPage,
+        page: int,
+        last_page: int,
+        page_size: int,
+        total: int,
+        previous: tuple[int, int],
     ) -> tuple[list[Any], tuple[int, int]]:
         """A page after the first, parsed and checked against the pull so far."""
         self.stats.retries += raw.retries
@@ -296,21 +364,18 @@ class PagedIterator(Iterator[dict[str, Any]]):
                 f"{self._label}: page {page} is identical to page {page - 1}; the "
                 "server ignores the page parameter, so the pull stops here"
             )
-        if self._count(records) == 0 and page < last_page:
-            raise AffiliateNetworkError(
-                f"{self._label}: page {page} of {last_page} came back empty although "
-                f"total_count said {total}: the result set moved or the answer is "
-                "inconsistent; the pull stops (rerun it)"
+        later_total = paging.get("total_count")
+        if later_total != total:
+            # A conversion arrived (or left) after page 1: every page behind the change is
+            # shifted, so rows were skipped or served twice even if the counts add up.
+            raise self._shifted(
+                f"total_count changed from {total} at page 1 to {str(later_total)[:40]} at "
+                f"page {page} of {last_page}",
+                expected=total,
+                got=later_total,
             )
-        if paging.get("total_count") != total:
-            self._log.warning(
-                "%s: total_count changed from %s to %s at page %d; the result set "
-                "moved during the pull",
-                self._label,
-                total,
-                paging.get("total_count"),
-                page,
-            )
+        self._check_rows(page, self._count(records), last_page, page_size, total)
+        self._check_unique(records, page)
         return records, digest
 
     def _generate(self) -> Generator[Any, None, None]:
@@ -328,7 +393,9 @@ class PagedIterator(Iterator[dict[str, Any]]):
             while (item := prefetch.next_page()) is not None:
                 page, raw = item
                 del item
-                records, previous = self._later_page(raw, page, last_page, total, previous)
+                records, previous = self._later_page(
+                    raw, page, last_page, page_size, total, previous
+                )
                 del raw
                 stats.pages += 1
                 stats.rows += self._count(records)

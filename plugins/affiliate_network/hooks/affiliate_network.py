@@ -582,8 +582,14 @@ class AffiliateNetworkHook(BaseHook):
         method: str = "POST",
         page_size: int | None = None,
         raw_pages: bool = False,
+        unique_key: str | None = None,
+        label: str | None = None,
     ) -> PagedIterator:
         """Records of every page of a paginated endpoint, in page order (lazy, memory bounded).
+
+        A pull whose pages shift under it (``total_count`` changes, a short or overlapping
+        page, a repeated ``unique_key``) stops with
+        :class:`~affiliate_network.exceptions.PullShiftedError`: pull it again.
 
         :param path: endpoint path after ``/v1``.
         :param key: the response's record list (``conversions``, ``commissions``, ``pixels``).
@@ -592,6 +598,8 @@ class AffiliateNetworkHook(BaseHook):
         :param page_size: rows per page (default: the hook's page size, at most 2000).
         :param raw_pages: yield one unparsed :class:`~affiliate_network.hooks._paging.Page` per
             page (envelope checked) instead of records.
+        :param unique_key: record field that must not repeat within the pull (parsed records).
+        :param label: what is pulled, for log lines and errors (default: method and path).
         """
         self._guard(method, path)  # fail at the call, not at the first next()
         size = self._page_size if page_size is None else int(page_size)
@@ -615,11 +623,12 @@ class AffiliateNetworkHook(BaseHook):
             key=key,
             page_size=size,
             concurrency=self._concurrency,
-            label=f"{method} {path}",
+            label=label or f"{method} {path}",
             log=self.log,
             cancel=cancel,
             raw=raw_pages,
             progress_every_s=self.progress_every_s,
+            unique_key=unique_key,
         )
 
     # ------------------------------------------------------------------ network: reporting
@@ -677,6 +686,8 @@ class AffiliateNetworkHook(BaseHook):
             body=body,
             page_size=page_size,
             raw_pages=raw_pages,
+            unique_key="conversion_id",
+            label=f"POST /networks/reporting/conversions {start}..{end} (timezone {timezone_id})",
         )
 
     def set_on_hold_status(self, on_hold_conversion_ids: Sequence[str], status: str) -> bool:

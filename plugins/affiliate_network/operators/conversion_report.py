@@ -84,8 +84,11 @@ class ConversionReportOperator(ReportOperatorBase):
         env ``AFFILIATE_NETWORK_DATA_BASE``, then ``<project>/data``.
     :param dataset: dataset folder under the base.
     :param page_size: rows per page (default: the connection's, else 2,000).
-    :param consistency_retries: extra pulls of a day whose unique row count differs from the
-        server's ``total_count`` (the result set moved while paging).
+    :param consistency_retries: extra pulls of a day whose pages shifted while it was paged
+        (``total_count`` changed, pages short or overlapping, unique rows differing from
+        ``total_count``), 2 s apart; default 2 (three pulls), then the task fails with
+        ``PullShiftedError`` and nothing is published
+        (``reports.landing.DEFAULT_CONSISTENCY_RETRIES``).
     :param row_group_rows: Parquet rows per row group (memory bound of the writer).
     :param hook_kwargs: extra :class:`AffiliateNetworkHook` arguments (``max_attempts``,
         ``base_delay``, ``concurrency`` ...).
@@ -122,7 +125,7 @@ class ConversionReportOperator(ReportOperatorBase):
         base_path: str | None = None,
         dataset: str = "conversions",
         page_size: int | None = None,
-        consistency_retries: int = 1,
+        consistency_retries: int = 2,  # reports.landing.DEFAULT_CONSISTENCY_RETRIES (lazy)
         row_group_rows: int | None = None,
         hook_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,

@@ -6,8 +6,10 @@ Runnable without Airflow's task context: give it a hook, an output base and the 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import TYPE_CHECKING, Any
 
+from affiliate_network.exceptions import PullShiftedError
 from affiliate_network.hooks._memory import prefer_system_arrow_pool
 from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
@@ -16,6 +18,13 @@ if TYPE_CHECKING:
     from affiliate_network.hooks._paging import PagedIterator, PullStats
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.tasklog import TaskLog
+
+
+#: Extra pulls of a day whose pages shifted while it was paged (so 3 pulls at most).
+DEFAULT_CONSISTENCY_RETRIES = 2
+#: Seconds to wait before pulling a shifted day again: long enough for a burst of arriving
+#: conversions to pass, short next to the task.
+DEFAULT_CONSISTENCY_WAIT_S = 2.0
 
 
 def land_conversion_day(
@@ -32,65 +41,112 @@ def land_conversion_day(
     filters: Any,
     search_terms: Any,
     log: TaskLog,
+    consistency_wait_s: float = DEFAULT_CONSISTENCY_WAIT_S,
 ) -> dict[str, Any]:
     """Pull ``day`` and publish it atomically as ``<base>/<dataset>/date=<day>/``.
 
-    A pull whose unique rows disagree with ``total_count`` (the result set moved while paging)
-    is pulled again up to ``consistency_retries`` times before it is landed with a warning.
+    A pull whose pages shifted while it was paged (``total_count`` changed, a page short or
+    overlapping: :class:`~affiliate_network.exceptions.PullShiftedError` from the hook; or
+    duplicate keys, unique rows differing from ``total_count``: checked here) is discarded
+    whole (its staged files removed, nothing published) and pulled again, after
+    ``consistency_wait_s`` seconds, up to ``consistency_retries`` times. Then the task fails
+    with ``PullShiftedError`` naming the day and the counts; a shifted pull is never landed.
 
     :param request: the request parameters, recorded in the manifest (no credentials).
+    :param consistency_retries: extra pulls of a shifted day (default
+        :data:`DEFAULT_CONSISTENCY_RETRIES` in the operator).
+    :param consistency_wait_s: seconds between pulls of a shifted day.
     :returns: a small summary (path, rows, pages, duplicates dropped, checksum).
+    :raises PullShiftedError: every pull of the day shifted.
     """
     prefer_system_arrow_pool()  # a no-op after the operator's call (pyarrow is loaded by now)
-    attempt = 0
-    while True:
-        pull = _pull(hook, request, filters, search_terms, page_size)
-        with (
-            pull,
-            PartitionWriter(
+    pulls = consistency_retries + 1
+    for attempt in range(1, pulls + 1):
+        try:
+            return _land_once(
+                hook,
                 base,
-                dataset,
-                {"date": day.isoformat()},
-                conversion_schema(),
+                day,
+                request=request,
+                dataset=dataset,
                 format=format,
-                row_group_rows=row_group_rows or DEFAULT_ROW_GROUP_ROWS,
-            ) as writer,
+                page_size=page_size,
+                row_group_rows=row_group_rows,
+                filters=filters,
+                search_terms=search_terms,
+                attempt=attempt,
+            )
+        except PullShiftedError as err:
+            if attempt == pulls:
+                raise PullShiftedError(
+                    f"{day}: {pulls} pull(s) of the day all shifted while paging, nothing was "
+                    f"published; the last one: {err}",
+                    expected=err.expected,
+                    got=err.got,
+                ) from err
+            log.warning(
+                "%s: %s; discarded, pulling again in %.1fs (pull %d of %d)",
+                day,
+                err,
+                consistency_wait_s,
+                attempt + 1,
+                pulls,
+            )
+            time.sleep(consistency_wait_s)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def _land_once(
+    hook: AffiliateNetworkHook,
+    base: str,
+    day: dt.date,
+    *,
+    request: dict[str, Any],
+    dataset: str,
+    format: str,
+    page_size: int | None,
+    row_group_rows: int | None,
+    filters: Any,
+    search_terms: Any,
+    attempt: int,
+) -> dict[str, Any]:
+    """One pull of the day, published only if it held still; any error (a shift included)
+    leaves the with-block, which discards the staged files and closes the pull."""
+    pull = _pull(hook, request, filters, search_terms, page_size)
+    with (
+        pull,
+        PartitionWriter(
+            base,
+            dataset,
+            {"date": day.isoformat()},
+            conversion_schema(),
+            format=format,
+            row_group_rows=row_group_rows or DEFAULT_ROW_GROUP_ROWS,
+        ) as writer,
+    ):
+        writer.write_pages(pull)
+        st = pull.stats
+        # The hook checked every page's count; a key twice (pages overlapping) means another
+        # record was skipped even when the counts add up.
+        if writer.duplicates_dropped or (
+            st.total_count is not None and writer.rows != st.total_count
         ):
-            writer.write_pages(pull)
-            st = pull.stats
-            consistent = st.total_count is None or writer.rows == st.total_count
-            if not consistent and attempt < consistency_retries:
-                # The result set moved while paging (duplicates imply missed rows): re-pull.
-                attempt += 1
-                log.warning(
-                    "%s: %d unique rows but total_count %s (%d duplicates); re-pulling "
-                    "(attempt %d)",
-                    day,
-                    writer.rows,
-                    st.total_count,
-                    writer.duplicates_dropped,
-                    attempt + 1,
-                )
-                continue  # leaving the with-block discards the staged data
-            if not consistent:
-                log.warning(
-                    "%s: landing %d unique rows, total_count said %s; the trailing re-pull "
-                    "will converge it",
-                    day,
-                    writer.rows,
-                    st.total_count,
-                )
-            stats = _pull_stats(st, consistent, attempt + 1)
-            result = writer.commit(request=request, stats=stats)
-        m = result.manifest
-        return {
-            "date": day.isoformat(),
-            "path": result.path,
-            "rows": m.row_count,
-            "pages": st.pages,
-            "duplicates_dropped": m.duplicates_dropped,
-            "checksum": m.content_checksum,
-        }
+            raise PullShiftedError(
+                f"{day}: {writer.rows} unique rows ({writer.duplicates_dropped} duplicates "
+                f"dropped) where total_count said {st.total_count}",
+                expected=st.total_count,
+                got=writer.rows,
+            )
+        result = writer.commit(request=request, stats=_pull_stats(st, attempt))
+    m = result.manifest
+    return {
+        "date": day.isoformat(),
+        "path": result.path,
+        "rows": m.row_count,
+        "pages": st.pages,
+        "duplicates_dropped": m.duplicates_dropped,
+        "checksum": m.content_checksum,
+    }
 
 
 def _pull(
@@ -115,7 +171,7 @@ def _pull(
     )
 
 
-def _pull_stats(st: PullStats, consistent: bool, attempts: int) -> dict[str, Any]:
+def _pull_stats(st: PullStats, attempts: int) -> dict[str, Any]:
     """The manifest's ``stats`` of a pull."""
     return {
         "pages": st.pages,
@@ -123,6 +179,7 @@ def _pull_stats(st: PullStats, consistent: bool, attempts: int) -> dict[str, Any
         "total_count": st.total_count,
         "retries": st.retries,
         "pull_seconds": round(st.elapsed_s, 3),
-        "consistent_with_total_count": consistent,
+        # Only a pull that held still is landed; the key stays for readers of older manifests.
+        "consistent_with_total_count": True,
         "pull_attempts": attempts,
     }

@@ -18,12 +18,22 @@ Rules a reader relies on:
   renamed onto the partition path (``rename(2)`` is atomic); the previous partition is first
   renamed to ``_trash`` and removed afterwards; concurrent publishes of one partition take
   turns on a lock file (``.<partition>.lock``, hidden from query engines). On object stores,
-  which have no directory rename, the order is: remove the old manifest (the partition stops
-  looking complete), remove the old files, move the new files in, and write the manifest
-  **last** (a single PUT, atomic).
-  Either way a crash at any point leaves either the previous complete partition, or a partition
-  without a manifest, never a half partition that looks complete.
-* A rerun replaces the partition exactly: the previous files are removed, never appended to.
+  which have no directory rename and no lock, each attempt's files carry the attempt's token
+  in their names (``part-00000-<token>.parquet``), so two writers never overwrite each other's
+  files. The order is: copy the staged files in beside the previous ones (the previous manifest
+  still names only its own files), write the manifest **last** (a single PUT, atomic: it names
+  exactly this attempt's files), then remove the files the current manifest does not name,
+  of attempts that are over (their ``_staging`` folder is gone, or older than
+  :data:`STALE_AFTER_S`): a writer still in flight keeps its files until it has published.
+  The manifest is read again just before removing, so a file it names is never removed.
+  Either way a crash at any point leaves the previous complete partition (or none), never a
+  half partition that looks complete; on an object store it may leave unnamed files behind,
+  removed by the next publish.
+* **Readers read exactly the files the manifest names** (:func:`read_partition`,
+  :func:`partition_files`), never a ``part-*`` glob: on an object store a partition may hold
+  files of another attempt until the next cleanup.
+* A rerun replaces the partition exactly: the manifest names only the new files, and the
+  previous files are removed (at once locally; on an object store once no writer needs them).
 
 The content checksum identifies the data, not the bytes or the moment: it is a multiset hash
 (sum modulo 2**256 of the SHA-256 of each record's canonical bytes, see
@@ -312,6 +322,7 @@ class PartitionWriter:
         self.partition = partition_path(base, dataset, **self.keys)
         self.dataset_root = as_storage_path(base) / dataset
         flat = "__".join(f"{k}={v}" for k, v in self.keys.items())
+        self._flat = flat
         self.schema = schema
         self.format = format
         self.row_group_rows = row_group_rows
@@ -364,8 +375,11 @@ class PartitionWriter:
 
     @property
     def file_name(self) -> str:
-        """Name of the data file being written (``part-00000.parquet`` first)."""
-        return f"part-{len(self._files):05d}{FORMAT_SUFFIX[self.format]}"
+        """Name of the data file being written: ``part-00000.parquet`` first on a local
+        filesystem, ``part-00000-<token>.parquet`` on an object store (see the module
+        docstring: two writers of one partition never share a file name there)."""
+        attempt = "" if _is_local(self.partition) else f"-{self.token}"
+        return f"part-{len(self._files):05d}{attempt}{FORMAT_SUFFIX[self.format]}"
 
     def _open_file(self) -> None:
         """Open the next data file (on the writer thread once writing has started)."""
@@ -659,23 +673,17 @@ class PartitionWriter:
 
     def _publish_object_store(self, manifest: Manifest) -> None:
         target = self.partition
-        old_manifest = target / MANIFEST_NAME
-        # 1. The old partition stops looking complete before anything of it is touched.
-        if old_manifest.exists():
-            old_manifest.unlink()
-        # 2. Remove every previous data file (exact replacement, no leftovers).
-        if target.exists():
-            for child in list(target.iterdir()):
-                if child.is_dir():
-                    _rmtree_quiet(child)
-                else:
-                    child.unlink()
-        # 3. Move the staged data in, 4. write the manifest last (one PUT).
         target.mkdir(parents=True, exist_ok=True)
+        # 1. This attempt's files go in beside the previous ones under names of their own: the
+        # previous manifest names only its files, so readers still see the previous partition.
         for entry in manifest.files:
             src = self.staging / entry.name
-            src.fs.mv(src.path, (target / entry.name).path)
+            src.fs.copy(src.path, (target / entry.name).path)
+        # 2. The manifest last (one PUT): from here readers see exactly this attempt's files.
         _write_bytes(target / MANIFEST_NAME, manifest.to_json())
+        # 3. Files no longer named, of attempts that are over; 4. the staging folder last:
+        # while it exists, other writers count this attempt as in flight and keep its files.
+        _remove_unnamed(target, self.dataset_root / STAGING_DIR, self._flat, self.token)
         _rmtree_quiet(self.staging)
 
     def abort(self) -> None:
@@ -732,6 +740,87 @@ def _rmtree_quiet(path: ObjectStoragePath) -> None:
 
 #: Staging/trash entries older than this are leftovers of crashed runs and are removed.
 STALE_AFTER_S = 6 * 3600
+
+
+def _token_started(token: str) -> int | None:
+    """Epoch second an attempt started, from its token (``<epoch>-<hex>``), or ``None``."""
+    try:
+        return int(token.split("-", 1)[0])
+    except ValueError:
+        return None
+
+
+def _attempt_token(name: str) -> str | None:
+    """The attempt token in an object-store data file's name (``part-00000-<token>.<ext>``);
+    ``None`` for a name without one (a local partition's, or an older version's)."""
+    stem = name.split(".", 1)[0]
+    parts = stem.split("-", 2)
+    if len(parts) == 3 and parts[0] == "part" and _token_started(parts[2]) is not None:
+        return parts[2]
+    return None
+
+
+def _named_files(partition: ObjectStoragePath) -> set[str] | None:
+    """Names the partition's current manifest lists (``None``: no readable manifest)."""
+    try:
+        manifest = read_manifest(partition)
+    except StorageError:
+        return None
+    return None if manifest is None else {entry.name for entry in manifest.files}
+
+
+def _remove_unnamed(
+    partition: ObjectStoragePath,
+    staging_root: ObjectStoragePath,
+    flat: str,
+    own_token: str,
+    now: float | None = None,
+) -> None:
+    """Remove an object-store partition's files its current manifest does not name, of
+    attempts that are over: this one, an older version's (no token), one whose staging folder
+    is gone (published or aborted) or older than :data:`STALE_AFTER_S` (crashed). A writer in
+    flight (its staging folder still there) may be about to name its files: they stay.
+
+    The manifest is read again after the in-flight check: an attempt that is over never
+    writes a manifest again, so a file the re-read manifest does not name stays unnamed.
+    """
+    now = time.time() if now is None else now
+    fs = partition.fs
+    fs.invalidate_cache(partition.path)  # listings are cached by s3fs: another writer moved on
+    fs.invalidate_cache(staging_root.path)
+    named = _named_files(partition)
+    if named is None:  # no manifest to judge by: leave everything (nothing to be exact about)
+        return
+    over: list[ObjectStoragePath] = []
+    for child in list(partition.iterdir()):
+        if child.name == MANIFEST_NAME or child.name in named:
+            continue
+        token = _attempt_token(child.name)
+        started = None if token is None else _token_started(token)
+        in_staging = staging_root / f"{flat}.{token}"
+        fs.invalidate_cache(in_staging.path)
+        if (
+            token is None
+            or token == own_token
+            or (started is not None and now - started > STALE_AFTER_S)
+            or not in_staging.exists()
+        ):
+            over.append(child)
+    if not over:
+        return
+    named = _named_files(partition)
+    if named is None:
+        return
+    for child in over:
+        if child.name in named:
+            continue
+        try:
+            if child.is_dir():
+                _rmtree_quiet(child)
+            else:
+                child.unlink()
+        except FileNotFoundError:
+            pass  # another writer's cleanup got there first
 
 
 def _remove_stale(dataset_root: ObjectStoragePath, now: float | None = None) -> None:
@@ -883,3 +972,22 @@ def list_partitions(
     if root.exists():
         walk(root, "")
     return out
+
+
+def partition_files(base: str | os.PathLike[str] | ObjectStoragePath, dataset: str) -> list[str]:
+    """Every data file the complete partitions' manifests name, as paths or URLs for a query
+    engine (``read_parquet(partition_files("data", "conversions"))`` in DuckDB): exactly what
+    was published, never another attempt's leftover that a ``part-*`` glob would also count.
+
+    :param base: output base (local path or URL, ``s3://<conn id>@<bucket>/...``).
+    :param dataset: dataset folder under ``base``.
+    :returns: local paths, or ``<protocol>://<bucket>/<key>`` URLs (no connection id).
+    """
+    root = as_storage_path(base) / dataset
+    files: list[str] = []
+    for rel, manifest in list_partitions(base, dataset).items():
+        for entry in manifest.files:
+            path = root / rel / entry.name
+            # ``s3://bucket/key`` for an object store: a query engine knows no Airflow conn id.
+            files.append(str(path) if _is_local(path) else f"{path.protocol}://{path.path}")
+    return files

@@ -35,7 +35,7 @@ from affiliate_network.sandbox.late_writes import (
     LateWritesConfig,
     LateWritesConfigError,
 )
-from affiliate_network.sandbox.paging import parse_paging
+from affiliate_network.sandbox.paging import hold_back, parse_paging
 from affiliate_network.sandbox.ratelimit import RateLimiter, retry_after
 from affiliate_network.sandbox.requestlog import RequestLog, body_entry
 from affiliate_network.sandbox.state import State
@@ -85,7 +85,10 @@ def h_conversions(
     sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
 ) -> Any:
     page, size = parse_paging(q)
-    return w.conversion_report(body, page, size)
+    report = w.conversion_report(body, page, size)
+    held = sb.faults.held_back(page)  # fault injection: records arriving mid-pull
+    after = sb.faults.config.insert_after_page or 0
+    return hold_back(report, held, page_size=size, after_page=after)
 
 
 def h_onhold(

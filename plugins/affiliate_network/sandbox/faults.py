@@ -3,6 +3,15 @@
 The n-th matching /v1 request (n counted since the faults were set) fails when
 ``hash(seed, n) < error_rate``; the status is drawn from ``statuses`` by the same hash. The same
 sequence of requests therefore meets the same faults on every run.
+
+Page shifts (``insert_after_page``): ``insert_count`` conversions of the window "arrive" while a
+conversion report is paged. Pages 1..N of a pull are answered as before their arrival (the
+same records, a ``total_count`` that many lower), later pages as after it, where the new records
+sort right behind page N: every later page is shifted, and a client that trusts page 1's count
+loses the window's last records while its counts still add up. A request for page 1 starts a
+pull; the first ``insert_pulls`` pulls meet the shift (``None``: every pull, so re-pulling never
+helps). The window's truth (``/_sandbox/truth``) is the window after the arrival. A test
+facility, like the other faults, not a behaviour of the API.
 """
 
 from __future__ import annotations
@@ -33,6 +42,9 @@ class FaultConfig:
     onhold_ignore_ids: list[str] = field(default_factory=list)
     apply_then_delay_paths: list[str] = field(default_factory=list)
     apply_then_delay_s: float = 0.0
+    insert_after_page: int | None = None
+    insert_count: int = 1
+    insert_pulls: int | None = None
 
     @classmethod
     def from_json(cls, body: Any) -> FaultConfig:
@@ -73,6 +85,16 @@ class FaultConfig:
                 raise FaultConfigError(f"{name} must be a list of strings")
         if not num(self.apply_then_delay_s) or self.apply_then_delay_s < 0:
             raise FaultConfigError("apply_then_delay_s must be a number >= 0")
+        if self.insert_after_page is not None and not (
+            type(self.insert_after_page) is int and self.insert_after_page >= 1
+        ):
+            raise FaultConfigError("insert_after_page must be an integer >= 1")
+        if type(self.insert_count) is not int or self.insert_count < 1:
+            raise FaultConfigError("insert_count must be an integer >= 1")
+        if self.insert_pulls is not None and not (
+            type(self.insert_pulls) is int and self.insert_pulls >= 0
+        ):
+            raise FaultConfigError("insert_pulls must be an integer >= 0")
         if not isinstance(self.seed, int):
             raise FaultConfigError("seed must be an integer")
 
@@ -87,12 +109,14 @@ class Faults:
         self.config = FaultConfig()
         self.counter = 0
         self.injected = 0
+        self.pulls = 0
         self._key = derive(0, "faults")
 
     def set(self, config: FaultConfig) -> None:
         self.config = config
         self.counter = 0
         self.injected = 0
+        self.pulls = 0
         self._key = derive(config.seed, "faults")
 
     def clear(self) -> None:
@@ -129,3 +153,18 @@ class Faults:
         if cfg.apply_then_delay_s and self._matches(cfg.apply_then_delay_paths, api_path):
             return float(cfg.apply_then_delay_s)
         return 0.0
+
+    def held_back(self, page: int) -> int:
+        """Conversions not yet arrived when this conversion-report page is answered (see the
+        module docstring): ``insert_count`` for pages 1..``insert_after_page`` of a pull that
+        meets the shift, else 0. A page-1 request starts a new pull."""
+        cfg = self.config
+        if cfg.insert_after_page is None:
+            return 0
+        if page == 1:
+            self.pulls += 1
+        shifting = cfg.insert_pulls is None or self.pulls <= cfg.insert_pulls
+        if not shifting or page > cfg.insert_after_page:
+            return 0
+        self.injected += 1
+        return cfg.insert_count

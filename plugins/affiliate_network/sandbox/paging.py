@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 from affiliate_network.sandbox import choices
 from affiliate_network.sandbox.errors import invalid
+
+if TYPE_CHECKING:
+    from affiliate_network.sandbox.world.base import Raw
+
+_TOTAL_COUNT = re.compile(rb'"total_count":(\d+)')
 
 
 def parse_paging(
@@ -35,3 +41,21 @@ def _int(raw: str | None, default: int) -> int:
         return int(raw)
     except ValueError:
         raise invalid("page and page_size must be integers") from None
+
+
+def hold_back(raw: Raw, count: int, *, page_size: int, after_page: int) -> Raw:
+    """A rendered report page answered as if ``count`` records sorting right behind page
+    ``after_page`` had not arrived yet (fault injection, sandbox/faults.py): pages up to
+    ``after_page`` hold the same records then, only ``total_count`` is ``count`` lower. A
+    window too small to hold ``after_page`` full pages before them is left as it is."""
+    if count <= 0:
+        return raw
+    tail = raw.chunks[-1]
+    found = _TOTAL_COUNT.search(tail)
+    if found is None:
+        return raw
+    before = int(found.group(1)) - count
+    if before < after_page * page_size:
+        return raw
+    raw.chunks[-1] = tail[: found.start(1)] + str(before).encode() + tail[found.end(1) :]
+    return raw
