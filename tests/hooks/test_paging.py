@@ -292,4 +292,3 @@ def test_short_or_overlapping_pages_stop_the_pull(pages, message) -> None:
 
     with pytest.raises(PullShiftedError, match=message):
         list(_stub_pull(pages, total=8))
-
