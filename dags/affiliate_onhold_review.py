@@ -139,7 +139,8 @@ of failing the task.
 with the values that matched. Choose *Approve all*, *Reject all* or *Keep on hold*; list
 conversion ids in `keep_on_hold` to exclude them. Only those exact options write. *Keep on
 hold* is remembered (who, when, which rule): those conversions are not asked about again for
-`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24) unless their data changes. Unanswered requests (the
+`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24) unless their own data changes (payout, sale amount,
+the fields the rule tested; not aggregates over the traffic). Unanswered requests (the
 timeout) or an unexpected answer keep the conversions on hold and the next run asks again.
 
 **Audit**: `<data base>/onhold_review/affiliate_onhold_review/<run id>/decisions-attempt-N.jsonl`
