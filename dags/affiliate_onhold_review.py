@@ -23,6 +23,7 @@ from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 from affiliate_network.operators.steps import ReviewRequestsOperator
 from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, REVIEW_OPTIONS
+from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, rules_file_choices
 
 
 def _env_float(name: str, default: float | None) -> float | None:
@@ -36,6 +37,9 @@ def _env_float(name: str, default: float | None) -> float | None:
 SCHEDULE = os.environ.get("AFFILIATE_ONHOLD_REVIEW_SCHEDULE", "@hourly")
 SCHEDULE = None if SCHEDULE.lower() == "none" else SCHEDULE
 CONN_ID = "affiliate_network_default"
+#: The trigger form's rules files: the include folder's onhold_rules*.yaml (one listing, no
+#: reads); the operator checks the rendered value against the folder again before reading.
+RULES_FILES = rules_file_choices()
 LOOKBACK_DAYS = int(os.environ.get("AFFILIATE_ONHOLD_LOOKBACK_DAYS", "7"))
 MIN_AGE_HOURS = _env_float("AFFILIATE_ONHOLD_MIN_AGE_HOURS", 1.0) or 0.0
 CHUNK_SIZE = int(os.environ.get("AFFILIATE_ONHOLD_CHUNK_SIZE", "100"))
@@ -140,7 +144,8 @@ of failing the task.
 with the values that matched. Choose *Approve all*, *Reject all* or *Keep on hold*; list
 conversion ids in `keep_on_hold` to exclude them. Only those exact options write. *Keep on
 hold* is remembered (who, when, which rule): those conversions are not asked about again for
-`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24) unless their data changes. Unanswered requests (the
+`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24) unless their own data changes (payout, sale amount,
+the fields the rule tested; not aggregates over the traffic). Unanswered requests (the
 timeout) or an unexpected answer keep the conversions on hold and the next run asks again.
 
 **Audit**: `<data base>/onhold_review/affiliate_onhold_review/<run id>/decisions-attempt-N.jsonl`
@@ -185,7 +190,11 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
             "Scheduled runs write.",
         ),
         "rules_file": Param(
-            "onhold_rules.yaml", type="string", description="Rules file (include folder)."
+            DEFAULT_RULES_FILE if DEFAULT_RULES_FILE in RULES_FILES else RULES_FILES[0],
+            type="string",
+            enum=RULES_FILES,
+            title="Rules file",
+            description="One of the include folder's onhold_rules*.yaml files.",
         ),
     },
 )

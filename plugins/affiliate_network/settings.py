@@ -15,7 +15,7 @@ import datetime as dt
 import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.paths import include_dir
@@ -25,6 +25,9 @@ from affiliate_network.timezones import (
     id_for_name,
     name_for_id,
 )
+
+if TYPE_CHECKING:
+    import yaml
 
 NETWORK_CONFIG_FILE = "network.yaml"
 REPORTS_CONFIG_FILE = "reports.yaml"
@@ -103,10 +106,8 @@ def _read_yaml(name: str) -> _Doc:
     try:
         node = yamlguard.compose(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise ConfigValidationError(f"{path}{line}: invalid YAML: {problem}") from err
+        # No chained cause: a traceback would print PyYAML's snippet of the file.
+        raise ConfigValidationError(_yaml_problem(path, err)) from None
     if (problem_at := yamlguard.graph_problem(node)) is not None:
         raise ConfigValidationError(f"{path}:{problem_at[0]}: {problem_at[1]}")
     lines, duplicates = yamlguard.index_lines(node)
@@ -119,11 +120,16 @@ def _read_yaml(name: str) -> _Doc:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:  # e.g. a tag no safe constructor knows (``!!python/...``)
-        mark = getattr(err, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or type(err).__name__
-        raise ConfigValidationError(f"{path}{line}: invalid YAML: {problem}") from None
+        raise ConfigValidationError(_yaml_problem(path, err)) from None
     return _Doc(path, data if data is not None else {}, lines)
+
+
+def _yaml_problem(path: Path, err: yaml.YAMLError) -> str:
+    """``FILE:LINE: invalid YAML: PROBLEM (column C)``, without the snippet of the file."""
+    from affiliate_network import yamlguard
+
+    line, problem = yamlguard.describe_error(err)
+    return f"{path}{f':{line}' if line else ''}: invalid YAML: {problem}"
 
 
 def _check_keys(doc: _Doc, mapping: Mapping[str, Any], allowed: tuple[str, ...], *loc: Any) -> None:

@@ -8,6 +8,8 @@ needs none of these, so they are refused with the line where the problem starts.
 
 from __future__ import annotations
 
+import re
+
 import yaml
 
 #: Nodes a document may expand to (aliases counted every time they are used).
@@ -62,6 +64,36 @@ def graph_problem(root: yaml.Node | None) -> tuple[int, str] | None:
         stack.append((node, depth, False))
         stack.extend((child, depth + 1, True) for child in reversed(children))
     return None
+
+
+#: A quoted fragment of the file in a PyYAML problem; token names such as '<scalar>' are not.
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_TOKEN = re.compile(r"'<[a-z ]+>'")
+
+
+def describe_error(err: yaml.YAMLError, *, show_values: bool = True) -> tuple[int | None, str]:
+    """``(line, text)`` of a YAML error without PyYAML's snippet of the file.
+
+    ``str(err)`` quotes the lines around the problem (for a file that is not YAML at all, such
+    as an ``airflow.cfg``, its secrets); the text here is what went wrong and the column only.
+    With ``show_values`` False the quoted fragments of the problem (a character, a tag, an
+    alias name) are hidden too: for files that are not the deployment's own configuration.
+
+    :param err: the error from composing or loading.
+    :param show_values: keep the quoted fragments of the file in the text.
+    :return: the 1-based line (``None`` when unknown) and the text.
+    """
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None)
+    if problem is None:  # our own YAMLError (nesting) carries its text; others: the type only
+        problem = str(err) if type(err) is yaml.YAMLError else type(err).__name__
+    context = getattr(err, "context", None)
+    text = f"{context}: {problem}" if context else str(problem)
+    if not show_values:
+        text = _QUOTED.sub(lambda m: m[0] if _TOKEN.fullmatch(m[0]) else "'…'", text)
+    if mark is not None:
+        text += f" (column {mark.column + 1})"
+    return (mark.line + 1 if mark is not None else None), text
 
 
 Loc = tuple[object, ...]

@@ -3,6 +3,7 @@ action, the operator factory, and readers of what the sandbox saw."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,25 @@ def after_the_data(window: tuple[str, str]) -> str:
     return f"{dt.date.fromisoformat(window[1]) + dt.timedelta(days=2)}T00:00:00+00:00"
 
 
+def in_include(rules_file: Path) -> str:
+    """The name the review reads ``rules_file`` by: a file outside the include folder (a test's
+    own, in tmp_path) is copied into it first. The include folder is then a test's copy
+    (the ``rules_include`` fixture), never the project's."""
+    from affiliate_network.paths import PROJECT_ROOT, include_dir
+
+    folder = include_dir()
+    if Path(rules_file).parent.resolve() == folder.resolve():
+        return Path(rules_file).name
+    assert folder.resolve() != (PROJECT_ROOT / "include").resolve(), "use the rules_include fixture"
+    name = f"onhold_rules_{Path(rules_file).stem}.yaml"
+    shutil.copyfile(rules_file, folder / name)
+    return name
+
+
 def review_op(rules_file: Path, window: tuple[str, str], tmp_path: Path, **kwargs: Any):
     args: dict[str, Any] = {
         "task_id": "review",
-        "rules_file": str(rules_file),
+        "rules_file": in_include(rules_file),
         "to_date": window[1],
         "as_of": after_the_data(window),
         "lookback_days": 14,

@@ -2,4 +2,9 @@
 
 from __future__ import annotations
 
-from tests.operators.conftest import rules_file, truth, window  # noqa: F401 - fixtures
+from tests.operators.conftest import (  # noqa: F401 - fixtures
+    rules_file,
+    rules_include,
+    truth,
+    window,
+)

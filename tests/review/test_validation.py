@@ -30,7 +30,7 @@ def _errors(tmp_path: Path, text: str) -> tuple[ConfigValidationError, list]:
     path = tmp_path / "rules.yaml"
     path.write_text(textwrap.dedent(text))
     with pytest.raises(ConfigValidationError) as info:
-        load_rules(path)
+        load_rules(path, show_values=True)  # a file outside include/ hides values by default
     return info.value, info.value.errors  # type: ignore[attr-defined]
 
 

@@ -27,7 +27,7 @@ from affiliate_network.operators.lineage import (
     storage_dataset,
 )
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
-from affiliate_network.paths import include_dir, resolve_data_base
+from affiliate_network.paths import resolve_data_base
 from affiliate_network.review.apply import (
     DEFAULT_READBACK_WAIT_S,
     DEFAULT_REJECT_STATUS,
@@ -35,6 +35,7 @@ from affiliate_network.review.apply import (
 )
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.options import ReviewOptions
+from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, resolve_rules_file
 
 # The DAG file imports this module at parse time: the review run (review.job: pull, traffic
 # snapshot, audit, sticky decisions) and the window load in execute. Only the light modules the
@@ -74,7 +75,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     Lineage (OpenLineage provider, optional): input the conversion report endpoint; outputs the
     audit file and, when PATCH requests were sent, the on-hold endpoint.
 
-    :param rules_file: rules YAML (templated); relative names are looked up in the include dir.
+    :param rules_file: name of a rules file in the include folder, ``onhold_rules*.yaml``
+        (templated; the trigger form offers the choices). Anything else, a path outside the
+        folder or a symlink out of it, is refused before reading (:func:`resolve_rules_file`).
     :param affiliate_network_conn_id: network-portal connection.
     :param lookback_days: days of conversions to decide, ending with the day of ``as_of``.
     :param to_date: last day of the window, ``YYYY-MM-DD`` (templated); default: the day of
@@ -119,7 +122,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     def __init__(
         self,
         *,
-        rules_file: str = "onhold_rules.yaml",
+        rules_file: str = DEFAULT_RULES_FILE,
         affiliate_network_conn_id: str = "affiliate_network_default",
         lookback_days: int = 7,
         to_date: str | None = None,
@@ -180,8 +183,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         )
 
     def _rules_path(self) -> Path:
-        path = Path(self.rules_file)
-        return path if path.is_absolute() else include_dir() / path
+        return resolve_rules_file(self.rules_file)
 
     def _dry_run(self, context: Context) -> bool:
         if self.dry_run is not None and self.dry_run != "None":

@@ -42,7 +42,9 @@ def _validate(files: Sequence[str]) -> int:
     failed = 0
     for name in files:
         try:
-            rules_file = load_rules(name)
+            # The author's own file in their own terminal: quote its values (a review task
+            # reads the include folder's rules files only, and hides values of any other).
+            rules_file = load_rules(name, show_values=True)
         except ConfigValidationError as err:
             failed += 1
             for error in getattr(err, "errors", None) or [str(err)]:

@@ -3,9 +3,11 @@
 ``<base>/onhold_review/_state/<conn id>/human_decisions.jsonl``: one line per conversion a
 person decided (who, when, which rule, the choice, and a fingerprint of the data they saw). The
 review reads it before asking again: a conversion kept on hold is not put in front of a person
-again until ``keep_hours`` have passed or its data changed (another rule, other matched values,
-another payout or sale amount). Approvals and rejections are recorded too (for the audit trail);
-they need no stickiness, as the conversion leaves the on-hold state.
+again until ``keep_hours`` have passed or its own data changed (another rule, other values of
+the fields the rule tested, another payout or sale amount; traffic aggregates such as a ratio to
+the offer's median do not count: they move with every new conversion). Approvals and
+rejections are recorded too (for the audit trail); they need no stickiness, as the conversion
+leaves the on-hold state.
 
 The file is rewritten atomically (read, merge, temp file, rename) under the network's write
 lease, so two runs never interleave their updates.
@@ -31,11 +33,24 @@ def state_dir(base: str, conn_id: str) -> ObjectStoragePath:
     return ObjectStoragePath(base) / "onhold_review" / "_state" / conn_dir_name(conn_id)
 
 
+#: Derived fields that move with the evaluation time, not with the conversion's data.
+CLOCK_FIELDS = frozenset({"age_seconds", "age_hours", "hold_age_hours"})
+
+
+def own_values(matched: Mapping[str, Any]) -> dict[str, Any]:
+    """The conversion's own values among those a rule tested: record fields and derived fields
+    of the record, not aggregates over the traffic (labels ``kind(...)``, which move with every
+    new conversion) nor ages (which move with the clock)."""
+    return {k: v for k, v in matched.items() if "(" not in k and k not in CLOCK_FIELDS}
+
+
 def fingerprint(row: Mapping[str, Any]) -> str:
-    """What a reviewer saw of a conversion: rule, matched values, payout, sale amount."""
+    """What a reviewer's answer is about: the rule and the conversion's own data (the fields the
+    rule tested, payout, sale amount). Never traffic aggregates: a "keep on hold" must not
+    expire because other conversions arrived (``ratio_to_median`` moves with each of them)."""
     seen = {
         "rule_id": row.get("rule_id"),
-        "matched": row.get("matched") or {},
+        "fields": own_values(row.get("matched") or {}),
         "payout": row.get("payout"),
         "sale_amount": row.get("sale_amount"),
     }

@@ -4,6 +4,10 @@ Every problem in the file is reported at once, each as
 ``FILE:LINE: rule 'ID': FIELD: MESSAGE``, inside a single
 :class:`~affiliate_network.exceptions.ConfigValidationError` whose ``errors`` attribute holds
 the same information as :class:`RuleError` items (for tests and tools).
+
+Messages never quote PyYAML's snippet of the file, and for a file outside the include folder
+they name file, line and key but no value of it (a file that is not a rules file at all, say a
+worker's ``airflow.cfg``, must not reach a task log in pieces).
 """
 
 from __future__ import annotations
@@ -174,8 +178,9 @@ def _rule_id(data: Any, loc: Loc) -> str | None:
     return None
 
 
-def _message(error: ErrorDetails, loc: Loc, data: Any) -> str:
+def _message(error: ErrorDetails, loc: Loc, data: Any, show_values: bool = True) -> str:
     kind, last = error["type"], (loc[-1] if loc else None)
+    given = f" {error.get('input')!r}" if show_values else ""
     if kind == "extra_forbidden":
         parent = _get(data, loc[:-1])
         if isinstance(parent, dict) and ("field" in parent or "agg" in parent):
@@ -192,9 +197,9 @@ def _message(error: ErrorDetails, loc: Loc, data: Any) -> str:
             return f"unknown top-level key {last!r} (allowed: version, lists, rules)"
         return f"unknown key {last!r}"
     if kind == "literal_error" and last == "op":
-        return f"unknown operator {error.get('input')!r}; expected one of {', '.join(OPERATORS)}"
+        return f"unknown operator{given}; expected one of {', '.join(OPERATORS)}"
     if kind == "literal_error" and last == "action":
-        return f"unknown action {error.get('input')!r}; expected one of {', '.join(ACTIONS)}"
+        return f"unknown action{given}; expected one of {', '.join(ACTIONS)}"
     if kind == "missing":
         if last == "op":
             return (
@@ -204,11 +209,11 @@ def _message(error: ErrorDetails, loc: Loc, data: Any) -> str:
         return f"required key {last!r} is missing"
     if kind == "string_pattern_mismatch" and last == "id":
         return (
-            f"rule id {error.get('input')!r} must be 1-64 letters, digits, '_', '.', '-' "
+            f"rule id{given} must be 1-64 letters, digits, '_', '.', '-' "
             "starting with a letter or digit"
         )
     message = error["msg"]
-    if "input" in error and kind not in ("condition_shape", "aggregate_kind"):
+    if show_values and "input" in error and kind not in ("condition_shape", "aggregate_kind"):
         shown = repr(error["input"])
         if len(shown) <= 80:
             message += f" (got {shown})"
@@ -226,14 +231,16 @@ def _raise(source: str, errors: list[RuleError]) -> NoReturn:
     raise exc
 
 
-def loads_rules(text: str, source: str = "<string>") -> RulesFile:
+def loads_rules(text: str, source: str = "<string>", *, show_values: bool = True) -> RulesFile:
     """Parse and validate rules from YAML text.
 
     :param text: the YAML document.
     :param source: name used in error messages (usually the file path).
+    :param show_values: quote the file's values in messages (the wrong operator, the input a
+        field got); False names file, line and key only.
     :raises ConfigValidationError: listing every problem with file, line, rule id and field.
     """
-    node, data = _parse_yaml(text, source)
+    node, data = _parse_yaml(text, source, show_values)
     lines: dict[Loc, int] = {}
     duplicates: list[tuple[Loc, int, int]] = []
     _index_lines(node, (), lines, duplicates)
@@ -257,7 +264,7 @@ def loads_rules(text: str, source: str = "<string>") -> RulesFile:
     try:
         rules_file = RulesFile.model_validate(data)
     except ValidationError as err:
-        _structural_errors(err, data, add)
+        _structural_errors(err, data, add, show_values)
         errors.sort(key=lambda e: e.line or 0)
         _raise(source, errors)
     for loc, message in semantic_errors(rules_file):
@@ -268,17 +275,21 @@ def loads_rules(text: str, source: str = "<string>") -> RulesFile:
     return rules_file
 
 
-def _parse_yaml(text: str, source: str) -> tuple[Any, Any]:
-    """The YAML node tree (for line numbers) and the loaded data, or a ConfigValidationError."""
+def _parse_yaml(text: str, source: str, show_values: bool = True) -> tuple[Any, Any]:
+    """The YAML node tree (for line numbers) and the loaded data, or a ConfigValidationError.
+
+    Raised outside the ``except``: a chained YAMLError would print its snippet of the file in
+    the traceback."""
+    problem: tuple[int | None, str] | None = None
     try:
         node = yamlguard.compose(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        _raise(source, [RuleError(source, line, None, "", f"not valid YAML: {err}")])
+        problem = yamlguard.describe_error(err, show_values=show_values)
+    if problem is not None:
+        _raise(source, [RuleError(source, problem[0], None, "", f"not valid YAML: {problem[1]}")])
     # Recursive or exponentially aliased documents, before anything walks them.
-    if (problem := yamlguard.graph_problem(node)) is not None:
-        _raise(source, [RuleError(source, problem[0], None, "", problem[1])])
+    if (graph := yamlguard.graph_problem(node)) is not None:
+        _raise(source, [RuleError(source, graph[0], None, "", graph[1])])
     if node is None:
         _raise(
             source, [RuleError(source, 1, None, "", "the file is empty; expected a 'rules:' list")]
@@ -286,10 +297,9 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:  # a tag no safe constructor knows (``!!python/...``)
-        mark = getattr(err, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        reason = getattr(err, "problem", None) or type(err).__name__
-        _raise(source, [RuleError(source, line, None, "", f"not valid YAML: {reason}")])
+        problem = yamlguard.describe_error(err, show_values=show_values)
+    if problem is not None:
+        _raise(source, [RuleError(source, problem[0], None, "", f"not valid YAML: {problem[1]}")])
     return node, data
 
 
@@ -322,7 +332,10 @@ def _error_adder(
 
 
 def _structural_errors(
-    err: ValidationError, data: dict[str, Any], add: Callable[[Loc, str], None]
+    err: ValidationError,
+    data: dict[str, Any],
+    add: Callable[[Loc, str], None],
+    show_values: bool = True,
 ) -> None:
     """The model's validation errors, one per location, then the semantic problems of the
     rules that are structurally fine."""
@@ -335,7 +348,7 @@ def _structural_errors(
         seen.add(loc)
         if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
             broken_rules.add(loc[1])
-        add(loc, _message(item, loc, data))
+        add(loc, _message(item, loc, data, show_values))
     _semantic_for_valid_rules(data, broken_rules, add)
 
 
@@ -383,17 +396,34 @@ def _semantic_for_valid_tests(raw: Any, loc: Loc, lists: dict[str, Any], add: An
         _semantic_for_valid_tests(raw["not"], (*loc, "not"), lists, add)
 
 
-def load_rules(path: str | Path) -> RulesFile:
+def load_rules(path: str | Path, *, show_values: bool | None = None) -> RulesFile:
     """Read and validate a rules file.
 
     :param path: local path of the YAML file.
+    :param show_values: quote the file's values in error messages; default: only for a file in
+        the include folder (the deployment's own configuration).
     :raises ConfigValidationError: the file is missing, unreadable or invalid.
     """
     source = str(path)
+    if show_values is None:
+        show_values = _in_include_dir(path)
+    problem: RuleError | None = None
     try:
         text = read_utf8(path)
     except OSError as err:
-        _raise(source, [RuleError(source, None, None, "", f"cannot read the file: {err.strerror}")])
+        problem = RuleError(source, None, None, "", f"cannot read the file: {err.strerror}")
     except NotUtf8Error as err:
-        _raise(source, [RuleError(source, err.line, None, "", str(err))])
-    return loads_rules(text, source)
+        problem = RuleError(source, err.line, None, "", str(err))
+    if problem is not None:
+        _raise(source, [problem])
+    return loads_rules(text, source, show_values=show_values)
+
+
+def _in_include_dir(path: str | Path) -> bool:
+    """Whether ``path`` lies in the include folder (where the deployment's rules live)."""
+    from affiliate_network.paths import include_dir
+
+    try:
+        return Path(path).resolve().is_relative_to(include_dir().resolve())
+    except (OSError, RuntimeError, ImportError, ValueError):  # no folder, no Airflow config
+        return False

@@ -35,7 +35,6 @@ No Airflow task context here: callable from a plain script with a hook.
 
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 import logging
 import time
@@ -53,6 +52,7 @@ from affiliate_network.exceptions import InvalidRequestError
 from affiliate_network.review.audit import AUDIT_FIELDS
 from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
 from affiliate_network.review.onhold_lookup import iter_on_hold_rows
+from affiliate_network.review.window import local_bound
 from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
@@ -222,16 +222,6 @@ class _FallBack(Exception):  # noqa: N818 (control flow inside this module only)
     """The incremental path cannot vouch for its result: pull in full instead."""
 
 
-def _local_ts(text: str, tz: zoneinfo.ZoneInfo, *, end: bool) -> float:
-    """Unix seconds of a ``from`` (start) or ``to`` (exclusive end) as the API reads it."""
-    if len(text) == 10:
-        day = dt.date.fromisoformat(text)
-        moment = dt.datetime(day.year, day.month, day.day, tzinfo=tz)
-        return (moment + dt.timedelta(days=1 if end else 0)).timestamp()
-    moment = dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=tz)
-    return (moment + dt.timedelta(seconds=1 if end else 0)).timestamp()
-
-
 def _compact_one(
     record: dict[str, Any], fields: Collection[str], members: Collection[str]
 ) -> dict[str, Any]:
@@ -248,12 +238,20 @@ def _pull_window(
     window: ReviewWindow,
     since: str,
     *,
+    span: tuple[float, float],
     fields: Collection[str],
     members: Collection[str],
     page_size: int | None,
 ) -> Iterator[dict[str, Any]]:
     """Compact conversions (no events) from ``since`` to the window's end: the time-range pull
-    of both paths (``since`` is the window's start for a full pull, the cursor's for new rows)."""
+    of both paths (``since`` is the window's start for a full pull, the cursor's for new rows).
+
+    Records outside ``span`` (unix ``[start, end)``) are dropped: in a repeated fall-back hour
+    the bounds sent are widened so that either reading covers the window (see
+    :func:`~affiliate_network.review.window.local_bound`), and the extra rows are not the
+    window's.
+    """
+    lo, hi = span
     pages = hook.iter_conversions(
         from_date=since,
         to_date=window.pull_to,
@@ -264,7 +262,9 @@ def _pull_window(
     )
     with pages:
         for record in pages:
-            yield _compact_one(record, fields, members)
+            at = _ts(record)
+            if at is None or lo <= at < hi:
+                yield _compact_one(record, fields, members)
 
 
 def _ts(record: dict[str, Any]) -> float | None:
@@ -367,9 +367,15 @@ def _incremental(
     rows_new = 0
     if t1 > snap.cursor_ts:
         start = max(t0, snap.cursor_ts - overlap_s)
-        since = dt.datetime.fromtimestamp(int(start), tz).strftime("%Y-%m-%d %H:%M:%S")
+        since = local_bound(start, tz, end=False)
         pulled = _pull_window(
-            hook, window, since, fields=snap.fields, members=snap.members, page_size=page_size
+            hook,
+            window,
+            since,
+            span=(start, t1),
+            fields=snap.fields,
+            members=snap.members,
+            page_size=page_size,
         )
         for record in pulled:
             rows_new += 1
@@ -440,7 +446,8 @@ def pull_review_traffic(
     """
     log = log or log_
     tz = zoneinfo.ZoneInfo(window.timezone)
-    span = (_local_ts(window.pull_from, tz, end=False), _local_ts(window.pull_to, tz, end=True))
+    # Exact instants, never the wall-time texts read back (a repeated hour reads two ways).
+    span = (window.pull_from_ts, float(int(window.pull_to_ts)) + 1.0)
     need_f, need_m = frozenset(fields), frozenset(members)
     snap, reason = (None, "no snapshot store") if store is None else store.load()
     if full:
@@ -531,7 +538,13 @@ def _full(
     members = need_m | (snap.members if snap else frozenset())
     started = clock()
     pulled = _pull_window(
-        hook, window, window.pull_from, fields=fields, members=members, page_size=page_size
+        hook,
+        window,
+        window.pull_from,
+        span=span,
+        fields=fields,
+        members=members,
+        page_size=page_size,
     )
     records = _order(pulled)
     result = TrafficPull(records=records, mode="full", reason=reason, rows_new=len(records))
