@@ -97,6 +97,12 @@ class Page(NamedTuple):
 
 #: Most pages one pull may span (2 billion rows at 2,000 per page): a larger answer is junk.
 MAX_PAGES = 1_000_000
+#: Extra pulls of a window whose pages shifted while it was paged (so 3 pulls at most), for
+#: every caller that pulls a live window (the report landing, the review's traffic).
+SHIFT_RETRIES = 2
+#: Seconds to wait before pulling a shifted window again: long enough for a burst of arriving
+#: conversions to pass, short next to the task.
+SHIFT_WAIT_S = 2.0
 #: ``fetch(page, page_size) -> RawPage``; raises an ``AffiliateNetworkError`` on failure.
 PageFetcher = Callable[[int, int], RawPage]
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import PullShiftedError
 from affiliate_network.hooks._memory import prefer_system_arrow_pool
+from affiliate_network.hooks._paging import SHIFT_RETRIES, SHIFT_WAIT_S
 from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
 
@@ -20,11 +21,10 @@ if TYPE_CHECKING:
     from affiliate_network.tasklog import TaskLog
 
 
-#: Extra pulls of a day whose pages shifted while it was paged (so 3 pulls at most).
-DEFAULT_CONSISTENCY_RETRIES = 2
-#: Seconds to wait before pulling a shifted day again: long enough for a burst of arriving
-#: conversions to pass, short next to the task.
-DEFAULT_CONSISTENCY_WAIT_S = 2.0
+#: Extra pulls of a day whose pages shifted while it was paged, and the wait between them (one
+#: setting with the review's traffic pull: the hook's paging module owns it).
+DEFAULT_CONSISTENCY_RETRIES = SHIFT_RETRIES
+DEFAULT_CONSISTENCY_WAIT_S = SHIFT_WAIT_S
 
 
 def land_conversion_day(

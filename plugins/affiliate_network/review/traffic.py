@@ -242,7 +242,8 @@ def _pull_window(
     fields: Collection[str],
     members: Collection[str],
     page_size: int | None,
-) -> Iterator[dict[str, Any]]:
+    log: TaskLog,
+) -> list[dict[str, Any]]:
     """Compact conversions (no events) from ``since`` to the window's end: the time-range pull
     of both paths (``since`` is the window's start for a full pull, the cursor's for new rows).
 
@@ -250,7 +251,41 @@ def _pull_window(
     the bounds sent are widened so that either reading covers the window (see
     :func:`~affiliate_network.review.window.local_bound`), and the extra rows are not the
     window's.
+
+    A live window moves while it is paged (conversions arrive): a pull whose pages shifted is
+    pulled again, up to :data:`~affiliate_network.hooks._paging.SHIFT_RETRIES` times, then
+    :class:`~affiliate_network.exceptions.PullShiftedError` fails the task. Aggregates are
+    never computed over a pull that lost or doubled rows.
     """
+    from affiliate_network.exceptions import PullShiftedError
+    from affiliate_network.hooks._paging import SHIFT_RETRIES, SHIFT_WAIT_S
+
+    for attempt in range(SHIFT_RETRIES + 1):
+        try:
+            return list(_pull_once(hook, window, since, span, fields, members, page_size))
+        except PullShiftedError as err:
+            if attempt == SHIFT_RETRIES:
+                raise
+            log.warning(
+                "Traffic pull %d of %d shifted while paging (%s); pulling it again in %.0f s",
+                attempt + 1,
+                SHIFT_RETRIES + 1,
+                err,
+                SHIFT_WAIT_S,
+            )
+            time.sleep(SHIFT_WAIT_S)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _pull_once(
+    hook: AffiliateNetworkHook,
+    window: ReviewWindow,
+    since: str,
+    span: tuple[float, float],
+    fields: Collection[str],
+    members: Collection[str],
+    page_size: int | None,
+) -> Iterator[dict[str, Any]]:
     lo, hi = span
     pages = hook.iter_conversions(
         from_date=since,
@@ -348,6 +383,7 @@ def _incremental(
     page_size: int | None,
     overlap_s: float,
     refresh_chunk: int,
+    log: TaskLog,
 ) -> TrafficPull:
     """The snapshot trimmed to the window + the conversions after its cursor + the current
     state of those it has on hold: the set a full pull of the window returns."""
@@ -376,6 +412,7 @@ def _incremental(
             fields=snap.fields,
             members=snap.members,
             page_size=page_size,
+            log=log,
         )
         for record in pulled:
             rows_new += 1
@@ -473,6 +510,7 @@ def pull_review_traffic(
                 page_size=page_size,
                 overlap_s=overlap_s,
                 refresh_chunk=refresh_chunk,
+                log=log,
             )
         except _FallBack as err:
             reason = str(err)
@@ -545,6 +583,7 @@ def _full(
         fields=fields,
         members=members,
         page_size=page_size,
+        log=log,
     )
     records = _order(pulled)
     result = TrafficPull(records=records, mode="full", reason=reason, rows_new=len(records))
