@@ -77,6 +77,8 @@ class OnHoldWriter:
     :param chunk_size: on-hold ids per PATCH.
     :param log: logger of the calling operator.
     :param on_chunk: called after every chunk (the caller renews its write lease there).
+    :param before_chunk: called right before every PATCH (the caller checks its write lease
+        there; an exception stops the writes before that chunk).
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class OnHoldWriter:
         chunk_size: int,
         log: TaskLog,
         on_chunk: Callable[[], None] | None = None,
+        before_chunk: Callable[[], None] | None = None,
     ) -> None:
         self.hook = hook
         self.from_date = from_date
@@ -97,6 +100,7 @@ class OnHoldWriter:
         self.chunk_size = chunk_size
         self.log = log
         self.on_chunk = on_chunk
+        self.before_chunk = before_chunk
 
     def current_states(self, on_hold_ids: Sequence[str]) -> dict[str, str | None]:
         """Current on-hold state of each id (``None`` when the search does not return it)."""
@@ -142,6 +146,8 @@ class OnHoldWriter:
                     outcome.skipped[i] = f"no longer on hold: {states.get(i) or 'not found'}"
             if not still:
                 continue
+            if self.before_chunk is not None:
+                self.before_chunk()
             try:
                 result = self.hook.set_on_hold_status(still, status)
             except Exception as err:

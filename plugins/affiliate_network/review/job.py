@@ -379,6 +379,7 @@ def _write_decisions(
             chunk_size=options.chunk_size,
             log=log,
             on_chunk=lease.renew,
+            before_chunk=lease.check,  # a holder that lost the lease stops before writing
         )
         outcomes = {APPROVED: ApplyOutcome(), options.reject_status: ApplyOutcome()}
         try:
