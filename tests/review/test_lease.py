@@ -6,6 +6,7 @@ write-then-read-back. The race tests start contenders together behind a barrier.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,7 +15,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.sdk import ObjectStoragePath
@@ -25,8 +28,10 @@ from affiliate_network.exceptions import LeaseBusyError, LeaseLostError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.engine import RuleSet
+from affiliate_network.review.human_apply import apply_human_choices
 from affiliate_network.review.job import ReviewOptions, ReviewRun, run_review
 from affiliate_network.review.lease import WriteLease, lease_path
+from affiliate_network.review.requests import OPTION_APPROVE, build_review_requests
 from affiliate_network.review.window import review_window
 from tests.operators.onhold_support import after_the_data, patches
 
@@ -104,6 +109,7 @@ _HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
 from affiliate_network.review.lease import WriteLease, lease_path
+from affiliate_network.review.requests import OPTION_APPROVE, build_review_requests
 WriteLease(lease_path({base!r}, "afn"), "dag/killed").acquire(wait_s=0)
 print("held", flush=True)
 time.sleep(600)
@@ -236,13 +242,7 @@ def test_object_storage_retry_taking_over_stops_the_earlier_attempt(object_store
     retry.release()
 
 
-def test_a_review_that_loses_its_lease_mid_run_stops_before_its_next_chunk(
-    sandbox, network_conn, rules_file, window, truth, object_store
-) -> None:
-    """On object storage, another run takes the lease over while the review's first PATCH is
-    slow (answered 1 s after it is applied): the review sends no second chunk, records the rest
-    as not applied, and leaves the other run's record in place."""
-    base = str(object_store / "review")
+def _review_window(rules_file: Path, window: tuple[str, str]) -> tuple[RuleSet, Any]:
     ruleset = RuleSet.from_file(rules_file)
     review = review_window(
         timezone_id=None,
@@ -251,8 +251,15 @@ def test_a_review_that_loses_its_lease_mid_run_stops_before_its_next_chunk(
         as_of=after_the_data(window),
         horizon_hours=ruleset.horizon_hours,
     )
-    path = lease_path(base, network_conn)
-    # The other run's clock is past the review's expiry: the review's chunk took too long.
+    return ruleset, review
+
+
+@contextlib.contextmanager
+def _taken_over_during_the_first_patch(
+    sandbox: Any, path: ObjectStoragePath
+) -> Iterator[WriteLease]:
+    """Another run takes the lease over while the first PATCH is slow (answered 1 s after it is
+    applied). Its clock is past the writer's expiry: the writer's chunk took too long."""
     other = WriteLease(path, "dag/other", clock=lambda: time.time() + 601, settle_s=0)
     sandbox.set_faults(
         apply_then_delay_paths=["/networks/reporting/onhold"], apply_then_delay_s=1.0
@@ -271,9 +278,33 @@ def test_a_review_that_loses_its_lease_mid_run_stops_before_its_next_chunk(
 
     thread = threading.Thread(target=take_over)
     thread.start()
+    try:
+        yield other
+    finally:
+        thread.join()
+        sandbox.clear_faults()
+    assert took == [None]
+    # One chunk went out before the takeover, nothing after it; the other run keeps its record.
+    assert len(patches(sandbox)) == 1
+    assert other.held
+    assert other.read()["owner"] == "dag/other"
+    other.release()
+
+
+def test_a_review_that_loses_its_lease_mid_run_stops_before_its_next_chunk(
+    sandbox, network_conn, rules_file, window, truth, object_store
+) -> None:
+    """On object storage: the review sends no second chunk, records the rest as not applied,
+    and leaves the other run's record in place."""
+    base = str(object_store / "review")
+    ruleset, review = _review_window(rules_file, window)
+    assert len(truth["ip_mismatch"] | truth["blocklisted_sub"] | truth["duplicate_ip"]) > 5
     hook = AffiliateNetworkHook(network_conn)
     try:
-        with pytest.raises(LeaseLostError, match="dag/other"):
+        with (
+            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            pytest.raises(LeaseLostError, match="dag/other"),
+        ):
             run_review(
                 hook,
                 ruleset,
@@ -284,21 +315,52 @@ def test_a_review_that_loses_its_lease_mid_run_stops_before_its_next_chunk(
             )
     finally:
         hook.close()
-        thread.join()
-        sandbox.clear_faults()
-    assert took == [None]
-    assert other.held
-    # One chunk went out before the takeover; nothing after it.
     sent = [i for e in patches(sandbox) for i in e["body"]["on_hold_conversion_ids"]]
-    assert len(patches(sandbox)) == 1
     assert len(sent) == 5
-    assert len(truth["ip_mismatch"] | truth["blocklisted_sub"] | truth["duplicate_ip"]) > 5
-    # The other run still holds its record; the audit says what did not go out, and why.
-    assert other.read()["owner"] == "dag/other"
-    rows = read_jsonl(
-        ObjectStoragePath(f"{base}/onhold_review/script/slow/decisions-attempt-1.jsonl")
-    )
-    unsent = [r for r in rows if r["action"] in ("approve", "reject") and not r["applied"]]
+    # The audit says what did not go out, and why.
+    audit = ObjectStoragePath(f"{base}/onhold_review/script/slow/decisions-attempt-1.jsonl")
+    unsent = [
+        r for r in read_jsonl(audit) if r["action"] in ("approve", "reject") and not r["applied"]
+    ]
     assert unsent
     assert {r["reason"] for r in unsent} == {"not applied: failed (LeaseLostError)"}
-    other.release()
+
+
+def test_a_human_apply_that_loses_its_lease_stops_before_its_next_chunk(
+    sandbox, network_conn, rules_file, window, truth, object_store
+) -> None:
+    """The reviewers' "Approve all" goes through the same lease: the same stop, and nothing of
+    the answers is remembered by a writer that lost it."""
+    base = str(object_store / "human")
+    ruleset, review = _review_window(rules_file, window)
+    hook = AffiliateNetworkHook(network_conn)
+    try:
+        run = ReviewRun(base=base, conn_id=network_conn, dag_id="script", run_id="human")
+        summary = run_review(
+            hook, ruleset, review, options=ReviewOptions(), run=run, dry_run=False
+        ).summary()
+        requests = build_review_requests(summary)
+        assert requests
+        sandbox.clear_requests()
+        assert len(truth["outlier_sale_amount"]) > 2
+        approve = {"chosen_options": [OPTION_APPROVE], "responded_by_user": {"name": "ana"}}
+        with (
+            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            pytest.raises(LeaseLostError, match="dag/other"),
+        ):
+            apply_human_choices(
+                hook,
+                summary,
+                requests,
+                [approve] * len(requests),
+                conn_id=network_conn,
+                owner=run.owner,
+                run_id=run.run_id,
+                reject_status="rejected",
+                chunk_size=2,
+                timezone_id=summary["timezone_id"],
+                lease_wait_minutes=0,
+            )
+    finally:
+        hook.close()
+    assert not (ObjectStoragePath(str(summary["state_dir"])) / "human_decisions.jsonl").exists()
