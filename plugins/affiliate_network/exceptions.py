@@ -141,6 +141,12 @@ class LeaseBusyError(AffiliateNetworkError):
     """Another run holds the network's on-hold write lease; nothing was written (retryable)."""
 
 
+class LeaseLostError(AffiliateNetworkError):
+    """The on-hold write lease is no longer this run's (it expired, another run took it over):
+    the run stopped before its next chunk and wrote nothing more (retryable: the retry waits for
+    the lease, then re-checks which ids are still on hold)."""
+
+
 class GuardrailError(NonRetryableError):
     """A safety ceiling (reject share/count, approved payout) was crossed: nothing was written."""
 

@@ -6,6 +6,7 @@ write-then-read-back. The race tests start contenders together behind a barrier.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,15 +15,25 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.sdk import ObjectStoragePath
 from airflow.sdk.io import attach
 from fsspec.implementations.memory import MemoryFileSystem
 
-from affiliate_network.exceptions import LeaseBusyError
+from affiliate_network.exceptions import LeaseBusyError, LeaseLostError
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.review.audit import read_jsonl
+from affiliate_network.review.engine import RuleSet
+from affiliate_network.review.human_apply import apply_human_choices
+from affiliate_network.review.job import ReviewOptions, ReviewRun, run_review
 from affiliate_network.review.lease import WriteLease, lease_path
+from affiliate_network.review.requests import OPTION_APPROVE, build_review_requests
+from affiliate_network.review.window import review_window
+from tests.operators.onhold_support import after_the_data, patches
 
 
 def _race(path: ObjectStoragePath, owners: list[str], **kw: float) -> list[WriteLease]:
@@ -98,6 +109,7 @@ _HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
 from affiliate_network.review.lease import WriteLease, lease_path
+from affiliate_network.review.requests import OPTION_APPROVE, build_review_requests
 WriteLease(lease_path({base!r}, "afn"), "dag/killed").acquire(wait_s=0)
 print("held", flush=True)
 time.sleep(600)
@@ -165,3 +177,190 @@ def test_object_storage_racing_takers_settle_on_one_holder(object_store) -> None
     path = lease_path(str(object_store), "race")
     holders = _race(path, [f"dag/run-{i}" for i in range(4)], settle_s=0.2)
     assert len(holders) == 1
+
+
+def test_object_storage_holder_that_lost_its_lease_stops_and_leaves_the_new_record(
+    object_store,
+) -> None:
+    # A's lease expires during a slow chunk; B takes it over. A must neither renew over B's
+    # record nor delete it, so a third run keeps waiting while B writes.
+    path = lease_path(str(object_store), "lost")
+    now = [0.0]
+    clock, sleep = (lambda: now[0]), (lambda s: None)
+    a = WriteLease(path, "dag/a", ttl_s=60, clock=clock, sleep=sleep)
+    a.acquire(wait_s=0)
+    a.renew()  # ours: pushed forward
+    now[0] = 61.0  # the slow chunk: past A's expiry, B takes over
+    b = WriteLease(path, "dag/b", ttl_s=60, clock=clock, sleep=sleep)
+    b.acquire(wait_s=0)
+    b_record = b.read()
+    with pytest.raises(LeaseLostError, match="now held by dag/b"):
+        a.renew()
+    with pytest.raises(LeaseLostError):
+        a.check()
+    a.release()
+    assert b.read() == b_record
+    third = WriteLease(path, "dag/third", ttl_s=60, clock=clock, sleep=sleep)
+    with pytest.raises(LeaseBusyError, match="dag/b"):
+        third.acquire(wait_s=0)
+    b.check()
+    b.release()
+    assert not path.exists()
+
+
+def test_object_storage_holder_stops_once_its_lease_expired(object_store) -> None:
+    # Past its expiry anyone may take the lease over at any moment: the holder stops even
+    # before someone does, and leaves the record for the next taker.
+    path = lease_path(str(object_store), "expired")
+    now = [0.0]
+    lease = WriteLease(path, "dag/a", ttl_s=60, clock=lambda: now[0], sleep=lambda s: None)
+    lease.acquire(wait_s=0)
+    now[0] = 59.0
+    lease.renew()  # in time: pushed to 119
+    now[0] = 120.0
+    with pytest.raises(LeaseLostError, match="it expired"):
+        lease.renew()
+    lease.release()
+    assert lease.read()["owner"] == "dag/a"
+
+
+def test_object_storage_retry_taking_over_stops_the_earlier_attempt(object_store) -> None:
+    # The same run's retry takes the lease back at once (its earlier attempt looked dead):
+    # the earlier attempt, still alive, must stop rather than write beside it.
+    path = lease_path(str(object_store), "retry")
+    sleep = lambda s: None  # noqa: E731 - the settle wait, not under test here
+    first = WriteLease(path, "dag/run", sleep=sleep)
+    first.acquire(wait_s=0)
+    retry = WriteLease(path, "dag/run", sleep=sleep)
+    retry.acquire(wait_s=0)
+    with pytest.raises(LeaseLostError, match="now held by dag/run"):
+        first.renew()
+    with pytest.raises(LeaseLostError):
+        first.check()
+    first.release()
+    assert retry.read()["token"] == retry._token
+    retry.release()
+
+
+def _review_window(rules_file: Path, window: tuple[str, str]) -> tuple[RuleSet, Any]:
+    ruleset = RuleSet.from_file(rules_file)
+    review = review_window(
+        timezone_id=None,
+        lookback_days=14,
+        to_date=window[1],
+        as_of=after_the_data(window),
+        horizon_hours=ruleset.horizon_hours,
+    )
+    return ruleset, review
+
+
+@contextlib.contextmanager
+def _taken_over_during_the_first_patch(
+    sandbox: Any, path: ObjectStoragePath
+) -> Iterator[WriteLease]:
+    """Another run takes the lease over while the first PATCH is slow (answered 1 s after it is
+    applied). Its clock is past the writer's expiry: the writer's chunk took too long."""
+    other = WriteLease(path, "dag/other", clock=lambda: time.time() + 601, settle_s=0)
+    sandbox.set_faults(
+        apply_then_delay_paths=["/networks/reporting/onhold"], apply_then_delay_s=1.0
+    )
+    took: list[BaseException | None] = []
+
+    def take_over() -> None:
+        deadline = time.monotonic() + 60
+        try:
+            while not patches(sandbox) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            other.acquire(wait_s=0)
+            took.append(None)
+        except BaseException as err:
+            took.append(err)
+
+    thread = threading.Thread(target=take_over)
+    thread.start()
+    try:
+        yield other
+    finally:
+        thread.join()
+        sandbox.clear_faults()
+    assert took == [None]
+    # One chunk went out before the takeover, nothing after it; the other run keeps its record.
+    assert len(patches(sandbox)) == 1
+    assert other.held
+    assert other.read()["owner"] == "dag/other"
+    other.release()
+
+
+def test_a_review_that_loses_its_lease_mid_run_stops_before_its_next_chunk(
+    sandbox, network_conn, rules_file, window, truth, object_store
+) -> None:
+    """On object storage: the review sends no second chunk, records the rest as not applied,
+    and leaves the other run's record in place."""
+    base = str(object_store / "review")
+    ruleset, review = _review_window(rules_file, window)
+    assert len(truth["ip_mismatch"] | truth["blocklisted_sub"] | truth["duplicate_ip"]) > 5
+    hook = AffiliateNetworkHook(network_conn)
+    try:
+        with (
+            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            pytest.raises(LeaseLostError, match="dag/other"),
+        ):
+            run_review(
+                hook,
+                ruleset,
+                review,
+                options=ReviewOptions(chunk_size=5, lease_wait_minutes=0),
+                run=ReviewRun(base=base, conn_id=network_conn, dag_id="script", run_id="slow"),
+                dry_run=False,
+            )
+    finally:
+        hook.close()
+    sent = [i for e in patches(sandbox) for i in e["body"]["on_hold_conversion_ids"]]
+    assert len(sent) == 5
+    # The audit says what did not go out, and why.
+    audit = ObjectStoragePath(f"{base}/onhold_review/script/slow/decisions-attempt-1.jsonl")
+    unsent = [
+        r for r in read_jsonl(audit) if r["action"] in ("approve", "reject") and not r["applied"]
+    ]
+    assert unsent
+    assert {r["reason"] for r in unsent} == {"not applied: failed (LeaseLostError)"}
+
+
+def test_a_human_apply_that_loses_its_lease_stops_before_its_next_chunk(
+    sandbox, network_conn, rules_file, window, truth, object_store
+) -> None:
+    """The reviewers' "Approve all" goes through the same lease: the same stop, and nothing of
+    the answers is remembered by a writer that lost it."""
+    base = str(object_store / "human")
+    ruleset, review = _review_window(rules_file, window)
+    hook = AffiliateNetworkHook(network_conn)
+    try:
+        run = ReviewRun(base=base, conn_id=network_conn, dag_id="script", run_id="human")
+        summary = run_review(
+            hook, ruleset, review, options=ReviewOptions(), run=run, dry_run=False
+        ).summary()
+        requests = build_review_requests(summary)
+        assert requests
+        sandbox.clear_requests()
+        assert len(truth["outlier_sale_amount"]) > 2
+        approve = {"chosen_options": [OPTION_APPROVE], "responded_by_user": {"name": "ana"}}
+        with (
+            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            pytest.raises(LeaseLostError, match="dag/other"),
+        ):
+            apply_human_choices(
+                hook,
+                summary,
+                requests,
+                [approve] * len(requests),
+                conn_id=network_conn,
+                owner=run.owner,
+                run_id=run.run_id,
+                reject_status="rejected",
+                chunk_size=2,
+                timezone_id=summary["timezone_id"],
+                lease_wait_minutes=0,
+            )
+    finally:
+        hook.close()
+    assert not (ObjectStoragePath(str(summary["state_dir"])) / "human_decisions.jsonl").exists()

@@ -118,6 +118,8 @@ class OnHoldWriter:
         write lease there).
     :param readback_wait_s: longest wait for sent statuses to show
         (:data:`DEFAULT_READBACK_WAIT_S`; checked by :func:`check_readback_wait`).
+    :param before_chunk: called right before every PATCH (the caller checks its write lease
+        there; an exception stops the writes before that chunk).
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class OnHoldWriter:
         log: TaskLog,
         on_chunk: Callable[[], None] | None = None,
         readback_wait_s: float = DEFAULT_READBACK_WAIT_S,
+        before_chunk: Callable[[], None] | None = None,
     ) -> None:
         check_readback_wait(readback_wait_s)
         self.hook = hook
@@ -145,6 +148,7 @@ class OnHoldWriter:
         self._sent: set[str] = set()
         #: Accepted ids not yet seen landed: id -> (status sent, its outcome).
         self._pending: dict[str, tuple[str, ApplyOutcome]] = {}
+        self.before_chunk = before_chunk
 
     def current_states(self, on_hold_ids: Sequence[str]) -> dict[str, str | None]:
         """Current on-hold state of each id (``None`` when the search does not return it)."""
@@ -251,6 +255,8 @@ class OnHoldWriter:
                     outcome.skipped[i] = f"no longer on hold: {states.get(i) or 'not found'}"
             if not still:
                 continue
+            if self.before_chunk is not None:
+                self.before_chunk()
             self._sent.update(still)
             try:
                 result = self.hook.set_on_hold_status(still, status)

@@ -1,4 +1,12 @@
-"""The on-hold review's guardrails: ceilings checked on the whole run before its first write."""
+"""The on-hold review's guardrails: ceilings checked on the run's whole plan before its first write.
+
+The plan is what the rules decide over every conversion of the window that has been on hold
+and is old enough, whatever its state now
+(:func:`~affiliate_network.review.candidates.plan_positions`). Reading it, not only the part
+still on hold, makes the verdict a function of the traffic: approvals that an attempt applied
+before it died (approvals go first) leave "on hold" but not the plan, so the retry and the next
+scheduled run reach the verdict of one clean run instead of a larger reject share.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +25,14 @@ if TYPE_CHECKING:
 class Guardrails:
     """Ceilings of one review run; ``None`` disables a ceiling.
 
-    :param max_reject_share: rejections / decided conversions (those a rule matched), 0..1.
-    :param max_reject_count: rejections.
-    :param max_approved_payout: payout of the approvals.
+    All three read the same decisions: the rules' decisions over the run's whole plan (see the
+    module doc), conversions already approved or rejected included, so none of them moves when
+    a crash leaves part of the plan applied.
+
+    :param max_reject_share: rejections / decided conversions (those a rule matched) of the
+        plan, 0..1.
+    :param max_reject_count: rejections of the plan.
+    :param max_approved_payout: payout of the plan's approvals.
     """
 
     max_reject_share: float | None = 0.5
@@ -38,14 +51,15 @@ class Guardrails:
             raise ConfigValidationError(f"max_reject_count must be >= 0, got {count}")
 
     def check(self, evaluation: Evaluation, records: Sequence[dict[str, Any]]) -> None:
-        """Raise when the run's decisions cross a ceiling.
+        """Raise when the plan's decisions cross a ceiling.
 
         The reject share is rejections / conversions a rule decided (matched), undecided ones
         left out: the stricter of the two readings (a smaller denominator, a larger share), so
         a rules change that rejects most of what it matches trips the guardrail even when many
         conversions match no rule.
 
-        :param evaluation: the run's decisions.
+        :param evaluation: the rules' decisions over the run's whole plan (not only the
+            conversions still on hold).
         :param records: the records the decisions index into (their ``payout`` is summed).
         :raises GuardrailError: every crossed ceiling in one message, with the top rejecting
             rules.

@@ -206,6 +206,7 @@ def apply_human_choices(
             chunk_size=chunk_size,
             log=log,
             on_chunk=lease.renew,
+            before_chunk=lease.check,  # a holder that lost the lease stops before writing
         )
         per_status = {s: writer.apply(ids, s) for s, ids in plan.items() if ids}
         outcomes: dict[str, tuple[bool, str]] = {}

@@ -29,7 +29,8 @@ from affiliate_network.review.apply import (
     outcome_reasons,
 )
 from affiliate_network.review.audit import audit_dir, audit_rows, finish_rows, write_jsonl_atomic
-from affiliate_network.review.candidates import eligible_positions
+from affiliate_network.review.candidates import plan_positions
+from affiliate_network.review.engine import Evaluation
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
 
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.review.engine import Evaluation, RuleSet
+    from affiliate_network.review.engine import RuleSet
     from affiliate_network.review.window import ReviewWindow
 
 _LOG = logging.getLogger(__name__)
@@ -112,7 +113,10 @@ class ReviewResult:
     :param pulled: conversions pulled (window and look-back, every on-hold state).
     :param on_hold: conversions of the window currently on hold.
     :param eligible: those old enough to decide.
-    :param evaluation: the rules' decisions.
+    :param evaluation: the rules' decisions of the conversions still on hold (what is written).
+    :param plan: the rules' decisions of the run's whole plan: every conversion of the window
+        that has been on hold and is old enough, already decided ones included (what the
+        guardrails judge; :func:`~affiliate_network.review.candidates.plan_positions`).
     :param rows: the audit rows, as written.
     :param writes: what was written.
     :param kept_by_reviewer: ``review`` decisions turned to ``hold`` by a recent "Keep on hold".
@@ -130,6 +134,7 @@ class ReviewResult:
     on_hold: int
     eligible: int
     evaluation: Evaluation
+    plan: Evaluation
     rows: list[dict[str, Any]]
     writes: WriteTotals
     kept_by_reviewer: int
@@ -161,6 +166,8 @@ class ReviewResult:
             "too_young": self.on_hold - self.eligible,
             "undecided": self.evaluation.unmatched,
             "decisions": per_action,
+            # What the guardrails judged: the window's whole plan, decided conversions included.
+            "plan": self.plan.per_action,
             "per_rule": dict(self.evaluation.per_rule),
             "applied": writes.applied,
             "skipped_not_on_hold": writes.skipped,
@@ -189,7 +196,10 @@ def run_review(
 ) -> ReviewResult:
     """Decide the on-hold conversions of ``window`` and, unless ``dry_run``, apply the clear cases.
 
-    Guardrails are checked before the first write (a dry run reports a trip instead of failing).
+    Guardrails are checked before the first write (a dry run reports a trip instead of failing),
+    on the run's whole plan: conversions of the window already approved or rejected (by an
+    earlier attempt that crashed, an earlier run or a person) count with the action the rules
+    give them, so a crash never changes the verdict; only ids still on hold are written.
     Writes hold the network's write lease and go through :class:`OnHoldWriter` (re-check before
     each chunk, read-back after). One audit file per attempt, written atomically: the intentions
     before the first write, the outcome after (or what landed, when a write fails).
@@ -220,18 +230,30 @@ def run_review(
     )
     records = traffic.records
     horizon = ruleset.horizon_hours
-    eligible, on_hold = eligible_positions(
+    plan_at, eligible, on_hold = plan_positions(
         records, window, min_age_hours=options.min_age_hours, horizon_hours=horizon
     )
-    evaluation = ruleset.evaluate(records, now=window.as_of_ts, eligible=eligible)
+    # The rules decide the whole plan, so the guardrails judge the same decisions however many
+    # of them an earlier (crashed) attempt, an earlier run or a person already applied; only
+    # the ones still on hold are audited and written.
+    plan = ruleset.evaluate(records, now=window.as_of_ts, eligible=plan_at)
+    evaluation = _restricted(plan, eligible)
     _log_decisions(log, ruleset, window, evaluation, options, (len(records), on_hold, eligible))
+    if len(plan_at) > len(eligible):
+        log.info(
+            "Guardrails judge the plan: %d conversions of the window (%d no longer on hold), "
+            "decisions %s",
+            len(plan_at),
+            len(plan_at) - len(eligible),
+            plan.per_action,
+        )
     audit_path = run.audit_path
     rows = audit_rows(records, evaluation, ruleset)
     # Wall-clock time: how long ago a person answered (as_of only moves the traffic view).
     sticky = apply_sticky_keeps(
         rows, run.state_dir, now=time.time(), keep_hours=options.keep_decision_hours
     )
-    guardrail = _check_guardrails(options.guardrails, evaluation, records, rows, dry_run, run, log)
+    guardrail = _check_guardrails(options.guardrails, plan, records, rows, dry_run, run, log)
     writes = WriteTotals({APPROVED: 0, options.reject_status: 0})
     if dry_run:
         finish_rows(rows, {}, "dry run" if guardrail is None else "dry run; guardrail")
@@ -248,6 +270,7 @@ def run_review(
         on_hold=on_hold,
         eligible=len(eligible),
         evaluation=evaluation,
+        plan=plan,
         rows=rows,
         writes=writes,
         kept_by_reviewer=sticky,
@@ -256,6 +279,19 @@ def run_review(
         audit_path=audit_path,
         state_dir=run.state_dir,
         elapsed_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _restricted(plan: Evaluation, positions: list[int]) -> Evaluation:
+    """The plan's decisions of ``positions`` (the conversions still on hold), counted anew."""
+    keep = set(positions)
+    decisions = [d for d in plan.decisions if d.index in keep]
+    per_rule = Counter(d.rule_id for d in decisions)
+    return Evaluation(
+        decisions=decisions,
+        evaluated=len(positions),
+        per_rule={rule: per_rule.get(rule, 0) for rule in plan.per_rule},
+        cpu_seconds=plan.cpu_seconds,
     )
 
 
@@ -347,6 +383,7 @@ def _write_decisions(
             log=log,
             on_chunk=lease.renew,
             readback_wait_s=options.readback_wait_s,
+            before_chunk=lease.check,  # a holder that lost the lease stops before writing
         )
         outcomes = {APPROVED: ApplyOutcome(), options.reject_status: ApplyOutcome()}
         try:

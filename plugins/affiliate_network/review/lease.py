@@ -16,6 +16,12 @@ It lives beside the audit: ``<base>/onhold_review/_leases/<conn id>.json`` recor
   once, another owner takes it over once it is past its expiry, which the holder renews after
   every chunk. The Airflow-level limits above stay the first guard.
 
+A holder checks, before every chunk and on every renewal, that the record is still its own
+(owner and token) and, on object storage, not past its expiry (from then on another run may
+take it over at any moment). When it is not, :class:`LeaseLostError` stops the holder before its
+next write; it never writes the record again and never deletes a record that is not its own, so
+the run that took over keeps the lease alone.
+
 Another owner waits, polling, up to ``wait_s``; then the task fails with
 :class:`LeaseBusyError`, and nothing was written by it.
 """
@@ -34,11 +40,11 @@ from typing import Any
 
 from airflow.sdk import ObjectStoragePath
 
-from affiliate_network.exceptions import LeaseBusyError
+from affiliate_network.exceptions import LeaseBusyError, LeaseLostError
 from affiliate_network.review.audit import conn_dir_name
 from affiliate_network.tasklog import TaskLog
 
-__all__ = ["LeaseBusyError", "WriteLease", "lease_path"]
+__all__ = ["LeaseBusyError", "LeaseLostError", "WriteLease", "lease_path"]
 
 
 def lease_path(base: str, conn_id: str) -> ObjectStoragePath:
@@ -176,10 +182,38 @@ class WriteLease:
                 announced = True
             self._sleep(min(poll_s, max(0.0, deadline - self._clock())))
 
+    def check(self) -> None:
+        """Make sure the lease is still this holder's (call right before each write).
+
+        :raises LeaseLostError: it is not held, the record is another holder's (or gone), or,
+            on object storage, it is past its expiry; the lease is then given up without
+            touching the record.
+        """
+        if not self.held:
+            raise LeaseLostError(f"the on-hold write lease {self.path} is not held by this run")
+        current = self.read() or {}
+        ours = current.get("token") == self._token and current.get("owner") == self.owner
+        expires = float(current.get("expires") or 0)
+        # A local lease is the kernel lock: its record's expiry only informs those who wait.
+        expired = ours and self._local() is None and expires < self._clock()
+        if ours and not expired:
+            return
+        self.held = False  # nothing more is written under it, the record is left alone
+        self._close()
+        holder = "it expired" if expired else f"now held by {current.get('owner') or 'nobody'}"
+        raise LeaseLostError(
+            f"this run ({self.owner}) lost the on-hold write lease {self.path} ({holder}): it "
+            "stopped before its next chunk and writes nothing more. The retry waits for the "
+            "lease and sends only the ids still on hold."
+        )
+
     def renew(self) -> None:
-        """Push the expiry forward (call after each chunk)."""
-        if self.held:
-            self._write(self._record())
+        """Push the expiry forward (call after each chunk), once :meth:`check` says it is ours.
+
+        :raises LeaseLostError: see :meth:`check`.
+        """
+        self.check()
+        self._write(self._record())
 
     def _close(self) -> None:
         if self._fd is not None:
@@ -187,12 +221,10 @@ class WriteLease:
             self._fd = None
 
     def release(self) -> None:
-        """Give the lease up (only ours)."""
-        if not self.held:
-            return
-        self.held = False
+        """Give the lease up: its record is deleted only while it is still ours."""
+        held, self.held = self.held, False
         try:
-            if self._ours():
+            if held and self._ours():
                 with contextlib.suppress(FileNotFoundError):
                     self.path.unlink()
         finally:
