@@ -88,7 +88,7 @@ def _review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -
         affiliate_network_conn_id=conn,
         rules_file="onhold_rules.yaml",
         timezone_id=NEW_YORK,
-        lookback_days=7,
+        lookback_days=DAYS + 3,  # every run, the clean one too, sees the whole data
         as_of=as_of.isoformat(),
         chunk_size=kw.pop("chunk_size", CHUNK),
         page_size=kw.pop("page_size", 100),
