@@ -456,7 +456,9 @@ class SharedBudget:
         token = None
         if path.startswith(REPORTING_PREFIX):
             token = uuid.uuid4().hex
-            while not self.store.enter(token, self.settings.reporting_concurrency, self._slot_ttl_s):
+            while not self.store.enter(
+                token, self.settings.reporting_concurrency, self._slot_ttl_s
+            ):
                 self._wait(0.02)
         try:
             limit = max(1, self._limit)
