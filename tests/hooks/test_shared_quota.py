@@ -75,3 +75,48 @@ def test_wait_for_counts_the_oldest_queries_out():
     assert status.wait_for(2) == pytest.approx(10.0)  # the 90-s-old one must leave
     assert status.wait_for(3) == pytest.approx(50.0)
     assert status.wait_for(5) is None
+
+
+def test_affiliate_report_refuses_before_sending_when_the_hour_is_spent(
+    sandbox, make_connection, make_hook, affiliate_id, tmp_path
+):
+    import datetime as dt
+
+    from affiliate_network.reports.affiliate import fetch_entity_table
+    import logging
+
+    conn = make_connection(
+        "affiliate_network_affiliate_quota",
+        host=sandbox.base_url,
+        key=sandbox.keys["affiliate"][affiliate_id],
+        portal="affiliate",
+        quota_dir=str(tmp_path),
+        granular_per_hour=2,
+    )
+    day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    kwargs = {
+        "columns": ["offer", "country", "date"],
+        "timezone_id": 67,
+        "currency_id": None,
+        "filters": None,
+        "who": f"affiliate {affiliate_id}",
+        "log": logging.getLogger(__name__),
+    }
+    for _ in range(2):
+        assert fetch_entity_table(make_hook(conn), day, day, **kwargs)
+    sent = len(sandbox.requests_log())
+    with pytest.raises(GranularQuotaError, match=r"needs 1 granular queries.*budget is 2.*2 were"):
+        fetch_entity_table(make_hook(conn), day, day, **kwargs)
+    assert len(sandbox.requests_log()) == sent  # nothing was sent
+    # Columns outside the guide's list are not granular: no budget needed.
+    assert fetch_entity_table(make_hook(conn), day, day, **{**kwargs, "columns": ["offer"]})
+
+
+def test_backfill_estimate_counts_granular_affiliates_per_day():
+    from affiliate_network.reports.affiliate import estimate_granular_backfill
+
+    targets = [{"columns": ["offer", "country", "date"]}] * 50 + [{"columns": ["offer"]}]
+    est = estimate_granular_backfill(30, targets)
+    assert (est.queries, est.min_duration_s) == (1500, 3600.0)
+    assert "takes at least 1.0 h under the granular quota" in str(est)
+    assert estimate_granular_backfill(30, targets[:1]).min_duration_s == 0
