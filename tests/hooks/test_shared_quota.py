@@ -81,9 +81,9 @@ def test_affiliate_report_refuses_before_sending_when_the_hour_is_spent(
     sandbox, make_connection, make_hook, affiliate_id, tmp_path
 ):
     import datetime as dt
+    import logging
 
     from affiliate_network.reports.affiliate import fetch_entity_table
-    import logging
 
     conn = make_connection(
         "affiliate_network_affiliate_quota",

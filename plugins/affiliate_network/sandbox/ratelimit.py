@@ -200,7 +200,7 @@ class DocumentedQuota:
 def _number(body: dict[str, Any], name: str, low: float, whole: bool) -> Any:
     value = body.get(name)
     kind_ok = isinstance(value, int) if whole else isinstance(value, int | float)
-    if not kind_ok or isinstance(value, bool) or value < low:
+    if not kind_ok or isinstance(value, bool) or not isinstance(value, int | float) or value < low:
         raise invalid(f"{name} must be {'an integer' if whole else 'a number'} >= {low:g}")
     return value
 
