@@ -24,6 +24,7 @@ BENCHES: dict[str, tuple[str, list[str]]] = {
     "rules": ("bench_rules.py", ["--records", "20000"]),
     "review": ("bench_review.py", ["--quick"]),
     "parse": ("bench_parse.py", ["--runs", "2"]),
+    "quota": ("bench_quota.py", ["--pages", "90", "--processes", "3,6"]),
 }
 
 

@@ -35,6 +35,7 @@ NOT_RETRYABLE = {
 #: Transient: the next attempt may succeed (or re-check what an unknown outcome did).
 RETRYABLE = {
     "RateLimitError",
+    "GranularQuotaError",
     "ServerError",
     "TransportError",
     "OutcomeUnknownError",

@@ -34,6 +34,15 @@ DEMO_REVIEW_ANSWER = "Keep on hold"
 DEMO_SEED = 42
 
 
+#: ``airflow pools set`` arguments: the pool of the reporting tasks, as big as the network's
+#: documented cap on requests in flight to /networks/reporting/*.
+REPORTING_POOL = (
+    "affiliate_network_reporting",
+    "10",
+    "Requests in flight on the network reporting endpoints (the documented cap)",
+)
+
+
 def default_logical_date() -> str:
     """The demo's ``airflow dags test`` logical date: now, to the second.
 
@@ -248,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         airflow = [sys.executable, "-m", "airflow"]
         print("[demo] migrating the metadata DB (SQLite in .airflow/) ...")
         subprocess.run([*airflow, "db", "migrate"], check=True, capture_output=True)
+        # The pool reporting tasks take slots of (README "Sharing one network's quota").
+        subprocess.run([*airflow, "pools", "set", *REPORTING_POOL], check=True, capture_output=True)
         _quiet_airflow_in_process()
         # In the metadata DB (replaced on every run: each demo's sandbox has new keys and a new
         # port), so Admin -> Connections lists them and Test works in the UI.

@@ -79,6 +79,14 @@ class RateLimitError(AffiliateNetworkError):
     """429 after every retry attempt was spent."""
 
 
+class GranularQuotaError(AffiliateNetworkError):
+    """Granular reporting queries would exceed what is left of the network's rolling-hour quota.
+
+    Raised before anything is sent; the message names the queries needed, the budget, those used
+    in the last hour and how long until enough are free. Retryable: the hour rolls on.
+    """
+
+
 class ServerError(AffiliateNetworkError):
     """5xx after every retry attempt was spent."""
 

@@ -20,6 +20,40 @@ REPORT_COLUMNS: tuple[str, ...] = (
 #: Time columns; a request may hold at most one.
 TIME_COLUMNS: tuple[str, ...] = ("hour", "date", "week", "month", "year")
 MAX_REPORT_COLUMNS = 10
+#: Columns that make a reporting request "granular" (public "Rate limiting" guide, newer page:
+#: such a request counts against the hourly granular quota, 1,000 queries per rolling 60
+#: minutes, network-wide). The guide's names in this API's snake_case; the one place both the
+#: hook (planning, counting) and the sandbox (enforcing) read.
+GRANULAR_COLUMNS: frozenset[str] = frozenset(
+    {
+        # geolocation
+        *("country", "region", "city", "dma", "carrier", "isp", "connection_type"),
+        *("postal_code", "is_proxy"),
+        # device
+        *("platform", "os_version", "device_type", "browser", "device_brand", "language"),
+        *("device_model", "device_make"),
+        # offer detail
+        *("offer_group", "offer_url", "event_name", "advertiser_event_name", "payout_type"),
+        *("payout_amount", "revenue_type", "revenue_amount", "custom_payout_revenue"),
+        # miscellaneous
+        *(f"adv{i}" for i in range(1, 6)),
+        *(f"sub{i}" for i in range(1, 6)),
+        *("source_id", "project_id", "referrer", "coupon_code", "tracking_domain", "order_id"),
+        *("attribution_method", "account_referred_by"),
+    }
+)
+
+
+def granular_columns(columns: object) -> list[str]:
+    """The granular columns a request body's ``columns`` names (empty: not a granular query).
+
+    :param columns: the body's ``columns`` value: names or ``{"column": name}`` items; anything
+        else names no column.
+    """
+    if not isinstance(columns, list | tuple):
+        return []
+    names = [c.get("column") if isinstance(c, dict) else c for c in columns]
+    return [n for n in names if isinstance(n, str) and n in GRANULAR_COLUMNS]
 
 
 def column_count_problem(names: Sequence[str]) -> str | None:

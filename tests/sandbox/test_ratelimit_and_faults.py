@@ -7,7 +7,7 @@ import time
 import pytest
 import requests
 
-from tests.sandbox.conftest import CONVERSIONS, day_body
+from tests.sandbox.conftest import CONVERSIONS, Api, day_body
 
 
 def test_remaining_decreases_then_429_with_retry_after(api, sandbox, day):
@@ -134,3 +134,88 @@ def test_faults_and_requests_are_logged(api, sandbox, day):
     assert sandbox.requests_log() == []
     # No API key ever reaches the log.
     assert sandbox.keys["network"] not in str(log)
+
+
+# --- documented mode: the public guide's quota (shared windows, concurrency, granular) ------------
+
+TABLE = "/affiliates/reporting/entity/table"
+
+
+def _remaining(resp) -> tuple[int, int, int]:
+    return (
+        resp.status_code,
+        int(resp.headers["X-RateLimit-Limit"]),
+        int(resp.headers["X-RateLimit-Remaining"]),
+    )
+
+
+def test_documented_window_is_shared_by_every_key_of_a_user_type(api, sandbox, day):
+    sandbox.set_quota(window_s=60, limits={"network": 4, "affiliate": 3})
+    # Two network keys draw on one window; every answer carries the shared window's headers.
+    got = [_remaining(api.conversions(day_body(day))) for _ in range(2)]
+    got += [
+        _remaining(api.call("POST", CONVERSIONS, key="network_restricted", json=day_body(day)))
+        for _ in range(2)
+    ]
+    assert got == [(200, 4, 3), (200, 4, 2), (200, 4, 1), (200, 4, 0)]
+    refused = api.call("POST", CONVERSIONS, key="network_restricted", json=day_body(day))
+    assert _remaining(refused) == (429, 4, 0)
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    # Affiliate keys of two affiliates share the affiliate window, apart from the network's.
+    aff = sorted(sandbox.keys["affiliate"], key=int)[:2]
+    body = day_body(day, columns=[{"column": "offer"}])
+    statuses = [
+        api.call("POST", TABLE, key=sandbox.keys["affiliate"][a], json=body).status_code
+        for a in (aff[0], aff[1], aff[0], aff[1])
+    ]
+    assert statuses == [200, 200, 200, 429]
+    # The EU network has its own windows.
+    assert api.call("GET", "/networks/labels/vip", eu=True).status_code == 200
+
+
+def test_documented_reporting_concurrency_cap(api, sandbox, day):
+    from concurrent.futures import ThreadPoolExecutor
+
+    sandbox.set_quota(reporting_concurrency=2)
+    sandbox.set_faults(latency_ms=400)
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: Api(sandbox).conversions(day_body(day)), range(4)))
+    refused = [r for r in answers if r.status_code == 429]
+    assert sorted(r.status_code for r in answers) == [200, 200, 429, 429]
+    assert all("concurrent" in r.json()["Error"] for r in refused)
+    # Other paths are not capped; once the first ones are answered the slots are free again.
+    assert api.conversions(day_body(day)).status_code == 200
+    state = sandbox.admin("GET", "/_sandbox/rate_limit")
+    assert (state["peak_in_flight"], state["refused"]["concurrency"]) == (2, 2)
+
+
+def test_documented_granular_quota_names_itself(api, sandbox, day):
+    sandbox.set_quota(granular_per_window=2, granular_window_s=120)
+    key = sandbox.keys["affiliate"][sorted(sandbox.keys["affiliate"], key=int)[0]]
+    other = sandbox.keys["affiliate"][sorted(sandbox.keys["affiliate"], key=int)[1]]
+
+    def table(k, *cols):
+        return api.call(
+            "POST", TABLE, key=k, json=day_body(day, columns=[{"column": c} for c in cols])
+        )
+
+    assert table(key, "country", "date").status_code == 200
+    assert table(other, "offer", "device_type").status_code == 200  # another affiliate, same quota
+    refused = table(key, "platform")
+    assert refused.status_code == 429
+    assert refused.json() == {
+        "Error": "Granular report quota exceeded: 2 queries per rolling 120 s"
+    }
+    assert 100 <= int(refused.headers["Retry-After"]) <= 120
+    assert "X-RateLimit-Remaining" in refused.headers
+    # Columns outside the guide's list are not granular.
+    assert table(key, "offer", "date").status_code == 200
+
+
+def test_documented_settings_are_validated(sandbox):
+    from affiliate_network.sandbox.testing import SandboxAdminError
+
+    with pytest.raises(SandboxAdminError, match=r"limits\.network must be an integer"):
+        sandbox.set_quota(limits={"network": 0})
+    with pytest.raises(SandboxAdminError, match="reporting_concurrency"):
+        sandbox.set_quota(reporting_concurrency="ten")

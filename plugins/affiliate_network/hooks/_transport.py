@@ -28,6 +28,7 @@ from affiliate_network.exceptions import (
     TransportError,
     error_for_status,
 )
+from affiliate_network.hooks._budget import SharedBudget
 from affiliate_network.hooks._ratelimit import RateLimitThrottle
 from affiliate_network.hooks._retry import (
     RetryPolicy,
@@ -35,6 +36,7 @@ from affiliate_network.hooks._retry import (
     parse_retry_after,
     was_never_sent,
 )
+from affiliate_network.report_columns import granular_columns
 from affiliate_network.tasklog import TaskLog
 
 API_KEY_HEADER = "X-Svc-Api-Key"
@@ -121,6 +123,8 @@ class Transport:
     :param adapter: ``requests`` adapter mounted on every session (default: TCP keep-alive).
     :param timeout_s: read timeout per request in seconds.
     :param throttle: the hook's rate-limit throttle.
+    :param budget: the network's quota shared with every other process (paces requests,
+        caps reporting concurrency, counts granular queries).
     :param sleep: how waits are made (injectable to record them).
     :param clock: monotonic clock in seconds.
     :param rng: source of jitter.
@@ -136,6 +140,7 @@ class Transport:
         adapter: requests.adapters.HTTPAdapter | None,
         timeout_s: float,
         throttle: RateLimitThrottle,
+        budget: SharedBudget,
         sleep: Callable[[float], None],
         clock: Callable[[], float],
         rng: random.Random,
@@ -147,6 +152,7 @@ class Transport:
         self._extras = {k: extras[k] for k in TRANSPORT_EXTRAS if k in extras}
         self._adapter = adapter
         self._throttle = throttle
+        self.budget = budget
         self._sleep = sleep
         self._clock = clock
         self._rng = rng
@@ -217,6 +223,8 @@ class Transport:
         :param policy: attempts and backoff.
         :param timeout: read timeout (default: :attr:`timeout_s`).
         :param cancel: set when nobody waits for the answer any more (no further retries).
+        :raises GranularQuotaError: a granular query (a body naming a granular column) that
+            the network's rolling-hour quota has no room for; nothing was sent.
         :raises OutcomeUnknownError: a non-idempotent request may have been applied.
         :raises TransportError: no answer after the last attempt.
         :raises AffiliateNetworkError: the error class of the final HTTP status.
@@ -233,20 +241,31 @@ class Transport:
             timeouts=(min(CONNECT_TIMEOUT_S, read_timeout), read_timeout),
             shown=f"{path}?{urlencode(params)}" if params else path,
         )
+        granular = isinstance(body, dict) and bool(granular_columns(body.get("columns")))
         attempt = 0
         while True:
             attempt += 1
-            self._throttle.acquire()
-            started = self._clock()
+            if granular:  # each attempt may be counted by the server: count each here too
+                self.budget.take_granular(1, f"{method} {path}")
+            lease = self.budget.acquire(path)
+            failure: requests.RequestException | None = None
             try:
-                status, reason, headers, content = self._exchange(request)
-            except requests.RequestException as exc:
-                self._throttle.release(remaining=None, status=None)
+                self._throttle.acquire()
+                started = self._clock()
+                try:
+                    status, reason, headers, content = self._exchange(request)
+                except requests.RequestException as exc:
+                    self._throttle.release(remaining=None, status=None)
+                    failure = exc
+            finally:
+                self.budget.release(lease)  # answered (or failed): no longer in flight
+            if failure is not None:
                 self._give_up_on_exception(
-                    exc, request, attempt, policy, idempotent, cancel, started
+                    failure, request, attempt, policy, idempotent, cancel, started
                 )
                 self._sleep(policy.backoff(attempt, self._rng.random()))
                 continue
+            self.budget.observe_limit(headers.get("X-RateLimit-Limit"))
             retry_after = self._account(request, status, headers, started, attempt, policy)
             if 200 <= status < 300:
                 return Reply(status, content, attempt - 1)

@@ -67,6 +67,12 @@ from affiliate_network.exceptions import (
     PortalMismatchError,
     ReportRowLimitError,
 )
+from affiliate_network.hooks._budget import (
+    GranularBudget,
+    QuotaSettings,
+    SharedBudget,
+    open_store,
+)
 from affiliate_network.hooks._paging import PagedIterator, PullStats, RawPage
 from affiliate_network.hooks._ratelimit import RateLimitThrottle
 from affiliate_network.hooks._retry import RetryPolicy
@@ -318,13 +324,22 @@ class AffiliateNetworkHook(BaseHook):
             self._concurrency = self._number_setting(
                 "concurrency", self._concurrency_arg, DEFAULT_CONCURRENCY, 1, MAX_CONCURRENCY, int
             )
+            base_url = self._base_url_from(conn)
+            settings = QuotaSettings.from_extras(extras, conn_id)
+            budget = SharedBudget(
+                open_store(settings, base_url, portal),
+                settings,
+                portal,
+                slot_ttl_s=timeout_s + CONNECT_TIMEOUT_S + 10.0,
+            )
             self._transport = Transport(
-                base_url=self._base_url_from(conn),
+                base_url=base_url,
                 api_key=key,
                 extras=extras,
                 adapter=self._adapter,
                 timeout_s=timeout_s,
                 throttle=self._throttle,
+                budget=budget,
                 sleep=self._sleep,
                 clock=self._clock,
                 rng=self._rng,
@@ -465,6 +480,26 @@ class AffiliateNetworkHook(BaseHook):
         """Pages fetched at once after page 1."""
         self._load()
         return self._concurrency
+
+    @property
+    def budget(self) -> SharedBudget:
+        """The network's quota shared with every other process (README "Sharing one network's
+        quota"): pacing, reporting concurrency, granular queries."""
+        return self._loaded_transport().budget
+
+    def granular_budget(self) -> GranularBudget:
+        """The network's granular-query quota now: budget, used in the rolling hour, left."""
+        return self.budget.granular_status()
+
+    def check_granular_budget(self, needed: int, what: str) -> GranularBudget:
+        """Refuse up front ``needed`` granular queries that do not fit in the rolling hour.
+
+        :param needed: granular queries the caller is about to send.
+        :param what: names the work in the error (an affiliate, a window).
+        :raises GranularQuotaError: naming needed, budget, used in the last hour and how long
+            until enough frees; nothing is sent.
+        """
+        return self.budget.check_granular(needed, what)
 
     @property
     def throttle(self) -> RateLimitThrottle:

@@ -7,10 +7,13 @@ portal, then :func:`write_affiliate_report` to publish what it fetched as one pa
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ReportRowLimitError
+from affiliate_network.report_columns import granular_columns
 
 if TYPE_CHECKING:
     import os
@@ -41,7 +44,13 @@ def fetch_entity_table(
 
     :param who: names the affiliate and connection in the error of a single day over the cap.
     :raises ReportRowLimitError: a single day still hits the cap (nothing is landed).
+    :raises GranularQuotaError: the request is a granular query (a column of the guide's list)
+        and the network's rolling-hour quota has no room for it; nothing is sent.
     """
+    granular = bool(granular_columns([_column_name(c) for c in columns]))
+    if granular:
+        # Planned, not discovered: refuse before sending, naming the numbers.
+        hook.check_granular_budget(1, f"{who}, {start}..{end}")
     try:
         table = hook.affiliate_entity_table(
             from_date=start.isoformat(),
@@ -61,6 +70,8 @@ def fetch_entity_table(
                 "country ...) in include/reports.yaml."
             ) from err
     mid = start + dt.timedelta(days=(end - start).days // 2)
+    if granular:  # the two halves are two more granular queries (at least)
+        hook.check_granular_budget(2, f"{who}, the split of {start}..{end}")
     log.info(
         "%s..%s hit the row cap; splitting into %s..%s and %s..%s",
         start,
@@ -81,6 +92,68 @@ def fetch_entity_table(
     return fetch_entity_table(hook, start, mid, **kwargs) + fetch_entity_table(
         hook, mid + dt.timedelta(days=1), end, **kwargs
     )
+
+
+def _column_name(column: Any) -> str:
+    return str(column.get("column")) if isinstance(column, dict) else str(column)
+
+
+@dataclass(frozen=True)
+class BackfillEstimate:
+    """How the granular quota bounds a backfill of the affiliate reports.
+
+    :param days: days backfilled (one mapped task per affiliate per day).
+    :param queries: granular queries at least (one per granular affiliate per day; every
+        10,000-row split adds two more).
+    :param budget: granular queries per rolling window.
+    :param window_s: that window (one hour documented).
+    :param min_duration_s: the quota's floor on the backfill's duration.
+    """
+
+    days: int
+    queries: int
+    budget: int
+    window_s: float
+    min_duration_s: float
+
+    def __str__(self) -> str:
+        if self.queries == 0:
+            return f"{self.days}-day backfill: no granular query (the quota does not bound it)"
+        hours = self.min_duration_s / 3600
+        return (
+            f"{self.days}-day backfill: at least {self.queries:,} granular queries against "
+            f"{self.budget:,} per rolling {self.window_s / 3600:g} h: "
+            + (
+                "fits in one window (the quota does not slow it)"
+                if self.queries <= self.budget
+                else f"takes at least {hours:.1f} h under the granular quota"
+            )
+        )
+
+
+def estimate_granular_backfill(
+    days: int,
+    targets: Sequence[dict[str, Any]] | None = None,
+    *,
+    budget: int = 1000,
+    window_s: float = 3600.0,
+) -> BackfillEstimate:
+    """Say up front how long the granular quota makes a backfill of every affiliate report.
+
+    :param days: days to backfill (the daily DAG runs one task per affiliate per day).
+    :param targets: the report entries (default: ``include/reports.yaml``).
+    :param budget: granular queries per rolling window (documented: 1,000 per hour).
+    :param window_s: the rolling window in seconds.
+    """
+    if targets is None:
+        from affiliate_network.settings import load_affiliate_report_targets
+
+        targets = load_affiliate_report_targets()
+    granular = sum(1 for t in targets if granular_columns([_column_name(c) for c in t["columns"]]))
+    queries = granular * days
+    # The n-th window of queries can start only when the first has rolled out of it.
+    windows = math.ceil(queries / budget) if budget else 0
+    return BackfillEstimate(days, queries, budget, window_s, max(0, windows - 1) * window_s)
 
 
 def write_affiliate_report(

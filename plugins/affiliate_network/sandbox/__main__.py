@@ -62,8 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--rate-limit",
         choices=("sandbox", "documented"),
         default="sandbox",
-        help="per-key quota: 'sandbox' (generous, the default) or 'documented' (the public "
-        "guide's network quota: 600 requests per 30 s)",
+        help="'sandbox' (a generous bucket per key, the default) or 'documented' (the public "
+        "guide: one 30-s window per network and user type shared by all its keys, 600 requests "
+        "for network keys, 150 for affiliate/advertiser/partner keys; 10 in flight on "
+        "/networks/reporting/*; 1,000 granular queries per rolling hour); shrink the numbers "
+        "with PUT /_sandbox/rate_limit",
     )
     p.add_argument(
         "--write-delay-s",

@@ -36,7 +36,7 @@ from affiliate_network.sandbox.late_writes import (
     LateWritesConfigError,
 )
 from affiliate_network.sandbox.paging import hold_back, parse_paging
-from affiliate_network.sandbox.ratelimit import RateLimiter, retry_after
+from affiliate_network.sandbox.ratelimit import Limiter, build_limiter, retry_after
 from affiliate_network.sandbox.requestlog import RequestLog, body_entry
 from affiliate_network.sandbox.state import State
 from affiliate_network.sandbox.world import Raw, World
@@ -275,8 +275,8 @@ class Sandbox:
 
     :param config: the startup data configuration (``POST /_sandbox/reset`` applies overrides
         on top of it).
-    :param rate_limit: ``(burst, refill per second)`` of each key's bucket after a reset
-        (default :data:`choices.RATE_LIMIT_PROFILES` ``"sandbox"``).
+    :param rate_limit: the rate-limit settings a reset returns to (a profile of
+        :data:`choices.RATE_LIMIT_PROFILES`, default ``"sandbox"``).
     :param late_writes: the late/lost on-hold update setting after a reset (default: off).
     :param clock: the startup clock instant (unix seconds) to freeze at; None: the wall clock.
     """
@@ -284,7 +284,7 @@ class Sandbox:
     def __init__(
         self,
         config: DataConfig,
-        rate_limit: tuple[int, float] | None = None,
+        rate_limit: dict[str, Any] | None = None,
         late_writes: LateWritesConfig | None = None,
         clock: float | None = None,
     ) -> None:
@@ -294,7 +294,7 @@ class Sandbox:
         self.keys = KeyRing(config.seed)
         self.faults = Faults()
         self.late_writes = LateWrites(late_writes)
-        self.limiter = RateLimiter(*self.rate_limit)
+        self.limiter: Limiter = build_limiter(self.rate_limit)
         self.log = RequestLog()
         self.counts: Counter[str] = Counter()
         self.worlds: dict[str, World] = {}
@@ -318,7 +318,7 @@ class Sandbox:
         )
         self.faults.clear()
         self.late_writes.reset()
-        self.limiter.configure(*self.rate_limit)
+        self.limiter = build_limiter(self.rate_limit)
         self.log.clear()
         self.counts.clear()
         return cfg
@@ -376,10 +376,13 @@ class Sandbox:
         segment = api.split("/", 2)[1] if api.count("/") >= 1 else ""
         portal = PORTAL_PREFIXES.get(segment)
         world = self.worlds[region]
-        # Unknown keys share the keyless bucket: random keys must not each get a bucket.
-        bucket = key if key is not None and key in self.keys.principals else ""
-        allowed, remaining, wait = self.limiter.take(bucket)
-        headers = {"x-ratelimit-remaining": str(remaining)}
+        # Unknown keys share the keyless bucket: random keys must not each get a bucket. A known
+        # key counts in its own network's window of its user type (documented mode).
+        known = self.keys.principals.get(key) if key is not None else None
+        bucket = key if key is not None and known is not None else ""
+        user = (known.region, known.portal) if known is not None else (region, "")
+        allowed, headers, wait = self.limiter.take(bucket, *user)
+        reporting_slot = False
         status = 200
         payload: Any = None
         body: Any = None
@@ -421,6 +424,7 @@ class Sandbox:
             if raw_body is not None:
                 body = _parse_json(raw_body)
             self.late_writes.settle()  # what has landed by now is what this request sees
+            reporting_slot = self.limiter.enter(region, principal.portal, api, body)
             payload = handler(self, world, principal, params, query, body)
             delay_after = self.faults.delay_after_apply(api)
         except ApiError as err:
@@ -436,7 +440,11 @@ class Sandbox:
         if latency or delay_after:
             # asyncio.sleep: concurrent requests overlap, like a slow upstream.
             await asyncio.sleep(latency / 1000 + delay_after)
-        await _respond(send, status, payload, headers)
+        try:
+            await _respond(send, status, payload, headers)
+        finally:
+            if reporting_slot:  # in flight until answered (the documented concurrency cap)
+                self.limiter.leave(region)
 
     def _record(
         self,
@@ -597,16 +605,9 @@ class Sandbox:
         }
 
     def _admin_rate_limit(self, raw: bytes) -> Any:
-        """``PUT /_sandbox/rate_limit``: a new bucket capacity and refill rate."""
-        body = _parse_json(raw)
-        if not isinstance(body, dict):
-            raise invalid("body must be an object")
-        cap, refill = body.get("capacity"), body.get("refill_per_second")
-        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
-            raise invalid("capacity must be an integer >= 1")
-        if not isinstance(refill, int | float) or isinstance(refill, bool) or refill < 0:
-            raise invalid("refill_per_second must be a number >= 0")
-        self.limiter.configure(cap, float(refill))
+        """``PUT /_sandbox/rate_limit``: a per-key bucket or the documented quota (settings in
+        :func:`~affiliate_network.sandbox.ratelimit.build_limiter`), until the next reset."""
+        self.limiter = build_limiter(_parse_json(raw))
         return self.limiter.to_json()
 
 

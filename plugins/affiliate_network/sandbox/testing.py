@@ -162,6 +162,13 @@ class RunningSandbox:
         """Move the frozen clock forward by ``seconds`` (records of that span appear)."""
         return self._admin_object("PUT", "/_sandbox/clock", json={"advance_s": seconds})
 
+    def set_quota(self, **settings: Any) -> dict[str, Any]:
+        """The documented quota with ``settings`` overriding its numbers (``window_s``,
+        ``limits``, ``reporting_concurrency``, ``granular_per_window``, ``granular_window_s``)."""
+        return self._admin_object(
+            "PUT", "/_sandbox/rate_limit", json={"mode": "documented", **settings}
+        )
+
     def requests_log(self) -> list[dict[str, Any]]:
         logged = self._admin_object("GET", "/_sandbox/requests")["requests"]
         if not isinstance(logged, list):

@@ -1,0 +1,122 @@
+"""Processes sharing one network quota (issue 26): real subprocesses, real HTTP to one sandbox
+in documented mode with small numbers (20 requests per 1-s window, 3 in flight on reporting)."""
+
+from __future__ import annotations
+
+import importlib.util
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from affiliate_network.exceptions import GranularQuotaError
+from affiliate_network.hooks._budget import FileStore, GranularBudget, QuotaSettings, SharedBudget
+
+_BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_quota.py"
+_spec = importlib.util.spec_from_file_location("bench_quota", _BENCH)
+assert _spec is not None
+assert _spec.loader is not None
+bench_quota = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_quota)
+
+
+def _pull(sandbox, **extras):
+    sandbox.set_quota(window_s=1.0, limits={"network": 20}, reporting_concurrency=3)
+    sandbox.set_faults(latency_ms=60)
+    extras = {
+        "rate_window_s": 1.0,
+        "reporting_concurrency_cap": 3,
+        "quota_dir": tempfile.mkdtemp(prefix="quota-test-"),
+        "quota_network": uuid.uuid4().hex,
+        **extras,
+    }
+    return bench_quota.run_scenario(sandbox, processes=3, pages=36, extras=extras, base_delay=0.05)
+
+
+@pytest.mark.parametrize(
+    "store", [{}, {"quota_redis_url": "redis://127.0.0.1:6379/0"}], ids=["file", "redis"]
+)
+def test_three_processes_share_one_quota_without_a_429(sandbox, store):
+    res = _pull(sandbox, **store)
+    assert res["errors"] == []
+    assert res["rows"] == res["expected_rows"]
+    assert res["status_429"] == 0, res["refused"]
+
+
+def test_per_process_throttles_hit_the_shared_quota(sandbox):
+    # The control: the same pull with each process on its own throttle (what the hook did).
+    res = _pull(sandbox, quota="local")
+    assert res["status_429"] > 0
+    assert res["refused"]["rate"] + res["refused"]["concurrency"] == res["status_429"]
+
+
+def test_granular_refusal_names_the_numbers(tmp_path):
+    settings = QuotaSettings(granular_per_hour=5, granular_window_s=3600.0)
+    budget = SharedBudget(FileStore(tmp_path, "scope"), settings, "affiliate", slot_ttl_s=5)
+    budget.take_granular(3, "first")
+    with pytest.raises(GranularQuotaError) as info:
+        budget.check_granular(4, "affiliate 2001, 2026-11-01..2026-11-04")
+    message = str(info.value)
+    assert "affiliate 2001, 2026-11-01..2026-11-04: needs 4 granular queries" in message
+    assert "budget is 5 per rolling hour and 3 were used in the last hour (2 left)" in message
+    assert "enough frees in 1:00:00" in message  # the oldest of the 3 leaves in an hour
+    assert "Nothing was sent" in message
+    # A second process sees the same count (one file per network, not per hook).
+    other = SharedBudget(FileStore(tmp_path, "scope"), settings, "affiliate", slot_ttl_s=5)
+    assert other.granular_status().used == 3
+    with pytest.raises(GranularQuotaError, match="more than the whole budget"):
+        other.check_granular(6, "backfill")
+
+
+def test_wait_for_counts_the_oldest_queries_out():
+    status = GranularBudget(budget=4, window_s=100.0, ages=(90.0, 50.0, 10.0))
+    assert status.wait_for(1) == 0.0
+    assert status.wait_for(2) == pytest.approx(10.0)  # the 90-s-old one must leave
+    assert status.wait_for(3) == pytest.approx(50.0)
+    assert status.wait_for(5) is None
+
+
+def test_affiliate_report_refuses_before_sending_when_the_hour_is_spent(
+    sandbox, make_connection, make_hook, affiliate_id, tmp_path
+):
+    import datetime as dt
+    import logging
+
+    from affiliate_network.reports.affiliate import fetch_entity_table
+
+    conn = make_connection(
+        "affiliate_network_affiliate_quota",
+        host=sandbox.base_url,
+        key=sandbox.keys["affiliate"][affiliate_id],
+        portal="affiliate",
+        quota_dir=str(tmp_path),
+        granular_per_hour=2,
+    )
+    day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    kwargs = {
+        "columns": ["offer", "country", "date"],
+        "timezone_id": 67,
+        "currency_id": None,
+        "filters": None,
+        "who": f"affiliate {affiliate_id}",
+        "log": logging.getLogger(__name__),
+    }
+    for _ in range(2):
+        assert fetch_entity_table(make_hook(conn), day, day, **kwargs)
+    sent = len(sandbox.requests_log())
+    with pytest.raises(GranularQuotaError, match=r"needs 1 granular queries.*budget is 2.*2 were"):
+        fetch_entity_table(make_hook(conn), day, day, **kwargs)
+    assert len(sandbox.requests_log()) == sent  # nothing was sent
+    # Columns outside the guide's list are not granular: no budget needed.
+    assert fetch_entity_table(make_hook(conn), day, day, **{**kwargs, "columns": ["offer"]})
+
+
+def test_backfill_estimate_counts_granular_affiliates_per_day():
+    from affiliate_network.reports.affiliate import estimate_granular_backfill
+
+    targets = [{"columns": ["offer", "country", "date"]}] * 50 + [{"columns": ["offer"]}]
+    est = estimate_granular_backfill(30, targets)
+    assert (est.queries, est.min_duration_s) == (1500, 3600.0)
+    assert "takes at least 1.0 h under the granular quota" in str(est)
+    assert estimate_granular_backfill(30, targets[:1]).min_duration_s == 0
