@@ -113,18 +113,20 @@ Days are cut in the network's reporting timezone (`include/network.yaml`).
 | `hold` | stays on hold; later rules are not tried |
 | no rule matched | stays on hold |
 
-**Guardrails**, checked on the whole run **before the first write** (the task fails, nothing
-is sent, the message names the top rejecting rules):
+**Guardrails**, checked on the run's whole plan **before the first write** (the task fails,
+nothing is sent, the message names the top rejecting rules). The plan is every conversion of
+the window that has been on hold and is old enough, whatever its state now, so a retry after a
+crash mid-apply and the next run judge what one clean run judges:
 - `max_reject_share`: rejections / conversions a rule decided (default 50 %; undecided ones are
   left out, the stricter reading);
-- `max_reject_count`: rejections per run (default 1000);
-- `max_approved_payout`: payout of approvals per run (off unless set).
+- `max_reject_count`: rejections in the plan (default 1000);
+- `max_approved_payout`: payout of the plan's approvals (off unless set).
 
 Writes go in chunks; right before each chunk the conversions are searched again and only
 those **still on hold** are sent, then read back (waiting up to 10 s: the network applies
 them asynchronously): one still not showing the new state is reported (`accepted_not_landed`,
-or `readback_mismatches` when it shows another state) and decided again by the next run. A rerun never
-approves or rejects twice. The audit calls applied only what the read-back shows.
+or `readback_mismatches` when it shows another state) and decided again by the next run. A
+rerun never approves or rejects twice. The audit calls applied only what the read-back shows.
 
 **One writer per network**: one active run (`max_active_runs=1`), one running review and one
 running apply task at a time (`max_active_tis_per_dag=1`), and a write lease beside the audit
