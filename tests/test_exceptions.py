@@ -40,6 +40,8 @@ RETRYABLE = {
     "TransportError",
     "OutcomeUnknownError",
     "LeaseBusyError",
+    "LeaseLostError",  # the retry waits for the lease and sends only what is still on hold
+    "PullShiftedError",  # the landing re-pulled already; a rerun meets a settled window
     "StorageError",
     "DataBaseUnavailableError",
 }

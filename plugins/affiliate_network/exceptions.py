@@ -179,12 +179,21 @@ class PullShiftedError(AffiliateNetworkError):
     that has settled. Names what was pulled and the counts.
 
     :param message: what moved, with the window and the counts.
+    :param status_code: always ``None`` from the hook (every page answered 200); kept so the
+        class takes the base's arguments like every other error.
     :param expected: rows page 1's ``total_count`` promised (``None`` when unknown).
     :param got: rows (or unique rows) actually received, or the later ``total_count``.
     """
 
-    def __init__(self, message: str, *, expected: int | None = None, got: int | None = None):
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        status_code: int | None = None,
+        *,
+        expected: int | None = None,
+        got: int | None = None,
+    ) -> None:
+        super().__init__(message, status_code)
         self.expected = expected
         self.got = got
 

@@ -22,8 +22,9 @@ TIME_COLUMNS: tuple[str, ...] = ("hour", "date", "week", "month", "year")
 MAX_REPORT_COLUMNS = 10
 #: Columns that make a reporting request "granular" (public "Rate limiting" guide, newer page:
 #: such a request counts against the hourly granular quota, 1,000 queries per rolling 60
-#: minutes, network-wide). The guide's names in this API's snake_case; the one place both the
-#: hook (planning, counting) and the sandbox (enforcing) read.
+#: minutes, network-wide). The guide's names in this API's snake_case; the hook's one list
+#: (planning, counting). The sandbox keeps its own copy (sandbox/choices.py); a test checks
+#: that both read the guide alike.
 GRANULAR_COLUMNS: frozenset[str] = frozenset(
     {
         # geolocation

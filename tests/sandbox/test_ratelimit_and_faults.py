@@ -219,3 +219,13 @@ def test_documented_settings_are_validated(sandbox):
         sandbox.set_quota(limits={"network": 0})
     with pytest.raises(SandboxAdminError, match="reporting_concurrency"):
         sandbox.set_quota(reporting_concurrency="ten")
+
+
+def test_the_sandbox_and_the_hook_read_the_guides_granular_columns_alike() -> None:
+    """Two copies on purpose (the sandbox shares no code with the client): they must agree."""
+    from affiliate_network.report_columns import GRANULAR_COLUMNS as HOOK_COLUMNS
+    from affiliate_network.sandbox.choices import GRANULAR_COLUMNS as SANDBOX_COLUMNS
+
+    assert SANDBOX_COLUMNS == HOOK_COLUMNS
+    assert {"country", "platform", "device_type", "sub1", "adv5"} <= SANDBOX_COLUMNS
+    assert not {"offer", "advertiser", "affiliate", "date"} & SANDBOX_COLUMNS

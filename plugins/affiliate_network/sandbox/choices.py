@@ -352,8 +352,9 @@ DOCUMENTED_GRANULAR_WINDOW_S = 3600.0
 #: - an answer refused by the 30-s window carries ``Retry-After`` = seconds until that window
 #:   resets, ``X-RateLimit-Remaining: 0``;
 #: - windows start at the first request of a user type (not at clock multiples of 30 s).
-#: Column names as the sandbox spells them (report_columns.py); the guide's full list is in
-#: affiliate_network.report_columns.GRANULAR_COLUMNS, which both sides read.
+#: Column names as the sandbox spells them; the guide's list is GRANULAR_COLUMNS below (the
+#: sandbox keeps its own copy: it implements the documentation and shares no code with the
+#: client, so a client that misreads the list is caught instead of agreeing with itself).
 RATE_LIMIT_PROFILES: dict[str, dict[str, Any]] = {
     "sandbox": {
         "mode": "per_key",
@@ -399,3 +400,25 @@ PATTERNS = (
 DUPLICATE_IP_MIN_CONVERSIONS = 3
 FAST_CLICK_MAX_SECONDS = 10  # planted gaps are 1..9 s; normal gaps are >= 60 s
 OUTLIER_SALE_AMOUNT_MIN = 5000.0  # planted outliers >= 5000; normal sale amounts <= 300
+
+
+#: Columns that make a reporting request granular (public "Rate limiting" guide, newer page: such
+#: a request counts against the hourly granular quota), in this API's snake_case spelling.
+GRANULAR_COLUMNS: frozenset[str] = frozenset(
+    {
+        # geolocation
+        *("country", "region", "city", "dma", "carrier", "isp", "connection_type"),
+        *("postal_code", "is_proxy"),
+        # device
+        *("platform", "os_version", "device_type", "browser", "device_brand", "language"),
+        *("device_model", "device_make"),
+        # offer detail
+        *("offer_group", "offer_url", "event_name", "advertiser_event_name", "payout_type"),
+        *("payout_amount", "revenue_type", "revenue_amount", "custom_payout_revenue"),
+        # miscellaneous
+        *(f"adv{i}" for i in range(1, 6)),
+        *(f"sub{i}" for i in range(1, 6)),
+        *("source_id", "project_id", "referrer", "coupon_code", "tracking_domain", "order_id"),
+        *("attribution_method", "account_referred_by"),
+    }
+)

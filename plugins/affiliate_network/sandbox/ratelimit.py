@@ -17,7 +17,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from affiliate_network.report_columns import granular_columns
 from affiliate_network.sandbox import choices
 from affiliate_network.sandbox.errors import ApiError, before, invalid
 
@@ -160,7 +159,7 @@ class DocumentedQuota:
         return capped
 
     def _count_granular(self, region: str, user_type: str, body: Any) -> None:
-        if not isinstance(body, dict) or not granular_columns(body.get("columns")):
+        if not isinstance(body, dict) or not _names_granular_column(body.get("columns")):
             return
         now = self._clock()
         seen = self._granular.setdefault((region, user_type), deque())
@@ -239,3 +238,12 @@ def build_limiter(settings: dict[str, Any]) -> Limiter:
 
 def retry_after(wait_s: float) -> str:
     return str(max(1, math.ceil(wait_s)))
+
+
+def _names_granular_column(columns: object) -> bool:
+    """Whether a request body's ``columns`` (names or ``{"column": name}`` items) names a column
+    of :data:`choices.GRANULAR_COLUMNS`."""
+    if not isinstance(columns, list | tuple):
+        return False
+    names = (c.get("column") if isinstance(c, dict) else c for c in columns)
+    return any(isinstance(n, str) and n in choices.GRANULAR_COLUMNS for n in names)
