@@ -364,3 +364,44 @@ def test_a_human_apply_that_loses_its_lease_stops_before_its_next_chunk(
     finally:
         hook.close()
     assert not (ObjectStoragePath(str(summary["state_dir"])) / "human_decisions.jsonl").exists()
+
+
+def test_a_review_that_lost_its_lease_then_retried_ends_where_one_clean_run_ends(
+    sandbox, network_conn, rules_file, window, object_store
+) -> None:
+    """On object storage: the lease is lost during the first PATCH; the retry (after the other
+    run let go) waits for nothing, re-checks and sends only what is still on hold; the network
+    ends in the clean run's state and no id went out twice."""
+    from tests.support.sandbox_reads import onhold_states
+
+    base = str(object_store / "retried")
+    ruleset, review = _review_window(rules_file, window)
+    options = ReviewOptions(chunk_size=5, lease_wait_minutes=0)
+    hook = AffiliateNetworkHook(network_conn)
+    try:
+
+        def run(name: str, attempt: int = 1, where: str = base) -> None:
+            run_review(
+                hook,
+                ruleset,
+                review,
+                options=options,
+                run=ReviewRun(where, network_conn, "script", name, attempt=attempt),
+                dry_run=False,
+            )
+
+        run("clean", where=str(object_store / "clean"))
+        clean = onhold_states(network_conn, *window)
+        assert sum(1 for s in clean.values() if s != "on_hold") > 10
+        sandbox.reset()
+        with (
+            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            pytest.raises(LeaseLostError),
+        ):
+            run("slow")
+        run("slow", attempt=2)  # on-call's retry of the same task, once the other run let go
+    finally:
+        hook.close()
+    assert onhold_states(network_conn, *window) == clean
+    sent = [i for e in patches(sandbox) for i in e["body"]["on_hold_conversion_ids"]]
+    assert len(sent) == len(set(sent))
