@@ -31,7 +31,7 @@ from tests.support.sandbox_reads import onhold_states
 
 ONHOLD = "/networks/reporting/onhold"
 DAYS = 4
-STEP_HOURS = 6
+STEP_HOURS = 12
 
 
 @pytest.fixture(scope="module")
