@@ -183,6 +183,8 @@ def celery(celery_prerequisites: None, e2e_sandbox: Any, migrated_template: str)
         e2e_sandbox.reset()  # the startup data and rate limit for whoever comes next
 
 
+#: The first test carries the stage's start-up and the backfill (pyproject's default: 300 s).
+@pytest.mark.timeout(DAILY_TIMEOUT_S + 300)
 def test_daily_reports_land_on_s3_through_celery(celery: Stage) -> None:
     """The scheduled and manual runs and the 30-day backfill: every day equals the truth."""
     with timed("celery: wait + check affiliate_daily_reports"):
