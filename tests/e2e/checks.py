@@ -35,6 +35,8 @@ class Stage:
     sandbox: Any
     data_base: str
     runs: dict[str, list[str]] = field(default_factory=dict)
+    #: What a stage's fixture records for its tests (e.g. state before the runs).
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def trigger_all(stage: Stage) -> None:
@@ -223,9 +225,13 @@ def _by_id(objects: Any, ident: int) -> dict | None:
     return None
 
 
-def check_daily_reports(stage: Stage) -> None:
-    """All runs succeeded; their days are complete partitions equal to the network's truth."""
-    runs = wait_all_runs(stage.cluster, DAILY)
+def check_daily_reports(stage: Stage, timeout: float = 400) -> list[str]:
+    """All runs succeeded; their days are complete partitions equal to the network's truth.
+
+    :param timeout: seconds to wait for every run (a backfill needs more).
+    :returns: the days checked.
+    """
+    runs = wait_all_runs(stage.cluster, DAILY, timeout)
     days = [d for r in runs for d in report_days(stage.cluster, r["dag_run_id"])]
     run_days = [run_day(r) for r in runs]
     missing = set(run_days) - set(days)
@@ -233,3 +239,4 @@ def check_daily_reports(stage: Stage) -> None:
         raise E2EError(f"runs of days {sorted(missing)} landed no partition of their day")
     check_conversion_partitions(stage.data_base, stage.sandbox, days)
     check_affiliate_partitions(stage.data_base, run_days)
+    return sorted(set(days))

@@ -179,6 +179,8 @@ def deployment(
     env: dict[str, str],
     workdir: Path | None = None,
     before_start: Callable[[AirflowCluster], None] | None = None,
+    celery_workers: int = 1,
+    task_policy: tuple[str, ...] = (),
 ) -> Iterator[AirflowCluster]:
     """A fresh metadata DB, migrated; the Airflow components started; all stopped after.
 
@@ -186,6 +188,8 @@ def deployment(
     :param env: connections, output base... for every component.
     :param before_start: CLI set-up on the fresh DB (connections, variables), run while the
         components start.
+    :param celery_workers: Celery worker processes (CeleryExecutor).
+    :param task_policy: extra lines of the cluster policy's ``task_policy(task)`` body.
 
     Stopping (by PID) and dropping the database happen in ``finally``, whatever failed. The work
     folder (AIRFLOW_HOME, process and task logs, local outputs) is removed after a passing
@@ -194,7 +198,15 @@ def deployment(
     workdir = workdir or Path(tempfile.mkdtemp(prefix=f"afn-e2e-{label}-"))
     database = MetadataDatabase()
     cluster = AirflowCluster(
-        workdir, database, ClusterSettings(executor, harness.DAGS_FOLDER, dict(env))
+        workdir,
+        database,
+        ClusterSettings(
+            executor,
+            harness.DAGS_FOLDER,
+            dict(env),
+            celery_workers=celery_workers,
+            task_policy=task_policy,
+        ),
     )
     failures_before = _FAILURES[0]
     try:

@@ -400,11 +400,17 @@ class ClusterSettings:
     :param executor: ``LocalExecutor`` or ``CeleryExecutor``.
     :param dags_folder: folder the dag-processor parses.
     :param extra_env: connections, data base, include dir...
+    :param celery_workers: ``airflow celery worker`` processes (CeleryExecutor), each with its
+        own ``--celery-hostname``, as ``docker compose up --scale airflow-worker=N`` runs them.
+    :param task_policy: extra lines of the cluster's ``task_policy(task)`` body (indented by
+        the harness), e.g. the pool a deployment gives its reporting tasks.
     """
 
     executor: str
     dags_folder: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    celery_workers: int = 1
+    task_policy: tuple[str, ...] = ()
 
 
 class AirflowCluster:
@@ -494,8 +500,9 @@ class AirflowCluster:
         # HTTP errors). ``$AIRFLOW_HOME/config`` is on Airflow's sys.path.
         config = self.home / "config"
         config.mkdir(exist_ok=True)
+        body = ["task.retries = 0", *self.settings.task_policy]
         (config / "airflow_local_settings.py").write_text(
-            "def task_policy(task):\n    task.retries = 0\n"
+            "def task_policy(task):\n" + "".join(f"    {line}\n" for line in body)
         )
 
     # CLI ----------------------------------------------------------------------------------
@@ -519,11 +526,19 @@ class AirflowCluster:
         self.airflow("db", "migrate", timeout=600)
 
     # Start / stop -------------------------------------------------------------------------
-    def _spawn(self, name: str, *args: str) -> ManagedProcess:
+    def _spawn(self, name: str, *args: str, env: Mapping[str, str] | None = None) -> ManagedProcess:
         proc = ManagedProcess(name, [AIRFLOW_BIN, *args], self.process_logs / f"{name}.log")
         self.processes.append(proc)
-        proc.start(self.env, self.workdir)
+        proc.start({**self.env, **(env or {})}, self.workdir)
         return proc
+
+    @property
+    def celery_worker_names(self) -> list[str]:
+        """Process (and log file) names of the Celery workers: ``celery-worker[-N]``."""
+        if self.settings.executor != "CeleryExecutor":
+            return []
+        n = self.settings.celery_workers
+        return ["celery-worker"] if n == 1 else [f"celery-worker-{i}" for i in range(1, n + 1)]
 
     def start(self, while_starting: Callable[[], None] | None = None) -> None:
         """Start every component; run ``while_starting`` (CLI set-up) meanwhile; wait for health.
@@ -535,18 +550,23 @@ class AirflowCluster:
         self._spawn("scheduler", "scheduler")
         self._spawn("dag-processor", "dag-processor")
         self._spawn("triggerer", "triggerer")
-        if self.settings.executor == "CeleryExecutor":
+        for name in self.celery_worker_names:
             self._spawn(
-                "celery-worker",
+                name,
                 # Concurrency comes from AIRFLOW__CELERY__WORKER_CONCURRENCY, as in compose.
                 "celery",
                 "worker",
                 "--queues",
                 self.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"],
+                # Several workers on one machine: each its own Celery hostname and PID file.
                 "--celery-hostname",
-                f"afn-e2e-{uuid.uuid4().hex[:6]}@%h",
+                f"afn-e2e-{name}-{uuid.uuid4().hex[:6]}@%h",
+                "--pid",
+                str(self.home / f"{name}.pid"),
                 "--without-gossip",
                 "--without-mingle",
+                # ... and its own log server port (each worker serves its task logs).
+                env={"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())},
             )
         if while_starting is not None:
             while_starting()
@@ -693,8 +713,10 @@ class AirflowCluster:
                     parts.append(
                         f"--- task log {path.relative_to(self.home)} ---\n{task_log_excerpt(path)}"
                     )
+        wanted = tuple(components)
         for proc in self.processes:
-            if proc.name in components:
+            # "celery-worker" stands for every worker (celery-worker-1, -2, ...).
+            if proc.name in wanted or proc.name.rsplit("-", 1)[0] in wanted:
                 parts.append(f"--- {proc.name} log ---\n{tail(proc.log_path, 15)}")
         return "\n".join(parts)
 

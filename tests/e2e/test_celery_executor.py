@@ -1,18 +1,32 @@
 """The three DAGs on a deployment scaled out with the CeleryExecutor, outputs on S3.
 
-Redis is the broker, PostgreSQL (the fresh metadata database) the result backend, and one
-``airflow celery worker`` runs every task. This deployment also exercises the runbook's other
-set-ups: the output base is ``s3://`` (moto's S3 server on loopback) set with
+Redis is the broker, PostgreSQL (the fresh metadata database) the result backend, and three
+``airflow celery worker`` processes (each its own ``--celery-hostname``, as
+``docker compose up --scale airflow-worker=3``) share the tasks. This deployment also exercises
+the runbook's other set-ups: the output base is ``s3://`` (moto's S3 server on loopback) set with
 ``airflow variables set``, and the connections come from all three places a deployment keeps
 them: the environment (network), the metadata DB through ``airflow connections add`` (what the
 UI writes) and a secrets backend (a local-filesystem backend standing in for Vault/AWS).
+
+Scale-out against one network quota (issue 26): the sandbox keeps the documented quota (one
+30-s window per network and user type, 10 requests in flight on ``/networks/reporting/*``, 1,000
+granular queries per rolling hour, the documented numbers unshrunk); every connection names the
+machine's Redis as its shared budget (``quota_redis_url``); the reporting tasks take the pool
+``affiliate_network_reporting`` (created with ``airflow pools set``, given by a cluster policy as
+a deployment that keeps the shipped DAG files would). While the scheduled and manual runs of the
+three DAGs run, a 30-day backfill of the daily reports for every affiliate of
+include/reports.yaml runs beside them. No 429, no concurrency refusal, every partition equal to
+the sandbox's truth, and the tasks spread over the workers.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +34,7 @@ from typing import Any
 import pytest
 
 from .checks import (
+    DAILY,
     SYNC,
     Stage,
     check_daily_reports,
@@ -29,25 +44,91 @@ from .checks import (
 )
 from .conftest import affiliate_connections, deployment, network_connection, timed
 from .harness import AirflowCluster, MotoS3
-from .onhold_checks import check_onhold_applied
+from .onhold_checks import check_onhold_applied, wait_onhold_runs
 
 pytestmark = pytest.mark.e2e
 
 S3_CONN_ID = "aws_reports"
+#: Celery workers of the stage (the machine has 2 cores: concurrency 2 each, parallelism 4).
+CELERY_WORKERS = 3
+#: The shared budget of every connection: the machine's Redis, another db than the broker's.
+QUOTA_REDIS_URL = "redis://127.0.0.1:6379/1"
+#: The backfill: report days ending before the first day the scheduled and manual runs write
+#: (yesterday and its 7 trailing days), so no two runs write one partition. CI runs 3 days (the
+#: same three workers, quota, budget and pool; about 10 minutes less on 2 cores); the issue's
+#: 30-day proof: ``AFN_E2E_BACKFILL_DAYS=30 uv run --frozen pytest
+#: tests/e2e/test_celery_executor.py`` (720 s for the stage on 2 cores at load 5-12).
+BACKFILL_DAYS = int(os.environ.get("AFN_E2E_BACKFILL_DAYS", "3"))
+BACKFILL_LAST_DAY_AGO = 9
+#: Days of sandbox data: the backfill's first day is 38 days ago (startup default: 14).
+SANDBOX_DAYS = BACKFILL_DAYS + BACKFILL_LAST_DAY_AGO + 1
+#: Backfill runs at once: one per worker. ``trailing_days`` 0: each run writes only its own day
+#: (the DAG doc's advice for a backfill), so runs do not overlap and may run side by side.
+BACKFILL_MAX_ACTIVE_RUNS = 3
+BACKFILL_CONF = {"trailing_days": 0}
+#: Waiting for every daily run: 30 backfill runs of 5 tasks each on 2 busy cores.
+DAILY_TIMEOUT_S = 900
+#: Operators that send requests to /networks/reporting/*: the cluster policy gives them the pool.
+REPORTING_TASK_TYPES = ("ConversionReportOperator", "OnHoldReviewOperator")
+
+
+def _reporting_pool() -> tuple[str, str, str]:
+    from affiliate_network.demo import REPORTING_POOL
+
+    return REPORTING_POOL
+
+
+def _pool_policy() -> tuple[str, ...]:
+    """Cluster-policy lines: reporting tasks hold as many pool slots as their hook's pages in
+    flight (README "Sharing one network's quota": 10 / 4 = 2 pulls at once)."""
+    from affiliate_network.hooks.affiliate_network import DEFAULT_CONCURRENCY
+
+    return (
+        f"if task.task_type in {REPORTING_TASK_TYPES!r}:",
+        f"    task.pool = {_reporting_pool()[0]!r}",
+        f"    task.pool_slots = {DEFAULT_CONCURRENCY}",
+    )
+
+
+def _shared_budget(conn: dict[str, Any]) -> dict[str, Any]:
+    """The connection with the Redis budget every worker shares."""
+    return {**conn, "extra": {**conn["extra"], "quota_redis_url": QUOTA_REDIS_URL}}
+
+
+def _granular_keys() -> dict[str, int]:
+    """Granular-query counters in the budget's Redis db: key -> queries in the rolling hour."""
+    import redis
+
+    client = redis.Redis.from_url(QUOTA_REDIS_URL, decode_responses=True)
+    try:
+        return {k: int(client.zcard(k)) for k in client.scan_iter("affiliate_network:quota:*:gq")}
+    finally:
+        client.close()
+
+
+def _day_ago(n: int) -> str:
+    return (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=n)).isoformat()
 
 
 @pytest.fixture(scope="module")
 def celery(celery_prerequisites: None, e2e_sandbox: Any, migrated_template: str) -> Iterator[Stage]:
-    e2e_sandbox.reset()  # writes of the LocalExecutor stage are forgotten
+    # Writes of the LocalExecutor stage are forgotten; data back far enough for the backfill.
+    e2e_sandbox.reset(days=SANDBOX_DAYS)
+    e2e_sandbox.set_quota()  # the documented numbers, shared by every key (until the next reset)
     workdir = Path(tempfile.mkdtemp(prefix="afn-e2e-celery-"))
     moto = MotoS3(workdir)
     data_base = f"s3://{S3_CONN_ID}@{moto.bucket}/affiliate-network"
-    affiliates = list(affiliate_connections(e2e_sandbox).items())
+    affiliates = [
+        (conn_id, _shared_budget(conn))
+        for conn_id, conn in affiliate_connections(e2e_sandbox).items()
+    ]
     (ui_conn_id, ui_conn), (secret_conn_id, secret_conn) = affiliates[0], affiliates[1]
     secrets_file = workdir / "connections.json"
     secrets_file.write_text(json.dumps({secret_conn_id: secret_conn}))
     env = {
-        "AIRFLOW_CONN_AFFILIATE_NETWORK_DEFAULT": json.dumps(network_connection(e2e_sandbox)),
+        "AIRFLOW_CONN_AFFILIATE_NETWORK_DEFAULT": json.dumps(
+            _shared_budget(network_connection(e2e_sandbox))
+        ),
         f"AIRFLOW_CONN_{S3_CONN_ID.upper()}": moto.connection_json(),
         "AIRFLOW__SECRETS__BACKEND": "airflow.secrets.local_filesystem.LocalFilesystemBackend",
         "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps(
@@ -59,6 +140,7 @@ def celery(celery_prerequisites: None, e2e_sandbox: Any, migrated_template: str)
         # The runbook's commands: the UI-equivalent connection, then the S3 output base.
         cluster.airflow("connections", "add", ui_conn_id, "--conn-json", json.dumps(ui_conn))
         cluster.airflow("variables", "set", "affiliate_network_data_base", data_base)
+        cluster.airflow("pools", "set", *_reporting_pool())
 
     previous = os.environ.get(f"AIRFLOW_CONN_{S3_CONN_ID.upper()}")
     os.environ[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"] = moto.connection_json()  # test reads S3
@@ -72,10 +154,28 @@ def celery(celery_prerequisites: None, e2e_sandbox: Any, migrated_template: str)
             env=env,
             workdir=workdir,
             before_start=set_up,
+            celery_workers=CELERY_WORKERS,
+            task_policy=_pool_policy(),
         ) as cluster:
             stage = Stage(cluster, e2e_sandbox, data_base)
+            stage.notes["granular_keys_before"] = _granular_keys()
             with timed("celery: unpause + trigger the three DAGs"):
                 trigger_all(stage)
+            with timed("celery: backfill create (30 days)"):
+                cluster.airflow(
+                    "backfill",
+                    "create",
+                    "--dag-id",
+                    DAILY,
+                    "--from-date",
+                    _day_ago(BACKFILL_DAYS + BACKFILL_LAST_DAY_AGO - 1),
+                    "--to-date",
+                    _day_ago(BACKFILL_LAST_DAY_AGO),
+                    "--max-active-runs",
+                    str(BACKFILL_MAX_ACTIVE_RUNS),
+                    "--dag-run-conf",
+                    json.dumps(BACKFILL_CONF),
+                )
             yield stage
     finally:
         moto.stop()
@@ -83,11 +183,22 @@ def celery(celery_prerequisites: None, e2e_sandbox: Any, migrated_template: str)
             os.environ.pop(f"AIRFLOW_CONN_{S3_CONN_ID.upper()}", None)
         else:
             os.environ[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"] = previous
+        e2e_sandbox.reset()  # the startup data and rate limit for whoever comes next
 
 
+#: The first test carries the stage's start-up and the backfill (pyproject's default: 300 s).
+@pytest.mark.timeout(DAILY_TIMEOUT_S + 300)
 def test_daily_reports_land_on_s3_through_celery(celery: Stage) -> None:
+    """The scheduled and manual runs and the 30-day backfill: every day equals the truth."""
     with timed("celery: wait + check affiliate_daily_reports"):
-        check_daily_reports(celery)
+        days = check_daily_reports(celery, timeout=DAILY_TIMEOUT_S)
+    backfill_runs = [r for r in celery.cluster.api.dag_runs(DAILY) if r["run_type"] == "backfill"]
+    assert len(backfill_runs) == BACKFILL_DAYS, [r["dag_run_id"] for r in backfill_runs]
+    wanted = {
+        _day_ago(n) for n in range(BACKFILL_LAST_DAY_AGO, BACKFILL_LAST_DAY_AGO + BACKFILL_DAYS)
+    }
+    assert wanted <= set(days), sorted(wanted - set(days))
+    print(f"\ncelery: {len(days)} conversion partitions equal to the sandbox's truth")
 
 
 def test_onhold_review_applies_decisions_through_celery(celery: Stage) -> None:
@@ -101,12 +212,29 @@ def test_offer_sync_applies_the_desired_state_through_celery(celery: Stage) -> N
         check_offer_sync_applied(celery.sandbox)
 
 
-def test_every_task_ran_on_the_celery_worker(celery: Stage) -> None:
-    """Each task instance that ran went through our queue to the worker, which logged it."""
+#: A task's log folder as the worker names it ("Executing workload in Celery: ... log_path=").
+_LOG_KEY = re.compile(r"dag_id=[^/\s'\"]+/run_id=[^/\s'\"]+/task_id=[^/\s'\"]+/(?:map_index=\d+/)?")
+
+
+def _ti_key(dag_id: str, run_id: str, ti: dict) -> str:
+    mapped = f"map_index={ti['map_index']}/" if ti["map_index"] >= 0 else ""
+    return f"dag_id={dag_id}/run_id={run_id}/task_id={ti['task_id']}/{mapped}"
+
+
+def test_every_task_ran_on_one_of_the_celery_workers(celery: Stage) -> None:
+    """Each task instance that ran went through our queue to a worker, which logged it; the
+    work is spread over more than one worker."""
     cluster = celery.cluster
     queue = cluster.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"]
-    worker_log = (cluster.process_logs / "celery-worker.log").read_text(errors="replace")
+    executed = {
+        name: set(
+            _LOG_KEY.findall((cluster.process_logs / f"{name}.log").read_text("utf-8", "replace"))
+        )
+        for name in cluster.celery_worker_names
+    }
+    assert len(executed) == CELERY_WORKERS, executed.keys()
     not_on_worker = []
+    per_worker: Counter[str] = Counter()
     for dag_id in celery.runs:
         for run in cluster.api.dag_runs(dag_id):
             for ti in cluster.api.task_instances(dag_id, run["dag_run_id"]):
@@ -114,8 +242,65 @@ def test_every_task_ran_on_the_celery_worker(celery: Stage) -> None:
                     continue  # never ran (skipped, upstream_failed): no worker to check
                 assert ti["queue"] == queue, ti
                 assert ti["hostname"], ti
-                # The worker logs "Executing workload in Celery: ... log_path='dag_id=.../...'".
-                key = f"dag_id={dag_id}/run_id={run['dag_run_id']}/task_id={ti['task_id']}/"
-                if key not in worker_log:
+                key = _ti_key(dag_id, run["dag_run_id"], ti)
+                # A deferred task (human review) resumes on any worker: it may be in two logs.
+                workers = [name for name, keys in executed.items() if key in keys]
+                if not workers:
                     not_on_worker.append(key)
-    assert not not_on_worker, f"not executed by the Celery worker: {not_on_worker}"
+                per_worker.update(workers)
+    print(f"\ncelery: task instances per worker {dict(sorted(per_worker.items()))}")
+    assert not not_on_worker, f"not executed by a Celery worker: {not_on_worker}"
+    assert len(per_worker) > 1, f"all the work on one worker: {dict(per_worker)}"
+
+
+def test_one_network_quota_held_across_the_workers(celery: Stage) -> None:
+    """Zero 429s and zero concurrency refusals under the documented quota; the workers counted
+    their granular queries in one Redis budget; the reporting tasks took the pool."""
+    from affiliate_network.sandbox import choices
+
+    cluster, sandbox = celery.cluster, celery.sandbox
+    wait_all_runs(cluster, DAILY, DAILY_TIMEOUT_S)
+    wait_all_runs(cluster, SYNC)
+    wait_onhold_runs(cluster)
+    limiter = sandbox.admin("GET", "/_sandbox/rate_limit")
+    counts = sandbox.request_counts()
+    refused = [e for e in sandbox.requests_log() if e.get("status") == 429]
+    print(
+        f"\ncelery: {counts['total']} requests by status {counts['by_status']}; "
+        f"refused {limiter.get('refused')}, peak in flight on reporting "
+        f"{limiter.get('peak_in_flight')}"
+    )
+    assert limiter["mode"] == "documented", limiter
+    documented = choices.RATE_LIMIT_PROFILES["documented"]
+    assert limiter["limits"] == documented["limits"], limiter  # numbers not shrunk
+    assert limiter["reporting_concurrency"] == documented["reporting_concurrency"], limiter
+    assert limiter["refused"] == {"rate": 0, "concurrency": 0, "granular": 0}, (
+        limiter,
+        refused[:5],
+    )
+    assert "429" not in counts["by_status"], (counts, refused[:5])
+    assert 0 < limiter["peak_in_flight"] <= documented["reporting_concurrency"], limiter
+
+    # The budget is in Redis (not in each worker's files): the granular counter there holds at
+    # least one query per affiliate report that ran.
+    reports = [
+        ti
+        for run in cluster.api.dag_runs(DAILY)
+        for ti in cluster.api.task_instances(DAILY, run["dag_run_id"])
+        if ti["task_id"] == "affiliate_report" and ti["state"] == "success"
+    ]
+    before = celery.notes["granular_keys_before"]
+    counted = {k: n for k, n in _granular_keys().items() if k not in before}
+    print(f"celery: {len(reports)} affiliate reports, granular queries in Redis {counted}")
+    least = len(affiliate_connections(sandbox)) * BACKFILL_DAYS
+    assert sum(counted.values()) >= len(reports) >= least, (counted, len(reports))
+
+    pool = _reporting_pool()[0]
+    pulls = [
+        ti
+        for run in cluster.api.dag_runs(DAILY)
+        for ti in cluster.api.task_instances(DAILY, run["dag_run_id"])
+        if ti["task_id"] == "pull_conversions"
+    ]
+    assert pulls
+    assert {ti["pool"] for ti in pulls} == {pool}
