@@ -70,7 +70,7 @@ def _review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -
 _KILLED = """
 import datetime as dt, sys
 sys.path.insert(0, {root!r})
-from tests.review.test_across_runs import _review
+from {module} import _review
 _review({conn!r}, __import__("pathlib").Path({base!r}), dt.datetime.fromisoformat({at!r}), {run!r})
 """
 
@@ -81,13 +81,25 @@ def _patches(world: Any) -> int:
     )
 
 
-def _killed_after(world: Any, conn: str, base: Path, at: dt.datetime, run_id: str, k: int) -> bool:
-    """Run a review in a process and SIGKILL it once ``k`` PATCHes landed (each answer is held
-    back a moment after it is applied, so the kill falls between applying and answering)."""
-    world.set_faults(apply_then_delay_paths=[ONHOLD], apply_then_delay_s=1.0)
+def _killed_after(
+    world: Any,
+    conn: str,
+    base: Path,
+    at: dt.datetime,
+    run_id: str,
+    k: int,
+    *,
+    module: str = "tests.review.test_across_runs",
+    delay_s: float = 1.0,
+) -> bool:
+    """Run ``module._review`` in a process and SIGKILL it once ``k`` PATCHes landed (each answer
+    is held back ``delay_s`` after it is applied, so the kill falls between two writes)."""
+    world.set_faults(apply_then_delay_paths=[ONHOLD], apply_then_delay_s=delay_s)
     before = _patches(world)
     root = str(Path(__file__).resolve().parents[2])
-    script = _KILLED.format(root=root, conn=conn, base=str(base), at=at.isoformat(), run=run_id)
+    script = _KILLED.format(
+        root=root, module=module, conn=conn, base=str(base), at=at.isoformat(), run=run_id
+    )
     proc = subprocess.Popen([sys.executable, "-c", script], env=os.environ.copy())
     killed = False
     try:

@@ -27,13 +27,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 import random
-import signal
-import subprocess
-import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +38,8 @@ import pytest
 
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.sandbox.testing import start_sandbox
-from tests.support.sandbox_reads import onhold_states
+from tests.review.test_across_runs import _fraud, _states
+from tests.review.test_across_runs import _killed_after as killed_after
 
 ONHOLD = "/networks/reporting/onhold"
 NEW_YORK = 80
@@ -100,55 +96,10 @@ def _review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -
     return op.execute({"run_id": run_id})
 
 
-_KILLED = """
-import datetime as dt, json, pathlib, sys
-sys.path.insert(0, {root!r})
-from tests.review.test_across_runs_production import _review
-_review({conn!r}, pathlib.Path({base!r}), dt.datetime.fromisoformat({at!r}), {run!r})
-"""
-
-
-def _patches(world: Any) -> int:
-    return sum(
-        1 for e in world.requests_log() if e["method"] == "PATCH" and e["path"].endswith(ONHOLD)
-    )
-
-
 def _killed_after(world: Any, conn: str, base: Path, at: dt.datetime, run_id: str, k: int) -> bool:
-    """Run a review in its own process and SIGKILL it once ``k`` PATCHes were applied (each
-    answer is held back a moment after it is applied, so the kill falls between two writes)."""
-    faults = {"apply_then_delay_paths": [ONHOLD], "apply_then_delay_s": 0.5}
-    world.set_faults(**faults)
-    before = _patches(world)
-    root = str(Path(__file__).resolve().parents[2])
-    script = _KILLED.format(root=root, conn=conn, base=str(base), at=at.isoformat(), run=run_id)
-    proc = subprocess.Popen([sys.executable, "-c", script], env=os.environ.copy())
-    killed = False
-    try:
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline:
-            if _patches(world) - before >= k:
-                proc.send_signal(signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.02)
-        proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        world.clear_faults()
-    return killed
-
-
-def _states(world: Any, conn: str) -> dict[str, str | None]:
-    catalog = world.catalog()
-    return onhold_states(conn, catalog["first_date"], catalog["last_date"])
-
-
-def _fraud(world: Any) -> set[str]:
-    catalog = world.catalog()
-    planted = world.planted(catalog["first_date"], catalog["last_date"])
-    return {i for ids in planted["on_hold_conversion_ids"].values() for i in ids}
+    """This module's review, killed once ``k`` PATCHes were applied (half-second answers)."""
+    here = "tests.review.test_across_runs_production"
+    return killed_after(world, conn, base, at, run_id, k, module=here, delay_s=0.5)
 
 
 def _sent_per_run(world: Any) -> list[Counter[str]]:
