@@ -30,6 +30,22 @@ os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME}/
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 os.environ.setdefault("AFFILIATE_NETWORK_INCLUDE_DIR", str(PROJECT_ROOT / "include"))
 
+#: Tests that start a whole Airflow deployment (scheduler, workers, api-server, a browser): on a
+#: 2-core machine two of them at once starve each other's timeouts, so xdist runs them on one
+#: worker, one after the other, while the other worker runs the rest of the suite.
+_ONE_WORKER = ("tests/e2e/", "tests/ui/", "tests/test_demo.py")
+
+
+# tryfirst: xdist's own hook reads the xdist_group markers (and renames the items by group) in
+# its collection_modifyitems; ours must have added them before, or the marks are ignored.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith(_ONE_WORKER):
+            item.add_marker(pytest.mark.xdist_group("deployments"))
+
+
 #: Seed and size of the session sandbox. Tests that need another world call ``sandbox.reset(...)``.
 SANDBOX_SEED = 42
 
