@@ -31,7 +31,8 @@ def isolated(nodeid: str, timeout: float = 900) -> None:
     if inside():
         pytest.skip("this is the inner run")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid],
+        # -n 0: one test needs no xdist workers of its own (pyproject's addopts asks for two).
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", nodeid],
         env={**os.environ, FLAG: "1"},
         capture_output=True,
         text=True,
