@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 
 import pendulum
+from airflow.sdk import Param, dag
 
-# The Task SDK's timetable, not airflow.timetables': the core class pulls the scheduler's
-# serialization modules into every parse (about half a second here).
-from airflow.sdk import CronDataIntervalTimetable, Param, dag
-
+# The Task SDK's timetable where the release has it (3.2+): the core class pulls the scheduler's
+# serialization modules into every parse (about half a second here). compat knows where it is.
+from affiliate_network.compat import CronDataIntervalTimetable
 from affiliate_network.operators.conversion_report import (
     AffiliateReportOperator,
     ConversionReportOperator,

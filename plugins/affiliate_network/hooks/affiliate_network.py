@@ -54,9 +54,9 @@ from urllib.parse import quote, urlsplit
 import orjson
 import requests
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
+from affiliate_network.compat import AirflowNotFoundException
 from affiliate_network.exceptions import (
     AffiliateNetworkError,
     AuthenticationError,

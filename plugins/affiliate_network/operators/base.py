@@ -8,8 +8,8 @@ from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
+from affiliate_network.compat import AirflowFailException
 from affiliate_network.exceptions import NonRetryableError
 
 if TYPE_CHECKING:

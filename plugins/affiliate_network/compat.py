@@ -1,0 +1,43 @@
+"""Where a name lives in each supported Airflow 3 release: the one place that knows.
+
+The provider supports Airflow 3.1, 3.2 and 3.3 (``pyproject.toml`` declares the tested range;
+CI runs a smoke stage per older release, ``.ci/older-airflow``). Airflow moved some names into
+the Task SDK (``airflow.sdk``) after 3.1; their older home is the core package. Every module of
+the provider and every DAG file imports these names from here, never from a version-dependent
+path, so supporting another release means editing this file only.
+
+=============================  ==========================  =================================
+name                           3.2 and later               3.1
+=============================  ==========================  =================================
+``AirflowFailException``       ``airflow.sdk.exceptions``  ``airflow.exceptions``
+``AirflowNotFoundException``   ``airflow.sdk.exceptions``  ``airflow.exceptions``
+``CronDataIntervalTimetable``  ``airflow.sdk``             ``airflow.timetables.interval``
+=============================  ==========================  =================================
+
+Each name is taken from its newest home first: the Task SDK's classes are the ones the 3.2+
+task runner catches (3.1's runner catches the core ones), and the SDK timetable keeps the
+scheduler's serialization modules out of every DAG parse.
+"""
+
+from __future__ import annotations
+
+try:  # Airflow 3.2+
+    from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+except ImportError:  # Airflow 3.1
+    from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
+        AirflowFailException,
+        AirflowNotFoundException,
+    )
+
+try:  # Airflow 3.2+
+    from airflow.sdk import CronDataIntervalTimetable
+except ImportError:  # Airflow 3.1
+    from airflow.timetables.interval import (  # type: ignore[assignment]
+        CronDataIntervalTimetable,
+    )
+
+__all__ = [
+    "AirflowFailException",
+    "AirflowNotFoundException",
+    "CronDataIntervalTimetable",
+]
