@@ -2,7 +2,7 @@
 
 On Airflow 3.3.2 the UI's Test button on a *saved* connection sends ``port: 0`` and the masked
 password, and the API answers 400 before our hook runs (apache/airflow#73298, fixed upstream).
-The README gives two ways that work: ``airflow connections test <conn_id>`` and the REST call
+docs/hook.md gives two ways that work: ``airflow connections test <conn_id>`` and the REST call
 with ``port`` left out. Both are exercised here, with the right key and a wrong one.
 """
 
@@ -68,7 +68,7 @@ def test_rest_test_call_with_port_left_out(
         "host": sandbox.base_url,
         "password": key,
         "extra": json.dumps({"portal": "network"}),
-    }  # no "port": the body the README gives
+    }  # no "port": the body docs/hook.md gives
     client = TestClient(create_app("core"))
     answer = client.post("/api/v2/connections/test", json=body)
     assert answer.status_code == 200, answer.text

@@ -1,6 +1,7 @@
-"""Every connection the README tells a user to export is one the hook accepts, and the EU
-examples agree with the connection form: an ``eu_base_url`` ending in ``/v1`` that EU
-requests go to (issue 19)."""
+"""Every connection the README or a docs page tells a user to export is one the hook accepts,
+and the EU examples agree with the connection form: an ``eu_base_url`` ending in ``/v1`` that EU
+requests go to (issue 19). The examples live in docs/hook.md since the README became a front
+page (issue 27); every page is read, so an example added anywhere is checked too."""
 
 from __future__ import annotations
 
@@ -12,17 +13,22 @@ import pytest
 from affiliate_network import get_provider_info
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _EXPORT = re.compile(r"export (AIRFLOW_CONN_\w+)='([^']+)'")
+
+
+def _docs_text() -> str:
+    return "\n".join(page.read_text() for page in DOCS)
 
 
 def _examples() -> list[tuple[str, str]]:
     found = [
         (name, value)
-        for name, value in _EXPORT.findall(README.read_text())
+        for name, value in _EXPORT.findall(_docs_text())
         if "affiliate_network" in value or value.startswith("affiliate-network://")
     ]
-    assert len(found) >= 7, "the README's connection examples moved: update this test"
+    assert len(found) >= 7, "the docs' connection examples moved: update this test"
     return found
 
 
@@ -48,7 +54,7 @@ def test_the_connection_form_asks_for_an_eu_base_url_ending_in_v1() -> None:
     fields = conn_type["conn-fields"]
     assert "ends in /v1" in fields["eu_base_url"]["description"]
     # The runbook once said "ending in /eu/v1" (the sandbox's path) where the form says /v1.
-    text = README.read_text()
+    text = _docs_text()
     assert "ending in `/eu/v1`" not in text
     values = re.findall(r'"eu_base_url": "([^"]+)"', text)
     assert values

@@ -101,9 +101,9 @@ def test_the_hook_adds_no_masked_secret_registration_of_its_own_at_debug(
 ):
     """Under ``airflow dags test`` at DEBUG, the in-process supervisor logs every masked-secret
     registration, value included (``Sending request msg=MaskSecret(value=...)``). Airflow's own
-    connection lookup makes one for the password: that line is Airflow's (README, "Security
-    notes"). The hook adds none: it does not re-register a key Airflow already masks, and it
-    does not look the connection up again for each of its sessions.
+    connection lookup makes one for the password: that line is Airflow's (docs/runbook.md,
+    "Security notes"). The hook adds none: it does not re-register a key Airflow already masks,
+    and it does not look the connection up again for each of its sessions.
     """
     key = sandbox.keys["network"]
     day = sandbox.catalog()["last_date"]

@@ -3,8 +3,8 @@
 The Test button on a saved connection fails on Airflow 3.3.2 before our hook runs: it sends
 ``port: 0`` and the masked password, and the API answers 400 "Bad Request"
 (apache/airflow#73298, fixed upstream, not in 3.3.2). Those tests are strict xfails: the day the
-Airflow in the lock carries the fix they pass, turn red, and the README note can go. The ways to
-test a connection today are tested in ``tests/hooks/test_connection_test_paths.py``.
+Airflow in the lock carries the fix they pass, turn red, and the docs/hook.md note can go. The
+ways to test a connection today are tested in ``tests/hooks/test_connection_test_paths.py``.
 """
 
 from __future__ import annotations
