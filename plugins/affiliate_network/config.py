@@ -337,8 +337,9 @@ def problems_of(
     """
     out: list[Problem] = []
     seen: set[Loc] = set()
+    data = value_at({} if doc.data is None else doc.data, base)  # an empty file is validated as {}
     for item in err.errors():
-        loc = clean_loc(item["loc"], value_at(doc.data, base))
+        loc = clean_loc(item["loc"], data)
         cause = item.get("ctx", {}).get("error")
         if isinstance(cause, FieldError):
             loc = (*loc, *cause.loc)
