@@ -149,7 +149,7 @@ def test_desired_state_error_names_file_line_and_field(tmp_path) -> None:
 def test_a_syntax_error_gives_line_and_column_but_no_snippet(tmp_path, load) -> None:
     path = _write(tmp_path, "x.yaml", "timezone: UTC\nnote: [hunter2-token\n")
     message, (problem,) = _problems(lambda: load(path))
-    assert problem.line == 2
+    assert problem.line == 3  # where the parser meets the end of the file, still in the list
     assert f"{path}:" in message
     assert "not valid YAML" in message
     assert "(column " in message
@@ -214,3 +214,21 @@ def test_values_can_be_kept_out_of_messages(tmp_path) -> None:
     assert "hunter2" not in message
     message, _ = _problems(lambda: config.load(path, ReportsFile))
     assert "(got 'hunter2-token')" in message
+
+
+def test_the_loader_is_a_bottom_module() -> None:
+    """The rules language, the settings and the sync all use it: it imports none of them."""
+    import ast
+
+    source = Path(config.__file__).read_text(encoding="utf-8")
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+    ours = {name.split(".")[1] for name in imported if name.startswith("affiliate_network.")}
+    others = {name.split(".")[0] for name in imported} - {"affiliate_network", "__future__"}
+    assert ours <= {"yamlguard", "textfile", "exceptions"}
+    assert others <= {"collections", "dataclasses", "difflib", "pathlib", "typing", "yaml",
+                      "pydantic", "pydantic_core"}  # fmt: skip

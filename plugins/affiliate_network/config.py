@@ -282,7 +282,6 @@ def load(
     *,
     source: str | None = None,
     show_values: bool = True,
-    context: dict[str, Any] | None = None,
 ) -> ModelT:
     """Read a YAML file and validate it against ``model``.
 
@@ -292,12 +291,11 @@ def load(
     :param model: the pydantic model of the whole file (it should forbid extra keys).
     :param source: how messages name the file (default: the path).
     :param show_values: quote the file's values in messages (the input a field got).
-    :param context: passed to the model's validators.
     :raises ConfigValidationError: every problem of the file at once, each naming the file,
         the line and the field path; ``errors`` holds them as :class:`Problem` items.
     """
     doc = read(path, source=source, show_values=show_values)
-    return validate(doc, model, show_values=show_values, context=context)
+    return validate(doc, model, show_values=show_values)
 
 
 def validate(
@@ -305,13 +303,12 @@ def validate(
     model: type[ModelT],
     *,
     show_values: bool = True,
-    context: dict[str, Any] | None = None,
 ) -> ModelT:
     """Validate a parsed :class:`Document` against ``model`` (see :func:`load`)."""
     problems = doc.duplicate_problems()
     data = {} if doc.data is None else doc.data
     try:
-        result = model.model_validate(data, context=context)
+        result = model.model_validate(data)
     except ValidationError as err:
         problems += problems_of(err, doc, model, show_values=show_values)
     if problems:
