@@ -77,8 +77,11 @@ def test_the_id_is_looked_up_from_the_name(include) -> None:
         ("currency_id: USD\n", r"network.yaml:1: timezone: required"),
         ("timezone: UTC\ntimezon_id: 67\n", r"network.yaml:2: timezon_id: unknown .*'timezone_id'"),
         ("timezone: UTC\ncurrency_id: 12\n", r"network.yaml:2: currency_id: .*3-letter"),
-        ("timezone: [UTC\n", r"network.yaml:\d+: invalid YAML"),
-        ("timezone: UTC\ntimezone: America/New_York\n", r"network.yaml:2: timezone appears twice"),
+        ("timezone: [UTC\n", r"network.yaml:\d+: not valid YAML"),
+        (
+            "timezone: UTC\ntimezone: America/New_York\n",
+            r"network.yaml:2: timezone: key 'timezone' appears twice",
+        ),
     ],
 )
 def test_bad_network_config_names_file_line_and_field(include, text, pattern) -> None:

@@ -1,9 +1,12 @@
-"""Network and report settings: the one loader of ``include/network.yaml`` and ``reports.yaml``.
+"""Network and report settings: ``include/network.yaml`` and ``reports.yaml``, and their models.
 
-Every error names the file, the line and the field, and is raised before any request is sent.
-The network's reporting timezone is named by IANA name; its API id comes from the one table of
-the API's timezone ids (:mod:`affiliate_network.timezones`). An explicit ``timezone_id`` is
-allowed but must agree with the name.
+Both files are read by the one config loader (:func:`affiliate_network.config.load`) and
+validated by the pydantic models below (:class:`NetworkFile`, :class:`ReportsFile`), which
+refuse unknown keys and document each key's default. Every error names the file, the line and
+the field, and is raised before any request is sent. The network's reporting timezone is named
+by IANA name; its API id comes from the one table of the API's timezone ids
+(:mod:`affiliate_network.timezones`). An explicit ``timezone_id`` is allowed but must agree
+with the name.
 
 Read at run time only (never at DAG parse time).
 """
@@ -12,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import difflib
-from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from affiliate_network import config
+from affiliate_network.config import FieldError
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.paths import include_dir
 from affiliate_network.timezones import (
@@ -26,18 +30,11 @@ from affiliate_network.timezones import (
     name_for_id,
 )
 
-if TYPE_CHECKING:
-    import yaml
-
 NETWORK_CONFIG_FILE = "network.yaml"
 REPORTS_CONFIG_FILE = "reports.yaml"
 
 #: Documented limit of the conversion report: the prior 365 days only; older dates are an error.
 CONVERSION_REPORT_HISTORY_DAYS = 365
-
-_NETWORK_KEYS = ("timezone", "timezone_id", "currency_id")
-_REPORTS_SECTION_KEYS = ("format", "columns", "affiliates")
-_AFFILIATE_KEYS = ("affiliate_id", "conn_id", "columns", "format")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,85 +61,83 @@ class NetworkSettings:
         }
 
 
-# -- YAML with line numbers --------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class _Doc:
-    """A parsed YAML document with the line (1-based) of every mapping key and list item."""
-
-    path: Path
-    data: Any
-    lines: dict[tuple[object, ...], int]
-
-    def where(self, *loc: Any) -> str:
-        """``file:line: a.b[2].c`` for a location (the nearest known line)."""
-        probe = tuple(loc)
-        while probe and probe not in self.lines:
-            probe = probe[:-1]
-        line = self.lines.get(probe)
-        field = ""
-        for part in loc:
-            # Keys may be anything YAML allows (null, numbers): shown as text.
-            name = str(part)
-            field += f"[{name}]" if isinstance(part, int) else (f".{name}" if field else name)
-        at = f"{self.path}:{line}" if line else str(self.path)
-        return f"{at}: {field}" if field else at
-
-
-def _read_yaml(name: str) -> _Doc:
-    import yaml
-
-    from affiliate_network import yamlguard
-    from affiliate_network.textfile import NotUtf8Error, decode_utf8
-
-    path = include_dir() / name
-    try:
-        text = decode_utf8(path.read_bytes())
-    except FileNotFoundError as err:
-        raise ConfigValidationError(f"{path}: file not found") from err
-    except NotUtf8Error as err:
-        raise ConfigValidationError(f"{path}:{err.line}: {err}") from err
-    try:
-        node = yamlguard.compose(text)
-    except yaml.YAMLError as err:
-        # No chained cause: a traceback would print PyYAML's snippet of the file.
-        raise ConfigValidationError(_yaml_problem(path, err)) from None
-    if (problem_at := yamlguard.graph_problem(node)) is not None:
-        raise ConfigValidationError(f"{path}:{problem_at[0]}: {problem_at[1]}")
-    lines, duplicates = yamlguard.index_lines(node)
-    if duplicates:
-        loc, dup_line, first = duplicates[0]
-        raise ConfigValidationError(
-            f"{path}:{dup_line}: {loc[-1]} appears twice (first at line {first}); YAML would "
-            "silently keep the last"
-        )
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:  # e.g. a tag no safe constructor knows (``!!python/...``)
-        raise ConfigValidationError(_yaml_problem(path, err)) from None
-    return _Doc(path, data if data is not None else {}, lines)
-
-
-def _yaml_problem(path: Path, err: yaml.YAMLError) -> str:
-    """``FILE:LINE: invalid YAML: PROBLEM (column C)``, without the snippet of the file."""
-    from affiliate_network import yamlguard
-
-    line, problem = yamlguard.describe_error(err)
-    return f"{path}{f':{line}' if line else ''}: invalid YAML: {problem}"
-
-
-def _check_keys(doc: _Doc, mapping: Mapping[str, Any], allowed: tuple[str, ...], *loc: Any) -> None:
-    for key in mapping:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigValidationError(
-                f"{doc.where(*loc, key)}: unknown field (fields: {', '.join(allowed)}){hint}"
-            )
-
-
 # -- network.yaml ------------------------------------------------------------------------------
+
+
+class NetworkFile(BaseModel):
+    """The keys of ``include/network.yaml`` (unknown keys are refused).
+
+    After validation both ``timezone`` and ``timezone_id`` are set (each completed from the
+    other) and ``currency_id`` is upper case.
+
+    :param timezone: the network's reporting timezone, an IANA name of the API's timezone table
+        (``UTC`` aliases accepted); report days are cut at midnight there. No default: required
+        unless ``timezone_id`` is given.
+    :param timezone_id: the API's id of that zone. Default: looked up from ``timezone``; when
+        both are given they must agree.
+    :param currency_id: 3-letter reporting currency of the aggregated reports. Default: none
+        (the network's own default currency).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    timezone: str | None = Field(
+        default=None, description="IANA name of the reporting timezone (required unless an id)"
+    )
+    timezone_id: int | None = Field(
+        default=None, description="the API's id of the zone; default: looked up from the name"
+    )
+    currency_id: str | None = Field(
+        default=None, description="3-letter reporting currency; default: the network's own"
+    )
+
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _known_zone(cls, value: Any) -> Any:
+        if value is not None:
+            id_for_name(value)  # UnknownTimezoneError (a ValueError) names the closest names
+        return value
+
+    @field_validator("timezone_id", mode="before")
+    @classmethod
+    def _known_id(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("must be an integer")
+        name_for_id(value)
+        return value
+
+    @field_validator("currency_id", mode="before")
+    @classmethod
+    def _currency_code(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str) or len(value.strip()) != 3:
+            raise ValueError("must be a 3-letter currency code such as USD")
+        return value.strip().upper()
+
+    @model_validator(mode="after")
+    def _name_and_id_agree(self) -> NetworkFile:
+        if self.timezone is None and self.timezone_id is None:
+            raise FieldError(
+                ("timezone",),
+                "required (the network's reporting timezone as an IANA name, e.g. UTC or "
+                "America/New_York)",
+            )
+        if self.timezone is not None:
+            named_id = id_for_name(self.timezone)
+            if self.timezone_id is not None and self.timezone_id != named_id:
+                raise FieldError(
+                    ("timezone_id",),
+                    f"{self.timezone_id} is {name_for_id(self.timezone_id)} in the API's timezone "
+                    f"table, but timezone is {self.timezone!r} (id {named_id}); fix one of the "
+                    "two, or drop timezone_id (it is looked up from the name)",
+                )
+            self.timezone_id = named_id
+        assert self.timezone_id is not None
+        self.timezone = TIMEZONES[self.timezone_id]
+        return self
 
 
 def load_network_settings() -> NetworkSettings:
@@ -151,49 +146,16 @@ def load_network_settings() -> NetworkSettings:
     :raises ConfigValidationError: unknown zone name, unknown id, name/id mismatch, wrong types
         or unknown fields; the message names file, line and field.
     """
-    doc = _read_yaml(NETWORK_CONFIG_FILE)
-    data = doc.data
-    if not isinstance(data, dict):
-        raise ConfigValidationError(f"{doc.where()}: the top level must be a mapping")
-    _check_keys(doc, data, _NETWORK_KEYS)
-    tz_name, tz_id, currency = (
-        data.get("timezone"),
-        data.get("timezone_id"),
-        data.get("currency_id"),
-    )
-    if tz_name is None and tz_id is None:
-        raise ConfigValidationError(
-            f"{doc.where()}: timezone: required (the network's reporting timezone as an IANA "
-            "name, e.g. UTC or America/New_York)"
-        )
-    if tz_id is not None and (isinstance(tz_id, bool) or not isinstance(tz_id, int)):
-        raise ConfigValidationError(f"{doc.where('timezone_id')}: must be an integer")
-    try:
-        table_name = name_for_id(tz_id) if tz_id is not None else None
-    except UnknownTimezoneError as err:
-        raise ConfigValidationError(f"{doc.where('timezone_id')}: {err}") from err
-    if tz_name is not None:
-        try:
-            named_id = id_for_name(tz_name)
-        except UnknownTimezoneError as err:
-            raise ConfigValidationError(f"{doc.where('timezone')}: {err}") from err
-        if tz_id is not None and tz_id != named_id:
-            raise ConfigValidationError(
-                f"{doc.where('timezone_id')}: {tz_id} is {table_name} in the API's timezone "
-                f"table, but timezone is {tz_name!r} (id {named_id}); fix one of the two, or "
-                "drop timezone_id (it is looked up from the name)"
-            )
-        tz_id = named_id
-    assert isinstance(tz_id, int)
-    if currency is not None and (not isinstance(currency, str) or len(currency.strip()) != 3):
-        raise ConfigValidationError(
-            f"{doc.where('currency_id')}: must be a 3-letter currency code such as USD"
-        )
+    path = include_dir() / NETWORK_CONFIG_FILE
+    network = config.load(path, NetworkFile)
+    # Both are set once validated (each completed from the other).
+    assert network.timezone is not None
+    assert network.timezone_id is not None
     return NetworkSettings(
-        timezone=TIMEZONES[tz_id],
-        timezone_id=tz_id,
-        currency_id=currency.strip().upper() if currency else None,
-        source=str(doc.path),
+        timezone=network.timezone,
+        timezone_id=network.timezone_id,
+        currency_id=network.currency_id,
+        source=str(path),
     )
 
 
@@ -265,6 +227,122 @@ def check_report_history(
 # -- reports.yaml ------------------------------------------------------------------------------
 
 
+def _report_format(value: Any) -> Any:
+    from affiliate_network.reports.schema import FORMATS
+
+    if value is not None and value not in FORMATS:
+        raise ValueError(f"must be one of {list(FORMATS)}")
+    return value
+
+
+def _report_columns(value: Any) -> Any:
+    from affiliate_network.reports.schema import validate_report_columns
+
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ValueError("must be a list of columns")
+    try:
+        return validate_report_columns(value)
+    except ConfigValidationError as err:
+        raise ValueError(err.message) from None
+
+
+#: ``parquet`` or ``jsonl`` (the formats of :mod:`affiliate_network.reports.schema`).
+ReportFormat = Annotated[str, BeforeValidator(_report_format)]
+#: An entity-table column list, checked by the report schema.
+ReportColumns = Annotated[list[str] | None, BeforeValidator(_report_columns)]
+
+
+class AffiliateReportEntry(BaseModel):
+    """One affiliate of ``reports.yaml`` (``affiliate_reports.affiliates[i]``).
+
+    :param affiliate_id: the affiliate's id, a positive integer (digits in quotes accepted),
+        unique in the file. No default: required.
+    :param conn_id: the Airflow connection of the affiliate's portal. No default: required.
+    :param columns: the entity-table columns of this affiliate's report. Default: the
+        section's ``columns``.
+    :param format: ``parquet`` or ``jsonl``. Default: the section's ``format``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    affiliate_id: int = Field(description="the affiliate's id (positive, unique; required)")
+    conn_id: str = Field(description="the affiliate portal's Airflow connection (required)")
+    columns: ReportColumns = Field(
+        default=None, description="report columns; default: the section's columns"
+    )
+    format: ReportFormat | None = Field(
+        default=None, description="parquet or jsonl; default: the section's"
+    )
+
+    @field_validator("affiliate_id", mode="before")
+    @classmethod
+    def _positive_id(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError("must be a positive integer id")
+        return value
+
+    @field_validator("conn_id", mode="before")
+    @classmethod
+    def _connection(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("a connection id is needed")
+        return value.strip()
+
+
+class AffiliateReports(BaseModel):
+    """The ``affiliate_reports`` section of ``reports.yaml``.
+
+    :param format: the files' format, ``parquet`` or ``jsonl``. Default: ``parquet``.
+    :param columns: the entity-table columns (1 to 10 of the report columns, at most one time
+        column) of every affiliate without its own. Default: none; then every affiliate needs
+        its own ``columns``.
+    :param affiliates: one entry per affiliate, at least one. No default: required.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: ReportFormat = Field(default="parquet", description="parquet (default) or jsonl")
+    columns: ReportColumns = Field(
+        default=None, description="default report columns of the affiliates"
+    )
+    affiliates: list[AffiliateReportEntry] = Field(description="one entry per affiliate")
+
+    @field_validator("affiliates", mode="before")
+    @classmethod
+    def _non_empty(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not value:
+            raise ValueError("must be a non-empty list")
+        return value
+
+    @model_validator(mode="after")
+    def _each_affiliate_once_with_columns(self) -> AffiliateReports:
+        seen: set[int] = set()
+        for i, entry in enumerate(self.affiliates):
+            if entry.affiliate_id in seen:
+                raise FieldError(
+                    ("affiliates", i, "affiliate_id"), f"{entry.affiliate_id} repeated"
+                )
+            seen.add(entry.affiliate_id)
+            if entry.columns is None and self.columns is None:
+                raise FieldError(("columns",), "must be a list of columns")
+        return self
+
+
+class ReportsFile(BaseModel):
+    """The keys of ``include/reports.yaml`` (unknown keys are refused).
+
+    :param affiliate_reports: the per-affiliate aggregated reports. No default: required.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    affiliate_reports: AffiliateReports
+
+
 def load_affiliate_report_targets() -> list[dict[str, Any]]:
     """Mapped-task kwargs for the affiliate report operator, from ``include/reports.yaml``.
 
@@ -272,61 +350,16 @@ def load_affiliate_report_targets() -> list[dict[str, Any]]:
     ``format``. Every entry is validated here (file, line, entry and field), so a bad file fails
     the config task before any report is requested.
     """
-    from affiliate_network.reports.schema import FORMATS, validate_report_columns
-
-    doc = _read_yaml(REPORTS_CONFIG_FILE)
-    data = doc.data
-    if not isinstance(data, dict) or not isinstance(data.get("affiliate_reports"), dict):
-        raise ConfigValidationError(f"{doc.where('affiliate_reports')}: missing mapping")
-    section = data["affiliate_reports"]
-    _check_keys(doc, section, _REPORTS_SECTION_KEYS, "affiliate_reports")
-    default_fmt = section.get("format", "parquet")
-    if default_fmt not in FORMATS:
-        raise ConfigValidationError(
-            f"{doc.where('affiliate_reports', 'format')}: must be one of {list(FORMATS)}"
-        )
-    default_cols = section.get("columns")
-    affiliates = section.get("affiliates")
-    if not isinstance(affiliates, list) or not affiliates:
-        raise ConfigValidationError(
-            f"{doc.where('affiliate_reports', 'affiliates')}: must be a non-empty list"
-        )
+    section = config.load(include_dir() / REPORTS_CONFIG_FILE, ReportsFile).affiliate_reports
     targets: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    for i, entry in enumerate(affiliates):
-        loc = ("affiliate_reports", "affiliates", i)
-        if not isinstance(entry, dict):
-            raise ConfigValidationError(f"{doc.where(*loc)}: each entry must be a mapping")
-        _check_keys(doc, entry, _AFFILIATE_KEYS, *loc)
-        conn_id, aff_id = entry.get("conn_id"), entry.get("affiliate_id")
-        if not isinstance(conn_id, str) or not conn_id.strip():
-            raise ConfigValidationError(f"{doc.where(*loc, 'conn_id')}: a connection id is needed")
-        if isinstance(aff_id, str) and aff_id.strip().isdigit():
-            aff_id = int(aff_id.strip())
-        if isinstance(aff_id, bool) or not isinstance(aff_id, int) or aff_id <= 0:
-            raise ConfigValidationError(
-                f"{doc.where(*loc, 'affiliate_id')}: must be a positive integer id"
-            )
-        if aff_id in seen:
-            raise ConfigValidationError(f"{doc.where(*loc, 'affiliate_id')}: {aff_id} repeated")
-        seen.add(aff_id)
-        fmt = entry.get("format", default_fmt)
-        if fmt not in FORMATS:
-            raise ConfigValidationError(f"{doc.where(*loc, 'format')}: one of {list(FORMATS)}")
-        cols_loc = (*loc, "columns") if "columns" in entry else ("affiliate_reports", "columns")
-        cols = entry.get("columns", default_cols)
-        if not isinstance(cols, list):
-            raise ConfigValidationError(f"{doc.where(*cols_loc)}: must be a list of columns")
-        try:
-            cols = validate_report_columns(cols)
-        except ConfigValidationError as err:
-            raise ConfigValidationError(f"{doc.where(*cols_loc)}: {err.message}") from err
+    for entry in section.affiliates:
+        columns = entry.columns if entry.columns is not None else section.columns
         targets.append(
             {
-                "affiliate_network_conn_id": conn_id.strip(),
-                "affiliate_id": str(aff_id),
-                "columns": cols,
-                "format": fmt,
+                "affiliate_network_conn_id": entry.conn_id,
+                "affiliate_id": str(entry.affiliate_id),
+                "columns": list(columns or ()),
+                "format": entry.format or section.format,
             }
         )
     return targets

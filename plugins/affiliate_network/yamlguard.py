@@ -94,38 +94,3 @@ def describe_error(err: yaml.YAMLError, *, show_values: bool = True) -> tuple[in
     if mark is not None:
         text += f" (column {mark.column + 1})"
     return (mark.line + 1 if mark is not None else None), text
-
-
-Loc = tuple[object, ...]
-
-
-def index_lines(root: yaml.Node | None) -> tuple[dict[Loc, int], list[tuple[Loc, int, int]]]:
-    """The 1-based line of every mapping key and sequence item, and the duplicate keys.
-
-    :return: ``(lines, duplicates)``: ``lines[("a", 2, "b")]`` is the line of ``a[2].b``;
-        each duplicate is ``(location, line, line of the first occurrence)``.
-    """
-    lines: dict[Loc, int] = {}
-    duplicates: list[tuple[Loc, int, int]] = []
-    if root is None:
-        return lines, duplicates
-    lines[()] = root.start_mark.line + 1
-    # An explicit stack: documents were already checked by graph_problem, but stay iterative.
-    stack: list[tuple[yaml.Node, Loc]] = [(root, ())]
-    while stack:
-        node, loc = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[object, int] = {}
-            for key_node, value_node in node.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
-                line = key_node.start_mark.line + 1
-                if key in seen:
-                    duplicates.append(((*loc, key), line, seen[key]))
-                seen[key] = line
-                lines[(*loc, key)] = line
-                stack.append((value_node, (*loc, key)))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                lines[(*loc, i)] = item.start_mark.line + 1
-                stack.append((item, (*loc, i)))
-    return lines, duplicates

@@ -118,8 +118,8 @@ def test_arbitrary_bytes(include_dir, name, content) -> None:
     ("name", "text", "words"),
     [
         ("network.yaml", "?\n", "unknown field"),
-        ("network.yaml", "=\n", "invalid YAML"),
-        ("reports.yaml", "!!python/name:os.system\n", "invalid YAML"),
+        ("network.yaml", "=\n", "not valid YAML"),
+        ("reports.yaml", "!!python/name:os.system\n", "not valid YAML"),
         ("onhold_rules.yaml", "=\n", "not valid YAML"),
         (
             "onhold_rules.yaml",

@@ -151,7 +151,7 @@ def test_repeated_yaml_key_is_an_error_not_a_silent_override():
         "version: 1\nchannels:\n  - network_channel_id: 1\n"
         "    name: A\n    name: B\n    status: active\n"
     )
-    with pytest.raises(ConfigValidationError, match=r"<string>:5: .*key 'name' is repeated"):
+    with pytest.raises(ConfigValidationError, match=r"<string>:5: .*key 'name' appears twice"):
         parse_desired_state(text)
 
 

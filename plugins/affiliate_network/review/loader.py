@@ -1,5 +1,9 @@
 """Load a rules file: YAML with line numbers, pydantic validation, one clear error.
 
+The file is read and parsed by the one config loader (:mod:`affiliate_network.config`: UTF-8,
+alias-bomb and nesting guards, line numbers, repeated keys); the rules' own messages (rule id,
+field inside the rule, operator hints) are made here.
+
 Every problem in the file is reported at once, each as
 ``FILE:LINE: rule 'ID': FIELD: MESSAGE``, inside a single
 :class:`~affiliate_network.exceptions.ConfigValidationError` whose ``errors`` attribute holds
@@ -12,16 +16,16 @@ worker's ``airflow.cfg``, must not reach a task log in pieces).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from affiliate_network import yamlguard
+from affiliate_network import config
+from affiliate_network.config import duplicate_message, field_path, value_at
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.review.model import (
     ACTIONS,
@@ -35,7 +39,6 @@ from affiliate_network.review.model import (
     semantic_errors,
     test_semantic_errors,
 )
-from affiliate_network.textfile import NotUtf8Error, read_utf8
 
 _TEST_KEYS = ("field", "agg", "op", "value")
 _RULE_KEYS = ("id", "description", "action", "when", "enabled")
@@ -64,45 +67,6 @@ class RuleError:
         rule = f" rule {self.rule_id!r}:" if self.rule_id else ""
         field = f" {self.field}:" if self.field else ""
         return f"{where}:{rule}{field} {self.message}"
-
-
-def _key(node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        if node.tag == "tag:yaml.org,2002:str":
-            return node.value
-        # Keys like 1 or true: construct them the way safe_load does so locations match.
-        return yaml.constructor.SafeConstructor().construct_object(node)
-    return repr(node)
-
-
-def _index_lines(
-    node: yaml.Node, loc: Loc, lines: dict[Loc, int], duplicates: list[tuple[Loc, int, int]]
-) -> None:
-    """Record the line of every mapping key and sequence item, and duplicate keys."""
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, int] = {}
-        for key_node, value_node in node.value:
-            key = _key(key_node)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                duplicates.append(((*loc, key), line, seen[key]))
-            seen[key] = line
-            lines[(*loc, key)] = line
-            _index_lines(value_node, (*loc, key), lines, duplicates)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines[(*loc, i)] = item.start_mark.line + 1
-            _index_lines(item, (*loc, i), lines, duplicates)
-
-
-def _format_loc(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> Loc:
@@ -139,11 +103,11 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> Loc:
     return tuple(out)
 
 
-def _line_for(loc: Loc, lines: dict[Loc, int], data: Any) -> int | None:
+def _line_for(loc: Loc, lines: Mapping[config.Loc, int], data: Any) -> int | None:
     probe = loc
     # A shorthand test has no 'op'/'value' key: point at its operator key instead.
     if probe and probe[-1] in ("op", "value") and probe not in lines:
-        parent = _get(data, probe[:-1])
+        parent = value_at(data, probe[:-1])
         if isinstance(parent, dict):
             for key in parent:
                 if key not in _TEST_KEYS:
@@ -155,19 +119,9 @@ def _line_for(loc: Loc, lines: dict[Loc, int], data: Any) -> int | None:
     return 1
 
 
-def _get(data: Any, loc: Loc) -> Any:
-    current = data
-    for part in loc:
-        try:
-            current = current[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return current
-
-
 def _rule_id(data: Any, loc: Loc) -> str | None:
     if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
-        rule = _get(data, loc[:2])
+        rule = value_at(data, loc[:2])
         if (
             isinstance(rule, dict)
             and isinstance(rule.get("id"), str | int)
@@ -182,7 +136,7 @@ def _message(error: ErrorDetails, loc: Loc, data: Any, show_values: bool = True)
     kind, last = error["type"], (loc[-1] if loc else None)
     given = f" {error.get('input')!r}" if show_values else ""
     if kind == "extra_forbidden":
-        parent = _get(data, loc[:-1])
+        parent = value_at(data, loc[:-1])
         if isinstance(parent, dict) and ("field" in parent or "agg" in parent):
             return (
                 f"unknown key {last!r} in a condition: expected field or agg, then op + value or "
@@ -240,20 +194,17 @@ def loads_rules(text: str, source: str = "<string>", *, show_values: bool = True
         field got); False names file, line and key only.
     :raises ConfigValidationError: listing every problem with file, line, rule id and field.
     """
-    node, data = _parse_yaml(text, source, show_values)
-    lines: dict[Loc, int] = {}
-    duplicates: list[tuple[Loc, int, int]] = []
-    _index_lines(node, (), lines, duplicates)
+    doc = _parse_yaml(text, source, show_values)
+    data, lines = doc.data, doc.lines
     errors: list[RuleError] = [
         RuleError(
             source,
             line,
             _rule_id(data, loc),
-            _format_loc(loc[2:] if loc[:1] == ("rules",) and len(loc) > 2 else loc),
-            f"key {loc[-1]!r} appears twice (first at line {first}); "
-            "YAML would silently keep the last",
+            field_path(loc[2:] if loc[:1] == ("rules",) and len(loc) > 2 else loc),
+            duplicate_message(loc[-1], first),
         )
-        for loc, line, first in duplicates
+        for loc, line, first in doc.duplicates
     ]
     if not isinstance(data, dict):
         errors.append(
@@ -275,36 +226,34 @@ def loads_rules(text: str, source: str = "<string>", *, show_values: bool = True
     return rules_file
 
 
-def _parse_yaml(text: str, source: str, show_values: bool = True) -> tuple[Any, Any]:
-    """The YAML node tree (for line numbers) and the loaded data, or a ConfigValidationError.
+def _parse_yaml(text: str, source: str, show_values: bool = True) -> config.Document:
+    """The document (data and the line of every key), or a ConfigValidationError.
 
-    Raised outside the ``except``: a chained YAMLError would print its snippet of the file in
-    the traceback."""
-    problem: tuple[int | None, str] | None = None
+    Parsed by the one config loader: the UTF-8, alias-bomb and nesting guards, no PyYAML
+    snippet, nothing chained."""
     try:
-        node = yamlguard.compose(text)
-    except yaml.YAMLError as err:
-        problem = yamlguard.describe_error(err, show_values=show_values)
-    if problem is not None:
-        _raise(source, [RuleError(source, problem[0], None, "", f"not valid YAML: {problem[1]}")])
-    # Recursive or exponentially aliased documents, before anything walks them.
-    if (graph := yamlguard.graph_problem(node)) is not None:
-        _raise(source, [RuleError(source, graph[0], None, "", graph[1])])
-    if node is None:
-        _raise(
-            source, [RuleError(source, 1, None, "", "the file is empty; expected a 'rules:' list")]
-        )
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:  # a tag no safe constructor knows (``!!python/...``)
-        problem = yamlguard.describe_error(err, show_values=show_values)
-    if problem is not None:
-        _raise(source, [RuleError(source, problem[0], None, "", f"not valid YAML: {problem[1]}")])
-    return node, data
+        doc = config.parse(text, source, show_values=show_values)
+    except ConfigValidationError as err:
+        problems = _rule_errors(source, err)
+    else:
+        if doc.lines:
+            return doc
+        problems = [RuleError(source, 1, None, "", "the file is empty; expected a 'rules:' list")]
+    _raise(source, problems)
+
+
+def _rule_errors(source: str, err: ConfigValidationError) -> list[RuleError]:
+    """The config loader's problems (unreadable, not UTF-8, not YAML) as RuleErrors."""
+    return [
+        RuleError(p.source, p.line, None, p.field, p.message)
+        if isinstance(p, config.Problem)
+        else RuleError(source, None, None, "", str(p))
+        for p in err.errors or (err.message,)
+    ]
 
 
 def _error_adder(
-    source: str, data: dict[str, Any], lines: dict[Loc, int], errors: list[RuleError]
+    source: str, data: dict[str, Any], lines: Mapping[config.Loc, int], errors: list[RuleError]
 ) -> Callable[[Loc, str], None]:
     """``add(loc, message)``: append a :class:`RuleError` with its line, rule id and field."""
 
@@ -312,7 +261,7 @@ def _error_adder(
         line = _line_for(loc, lines, data)
         if loc and loc[-1] in ("op", "value"):
             # Shorthand {field: x, gt: 3}: name the key as written rather than 'op'/'value'.
-            parent = _get(data, loc[:-1])
+            parent = value_at(data, loc[:-1])
             if isinstance(parent, dict) and loc[-1] not in parent:
                 written = [k for k in parent if k not in ("field", "agg", "op", "value")]
                 if len(written) == 1:
@@ -323,7 +272,7 @@ def _error_adder(
                 source,
                 line,
                 _rule_id(data, loc),
-                _format_loc(field_loc),
+                field_path(field_loc),
                 message,
             )
         )
@@ -407,16 +356,13 @@ def load_rules(path: str | Path, *, show_values: bool | None = None) -> RulesFil
     source = str(path)
     if show_values is None:
         show_values = _in_include_dir(path)
-    problem: RuleError | None = None
     try:
-        text = read_utf8(path)
-    except OSError as err:
-        problem = RuleError(source, None, None, "", f"cannot read the file: {err.strerror}")
-    except NotUtf8Error as err:
-        problem = RuleError(source, err.line, None, "", str(err))
-    if problem is not None:
-        _raise(source, [problem])
-    return loads_rules(text, source, show_values=show_values)
+        text = config.read_text(path, source)
+    except ConfigValidationError as err:
+        problems = _rule_errors(source, err)
+    else:
+        return loads_rules(text, source, show_values=show_values)
+    _raise(source, problems)
 
 
 def _in_include_dir(path: str | Path) -> bool:

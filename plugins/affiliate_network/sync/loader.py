@@ -2,8 +2,10 @@
 
 Every problem is collected (not just the first) and raised as one
 :class:`~affiliate_network.exceptions.ConfigValidationError` whose lines read
-``FILE:LINE: SECTION[i] (IDENTITY): field 'FIELD': PROBLEM``. Line numbers come from the YAML
-node tree, parsed once together with the data.
+``FILE:LINE: SECTION[i] (IDENTITY): field 'FIELD': PROBLEM``. The file is read and parsed by
+the one config loader (:mod:`affiliate_network.config`: UTF-8, alias-bomb and nesting guards,
+the line of every key, repeated keys, no PyYAML snippet in a message); the per-object
+validation and its messages are made here.
 
 File layout (every section optional)::
 
@@ -21,16 +23,15 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from affiliate_network import yamlguard
+from affiliate_network import config
+from affiliate_network.config import duplicate_message, field_path
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.sync import spec_fields as sf
 from affiliate_network.sync.models import SECTIONS, DesiredObject, DesiredState, Offer, OfferGroup
-from affiliate_network.textfile import NotUtf8Error, read_utf8
 
 SUPPORTED_VERSIONS = (1,)
 #: Path inside the document: keys and list indexes.
@@ -40,21 +41,14 @@ DocPath = tuple[str | int, ...]
 class _Problems:
     """Collects problems with their document path and renders them with line numbers."""
 
-    def __init__(self, source: str, lines: dict[DocPath, int]) -> None:
-        self.source = source
-        self.lines = lines
+    def __init__(self, doc: config.Document) -> None:
+        self.source = doc.source
+        self.doc = doc
         self.items: list[tuple[int, str]] = []
 
-    def line_of(self, path: DocPath) -> int:
-        # The deepest known ancestor: a missing field points at its object.
-        for end in range(len(path), -1, -1):
-            line = self.lines.get(path[:end])
-            if line is not None:
-                return line
-        return 1
-
     def add(self, path: DocPath, where: str, message: str) -> None:
-        self.items.append((self.line_of(path), f"{where}: {message}"))
+        # The deepest known ancestor: a missing field points at its object.
+        self.items.append((self.doc.line_of(path), f"{where}: {message}"))
 
     def raise_if_any(self) -> None:
         if not self.items:
@@ -63,13 +57,6 @@ class _Problems:
         count = len(rendered)
         header = f"{self.source}: {count} problem{'s' if count != 1 else ''} in the desired state"
         raise ConfigValidationError("\n".join([header, *rendered]))
-
-
-def _field_path(loc: Iterable[str | int]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def _object_label(section: str, index: int, raw: Any) -> str:
@@ -86,45 +73,6 @@ def _object_label(section: str, index: int, raw: Any) -> str:
     return f"{section}[{index}]" + (f" ({', '.join(ident)})" if ident else "")
 
 
-def _line_map(
-    node: yaml.Node, path: DocPath, lines: dict[DocPath, int], problems: list[Any]
-) -> None:
-    """Record the 1-based line of every path; note duplicate mapping keys (YAML keeps the last)."""
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in seen:
-                problems.append((path, key, key_node.start_mark.line + 1))
-            seen.add(key)
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            _line_map(value_node, (*path, key), lines, problems)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            lines[(*path, index)] = item.start_mark.line + 1
-            _line_map(item, (*path, index), lines, problems)
-
-
-def _parse(text: str, source: str) -> tuple[Any, dict[DocPath, int], list[Any]]:
-    try:
-        node = yamlguard.compose(text)
-        # Recursive or exponentially aliased documents, before anything walks them.
-        problem = yamlguard.graph_problem(node)
-        if problem is not None:
-            raise ConfigValidationError(f"{source}:{problem[0]}: {problem[1]}")
-        data = yaml.SafeLoader("").construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigValidationError(f"{source}{line}: not valid YAML: {exc}") from exc
-    lines: dict[DocPath, int] = {}
-    duplicates: list[Any] = []
-    if node is not None:
-        _line_map(node, (), lines, duplicates)
-    return data, lines, duplicates
-
-
 def _missing_fields(raw: dict[str, Any], required: Iterable[str]) -> list[str]:
     return [field for field in required if field not in raw or raw[field] is None]
 
@@ -138,25 +86,17 @@ def load_desired_state(path: str | Path, *, display_name: str | None = None) -> 
         problem, including definitions that omit fields a PUT would reset.
     """
     source = display_name or str(path)
-    try:
-        text = read_utf8(path)
-    except OSError as exc:
-        raise ConfigValidationError(f"{source}: cannot read the desired-state file: {exc}") from exc
-    except NotUtf8Error as exc:
-        raise ConfigValidationError(f"{source}:{exc.line}: {exc}") from None
-    return parse_desired_state(text, source=source)
+    return parse_desired_state(config.read_text(path, source), source=source)
 
 
 def parse_desired_state(text: str, *, source: str = "<string>") -> DesiredState:
     """Validate desired-state YAML text (see :func:`load_desired_state`)."""
-    data, lines, duplicates = _parse(text, source)
-    problems = _Problems(source, lines)
-    for path, key, line in duplicates:
-        problems.items.append(
-            (line, f"{_field_path(path) or 'top level'}: key {key!r} is repeated")
-        )
-    if data is None:
-        data = {}
+    doc = config.parse(text, source)
+    problems = _Problems(doc)
+    for loc, line, first in doc.duplicates:
+        where = field_path(loc[:-1]) or "top level"
+        problems.items.append((line, f"{where}: {duplicate_message(loc[-1], first)}"))
+    data = {} if doc.data is None else doc.data
     if not isinstance(data, dict):
         problems.add((), "top level", "must be a mapping of sections (offer_groups, offers...)")
         problems.raise_if_any()
@@ -246,48 +186,20 @@ def _validate_object(
                 message += f" (got {error['input']!r})"
             if error["type"] == "extra_forbidden":
                 message = _unknown_field_message(model, loc)
-            problems.add((*path, *loc), where, f"field '{_field_path(loc)}': {message}")
+            problems.add((*path, *loc), where, f"field '{field_path(loc)}': {message}")
         return None
     return obj if complete else None
 
 
-def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model holding the field at ``loc`` (``payout_revenue.0.x`` -> the entry model)."""
-    current: Any = model
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return None
-        field = current.model_fields.get(str(part))
-        if field is None:
-            return None
-        current = _find_model(field.annotation)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-def _find_model(annotation: Any) -> type[BaseModel] | None:
-    """The first pydantic model inside ``list[...]``, ``X | None``, ``Annotated[...]``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _find_model(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def _unknown_field_message(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``unknown field; did you mean 'x'? Fields of an offer group: ...``."""
-    holder = _model_at(model, loc)
-    if holder is None:
-        return "unknown field (not part of this object in the spec)"
-    fields = list(holder.model_fields)
+    holder = config.model_at(model, loc)
     message = "unknown field (not part of this object in the spec)"
-    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.6)
-    if close:
-        message += f"; did you mean {close[0]!r}?"
-    return f"{message} Fields here: {', '.join(fields)}"
+    if holder is None:
+        return message
+    if close := config.close_field(holder, loc[-1]):
+        message += f"; did you mean {close!r}?"
+    return f"{message} Fields here: {', '.join(holder.model_fields)}"
 
 
 def _cross_checks(
