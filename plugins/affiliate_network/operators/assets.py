@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset
 
+from affiliate_network.compat import add_asset_partitions
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -40,6 +42,8 @@ def emit_asset_events(
     for outlet in outlets or ():
         if isinstance(outlet, Asset):
             event = outlet_events[outlet]
+            # Before Airflow 3.3 (no partitioned asset events) extra's "partitions" still says
+            # which partitions landed.
             event.extra = extra
             if keys:
-                event.add_partitions(keys)
+                add_asset_partitions(event, keys)
