@@ -18,29 +18,29 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.auth import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.auth import (
     HEADER,
     PORTAL_PREFIXES,
     KeyRing,
     Principal,
     require_scope,
 )
-from affiliate_network.sandbox.clock import SandboxClock
-from affiliate_network.sandbox.config import ConfigError, DataConfig
-from affiliate_network.sandbox.errors import ApiError, before, invalid, not_found
-from affiliate_network.sandbox.faults import FaultConfig, FaultConfigError, Faults
-from affiliate_network.sandbox.late_writes import (
+from affiliate_network_sandbox.clock import SandboxClock
+from affiliate_network_sandbox.config import ConfigError, DataConfig
+from affiliate_network_sandbox.errors import ApiError, before, invalid, not_found
+from affiliate_network_sandbox.faults import FaultConfig, FaultConfigError, Faults
+from affiliate_network_sandbox.late_writes import (
     LateWrites,
     LateWritesConfig,
     LateWritesConfigError,
 )
-from affiliate_network.sandbox.paging import hold_back, parse_paging
-from affiliate_network.sandbox.ratelimit import Limiter, build_limiter, retry_after
-from affiliate_network.sandbox.requestlog import RequestLog, body_entry
-from affiliate_network.sandbox.state import State
-from affiliate_network.sandbox.world import Raw, World
-from affiliate_network.timezones import as_api_records
+from affiliate_network_sandbox.paging import hold_back, parse_paging
+from affiliate_network_sandbox.ratelimit import Limiter, build_limiter, retry_after
+from affiliate_network_sandbox.requestlog import RequestLog, body_entry
+from affiliate_network_sandbox.state import State
+from affiliate_network_sandbox.timezones import as_api_records
+from affiliate_network_sandbox.world import Raw, World
 
 Handler = Callable[["Sandbox", World, Principal, dict[str, Any], dict[str, Any], Any], Any]
 #: Largest request body the API reads (the spec shows no limit; larger ones get 413 unread).
@@ -606,7 +606,7 @@ class Sandbox:
 
     def _admin_rate_limit(self, raw: bytes) -> Any:
         """``PUT /_sandbox/rate_limit``: a per-key bucket or the documented quota (settings in
-        :func:`~affiliate_network.sandbox.ratelimit.build_limiter`), until the next reset."""
+        :func:`~affiliate_network_sandbox.ratelimit.build_limiter`), until the next reset."""
         self.limiter = build_limiter(_parse_json(raw))
         return self.limiter.to_json()
 

@@ -1,6 +1,6 @@
 """Start the sandbox as a subprocess for tests, benchmarks and demos.
 
->>> from affiliate_network.sandbox.testing import start_sandbox
+>>> from affiliate_network_sandbox.testing import start_sandbox
 >>> with start_sandbox(seed=42, conversions_per_day=1000) as sb:   # doctest: +SKIP
 ...     sb.base_url, sb.keys["network"]
 """
@@ -262,7 +262,7 @@ def start_sandbox(
     cmd = [
         sys.executable,
         "-m",
-        "affiliate_network.sandbox",
+        "affiliate_network_sandbox",
         "--host",
         host,
         "--port",

@@ -20,16 +20,16 @@ from typing import Any
 
 import orjson
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.config import DataConfig
-from affiliate_network.sandbox.entities import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.config import DataConfig
+from affiliate_network_sandbox.entities import (
     CAMPAIGN_BASE,
     POSTBACK_CONTROL_BASE,
     TIER_BASE,
     Catalog,
 )
-from affiliate_network.sandbox.ids import _C1, _C2, GOLDEN, INDEX_BITS, M64, IdCodec, derive, mix
-from affiliate_network.sandbox.state import State
+from affiliate_network_sandbox.ids import _C1, _C2, GOLDEN, INDEX_BITS, M64, IdCodec, derive, mix
+from affiliate_network_sandbox.state import State
 
 KIND_CONVERSION = 0
 KIND_EVENT = 1

@@ -10,8 +10,8 @@ import datetime as dt
 import random
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.config import DataConfig
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.config import DataConfig
 
 # Id ranges differ per resource so an id of one kind passed as another is caught.
 ADVERTISER_BASE = 5000
