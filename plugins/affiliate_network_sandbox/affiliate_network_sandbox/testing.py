@@ -187,30 +187,22 @@ class RunningSandbox:
         return self._admin_object("GET", "/_sandbox/catalog", params={"region": region})
 
     def truth(
-        self,
-        from_date: Any,
-        to_date: Any,
-        timezone_id: int | None = None,
-        region: str = "default",
+        self, from_date: Any, to_date: Any, timezone_id: int | None = None, region: str = "default"
     ) -> dict[str, Any]:
-        return self._admin_object(
-            "GET",
-            "/_sandbox/truth/conversions",
-            params=_window_params(from_date, to_date, timezone_id, region),
-        )
+        """Exact counts of the window's records and patterns (``/_sandbox/truth/conversions``)."""
+        return self._truth("conversions", from_date, to_date, timezone_id, region)
 
     def planted(
-        self,
-        from_date: Any,
-        to_date: Any,
-        timezone_id: int | None = None,
-        region: str = "default",
+        self, from_date: Any, to_date: Any, timezone_id: int | None = None, region: str = "default"
     ) -> dict[str, Any]:
-        return self._admin_object(
-            "GET",
-            "/_sandbox/truth/planted",
-            params=_window_params(from_date, to_date, timezone_id, region),
-        )
+        """The window's planted fraud patterns with their ids (``/_sandbox/truth/planted``)."""
+        return self._truth("planted", from_date, to_date, timezone_id, region)
+
+    def _truth(
+        self, what: str, from_date: Any, to_date: Any, timezone_id: int | None, region: str
+    ) -> dict[str, Any]:
+        params = _window_params(from_date, to_date, timezone_id, region)
+        return self._admin_object("GET", f"/_sandbox/truth/{what}", params=params)
 
     def objects(self, kind: str, region: str = "default") -> dict[str, Any]:
         return self._admin_object("GET", f"/_sandbox/objects/{kind}", params={"region": region})
