@@ -1,7 +1,7 @@
 """Late writes: accepted on-hold status updates land after a delay, or (rarely) never.
 
 Modelled on the service's documentation (asynchronous status updates, "up to a few seconds",
-"rarely" lost); the numbers are sandbox settings (sandbox/late_writes.py).
+"rarely" lost); the numbers are sandbox settings (affiliate_network_sandbox/late_writes.py).
 """
 
 from __future__ import annotations
