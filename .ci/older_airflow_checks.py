@@ -42,7 +42,9 @@ def check_provider() -> None:
     if "affiliate_network" not in hooks:
         raise SystemExit("connection type affiliate_network not registered")
     info = hooks["affiliate_network"]
-    print(f"connection type affiliate_network: {info.hook_class_name} ({info.connection_testable=})")
+    print(
+        f"connection type affiliate_network: {info.hook_class_name} ({info.connection_testable=})"
+    )
     fields = {
         key.rsplit("__", 1)[-1]
         for key in manager.connection_form_widgets
@@ -51,7 +53,7 @@ def check_provider() -> None:
     behaviour = manager.field_behaviours.get("affiliate_network")
     major, minor = (int(x) for x in airflow.__version__.split(".")[:2])
     print(f"Airflow {airflow.__version__}: form fields {sorted(fields)}, behaviour {behaviour}")
-    if (major, minor) >= (3, 2) and not EXPECTED_FIELDS <= fields:
+    if (major, minor) >= (3, 2) and not fields >= EXPECTED_FIELDS:
         raise SystemExit(f"connection form lacks {sorted(EXPECTED_FIELDS - fields)}")
 
 

@@ -206,7 +206,7 @@ def _window_for(sandbox: Any, first: str, last: str, rows: int) -> tuple[str, st
 
 
 def drive(args: argparse.Namespace) -> None:
-    from affiliate_network.sandbox.testing import clock_after_data, start_sandbox
+    from affiliate_network_sandbox.testing import clock_after_data, start_sandbox
 
     sizes = [int(s) for s in args.rows]
     per_day = args.per_day

@@ -153,7 +153,7 @@ def main() -> int:
     parser.add_argument("--redis", action="store_true", help="also the Redis store")
     args = parser.parse_args()
 
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network_sandbox.testing import start_sandbox
 
     limit = int(args.rate * args.window_s)
     modes: list[tuple[str, dict[str, Any]]] = [("per-process", {"quota": "local"})]

@@ -134,7 +134,7 @@ def drive(args: argparse.Namespace) -> None:
 
 
 def _drive_size(rows: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    from affiliate_network.sandbox.testing import clock_after_data, start_sandbox
+    from affiliate_network_sandbox.testing import clock_after_data, start_sandbox
 
     print(f"starting sandbox: 1 day x {rows:,} conversions ...", flush=True)
     # Clock after the data: the day is complete, the same rows whatever the time of day.

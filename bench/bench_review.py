@@ -104,7 +104,7 @@ def _baseline(sandbox: Any, as_of: dt.datetime, prev: dt.datetime, args: Any) ->
 
 
 def drive(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network_sandbox.testing import start_sandbox
 
     days = args.lookback_days + 2
     end = dt.date.today() - dt.timedelta(days=1)

@@ -21,9 +21,9 @@ import orjson
 import psutil
 import requests
 
-from affiliate_network.sandbox.config import DataConfig
-from affiliate_network.sandbox.testing import start_sandbox
-from affiliate_network.sandbox.world import World
+from affiliate_network_sandbox.config import DataConfig
+from affiliate_network_sandbox.testing import start_sandbox
+from affiliate_network_sandbox.world import World
 
 DAY = dt.date(2026, 5, 1)
 PER_DAY = 1_000_000

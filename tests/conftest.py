@@ -61,7 +61,7 @@ def sandbox_server() -> Iterator:
     """
     import datetime as dt
 
-    from affiliate_network.sandbox.testing import clock_after_data, start_sandbox
+    from affiliate_network_sandbox.testing import clock_after_data, start_sandbox
 
     today = dt.datetime.now(dt.UTC).date()
     server = start_sandbox(seed=SANDBOX_SEED, end_date=today, clock=clock_after_data(today))

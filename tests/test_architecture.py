@@ -4,20 +4,21 @@ Read from the source with ``ast`` (nothing is imported), every import statement 
 level, inside functions and under ``TYPE_CHECKING`` alike, since a lazy import is still a
 dependency. The layers, and what each may import from the package:
 
-* job libraries (``reports``, ``review``, ``sync``): no operator, no sandbox, no demo; from
+* job libraries (``reports``, ``review``, ``sync``): no operator; from
   Airflow only :class:`airflow.sdk.ObjectStoragePath` (a storage path, usable from a plain
   script), never the task context (``Context``, ``get_current_context``, ``BaseOperator``,
   ``Variable``...). They are called from plain scripts with a hook.
-* hooks: none of the layers above (operators, job libraries, settings and its data paths),
-  no sandbox.
+* hooks: none of the layers above (operators, job libraries, settings and its data paths).
 * exceptions: nothing of the package (the bottom layer).
-* sandbox: only ``affiliate_network.sandbox.*`` and ``affiliate_network.timezones``, the API's
-  documented timezone table (spec data the sandbox serves as ``GET /meta/timezones``; the
-  module imports nothing of the package, so no client code comes with it).
-* operators: anything below them, never the sandbox or the demo.
+* operators: anything below them.
 * DAG files: operators, settings, and job libraries (a ``@task`` in a DAG file is an inline
   operator, and the human-review form takes its vocabulary from ``review.requests``); never a
-  hook, the sandbox or the demo.
+  hook.
+
+The sandbox is a distribution of its own (``plugins/affiliate_network_sandbox``): nothing of the
+provider or the DAGs imports it, and it imports nothing of the provider (it implements the spec,
+so it catches the client's misreadings instead of sharing them; it serves its own copy of the
+timezone table). Only its demo runner, which runs the provider's DAGs, imports the provider.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIR = ROOT / "plugins" / "affiliate_network"
 DAGS_DIR = ROOT / "dags"
 PKG = "affiliate_network"
+SANDBOX_PKG = "affiliate_network_sandbox"
+SANDBOX_DIR = ROOT / "plugins" / SANDBOX_PKG / SANDBOX_PKG
+#: The sandbox distribution's demo runner: it runs the provider's DAGs, so it imports the provider.
+SANDBOX_DEMO = ("demo.py", "demo_connections.py")
 JOB_LIBRARIES = ("reports", "review", "sync")
 #: Airflow names a job library may use: a storage path, not the task context.
 JOB_LIBRARY_AIRFLOW_NAMES = frozenset({"airflow.sdk.ObjectStoragePath"})
-#: Package areas outside the client that nothing of the client imports.
-DEV_ONLY = ("sandbox", "demo", "demo_connections")
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class Import:
 
 
 def _module_of(path: Path) -> list[str]:
-    rel = path.relative_to(PACKAGE_DIR.parent).with_suffix("")
+    base = SANDBOX_DIR.parent if path.is_relative_to(SANDBOX_DIR) else PACKAGE_DIR.parent
+    rel = path.relative_to(base).with_suffix("")
     parts = list(rel.parts)
     return parts[:-1] if parts[-1] == "__init__" else parts
 
@@ -90,8 +94,18 @@ def _files(*areas: str) -> list[Path]:
     return files
 
 
-def _package_imports(files: list[Path]) -> list[Import]:
-    return [imp for f in files for imp in imports_of(f) if imp.target.startswith(PKG + ".")]
+def _package_imports(files: list[Path], package: str = PKG) -> list[Import]:
+    return [imp for f in files for imp in imports_of(f) if imp.target.startswith(package + ".")]
+
+
+def _sandbox_files(*, demo: bool) -> list[Path]:
+    """The sandbox's modules, with or without its demo runner."""
+    return [f for f in sorted(SANDBOX_DIR.rglob("*.py")) if (f.name in SANDBOX_DEMO) == demo]
+
+
+def _top_level_imports(files: list[Path], package: str) -> list[Import]:
+    """Imports of ``package`` itself or anything in it (``import x`` as well as ``x.y``)."""
+    return [imp for f in files for imp in imports_of(f) if imp.target.split(".")[0] == package]
 
 
 def test_the_scan_sees_the_imports_it_judges() -> None:
@@ -100,16 +114,16 @@ def test_the_scan_sees_the_imports_it_judges() -> None:
     assert {"reports", "hooks", "exceptions"} <= {imp.area for imp in operators}
     libraries = _package_imports(_files(*JOB_LIBRARIES))
     assert "hooks" in {imp.area for imp in libraries}
-    sandbox = _package_imports(_files("sandbox"))
+    sandbox = _package_imports(_sandbox_files(demo=False), SANDBOX_PKG)
     assert len(sandbox) > 50
+    demo = _top_level_imports(_sandbox_files(demo=True), PKG)
+    assert {"paths"} <= {imp.area for imp in demo}
     assert _files("exceptions") == [PACKAGE_DIR / "exceptions.py"]
 
 
 @pytest.mark.parametrize("area", JOB_LIBRARIES)
 def test_job_libraries_import_no_operator_and_no_task_context(area: str) -> None:
-    wrong = [
-        str(imp) for imp in _package_imports(_files(area)) if imp.area in ("operators", *DEV_ONLY)
-    ]
+    wrong = [str(imp) for imp in _package_imports(_files(area)) if imp.area == "operators"]
     wrong += [
         str(imp)
         for f in _files(area)
@@ -120,7 +134,7 @@ def test_job_libraries_import_no_operator_and_no_task_context(area: str) -> None
 
 
 def test_hooks_import_no_layer_above_them() -> None:
-    above = ("operators", *JOB_LIBRARIES, "settings", "paths", *DEV_ONLY)
+    above = ("operators", *JOB_LIBRARIES, "settings", "paths")
     wrong = [str(imp) for imp in _package_imports(_files("hooks")) if imp.area in above]
     assert wrong == []
 
@@ -135,25 +149,18 @@ def test_nothing_below_the_operators_imports_them() -> None:
     assert wrong == []
 
 
-def test_the_sandbox_imports_none_of_the_client() -> None:
-    wrong = [
-        str(imp)
-        for imp in _package_imports(_files("sandbox"))
-        if imp.area not in ("sandbox", "timezones")
-    ]
+def test_the_sandbox_imports_nothing_of_the_provider() -> None:
+    """The sandbox distribution runs with no provider installed (its demo runner aside)."""
+    files = _sandbox_files(demo=False)
+    wrong = [str(imp) for imp in _top_level_imports(files, PKG)]
+    wrong += [str(imp) for imp in _top_level_imports(files, "airflow")]
     assert wrong == []
-    # The one shared module is data only: it brings no client code along.
-    assert [str(imp) for imp in _package_imports(_files("timezones"))] == []
 
 
-def test_the_client_imports_no_sandbox_and_no_demo() -> None:
-    client = [
-        f
-        for f in PACKAGE_DIR.rglob("*.py")
-        if f.relative_to(PACKAGE_DIR).parts[0] not in ("sandbox", "demo.py", "demo_connections.py")
-    ]
-    wrong = [str(imp) for imp in _package_imports(client) if imp.area in DEV_ONLY]
-    assert wrong == []
+def test_the_provider_and_the_dags_import_nothing_of_the_sandbox() -> None:
+    """The provider's wheel holds no sandbox and needs none at run time."""
+    files = [*sorted(PACKAGE_DIR.rglob("*.py")), *sorted(DAGS_DIR.rglob("*.py"))]
+    assert [str(imp) for imp in _top_level_imports(files, SANDBOX_PKG)] == []
 
 
 def test_dag_files_import_operators_settings_and_job_libraries_only() -> None:

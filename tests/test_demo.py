@@ -25,7 +25,7 @@ def test_the_demo_runs_twice_in_one_checkout(tmp_path) -> None:
     # The whole demo first (the README's command), then the DAG the second run used to fail in.
     for extra in ([], ["--dags", "affiliate_offer_sync"]):
         proc = subprocess.run(
-            [sys.executable, "-m", "affiliate_network.demo", *extra],
+            [sys.executable, "-m", "affiliate_network_sandbox.demo", *extra],
             cwd=tmp_path,
             capture_output=True,
             text=True,

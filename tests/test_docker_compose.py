@@ -149,6 +149,20 @@ def test_sandbox_service_runs_the_e2e_seed_and_connections_point_to_it(
     assert network["extra"]["portal"] == "network"
 
 
+def test_the_sandbox_service_installs_the_sandbox_distribution_and_airflow_the_provider(
+    resolved: dict[str, Any],
+) -> None:
+    """The provider's wheel holds no sandbox: the sandbox service installs its own distribution."""
+    services = resolved["services"]
+    sandbox_pip = services["sandbox"]["environment"]["_PIP_ADDITIONAL_REQUIREMENTS"]
+    assert sandbox_pip == "-e /opt/airflow/project/plugins/affiliate_network_sandbox"
+    assert (PROJECT_ROOT / "plugins" / "affiliate_network_sandbox" / "pyproject.toml").is_file()
+    assert services["sandbox"]["command"][:3] == ["python", "-m", "affiliate_network_sandbox"]
+    for name in AIRFLOW_SERVICES - {"airflow-init"}:
+        pip = services[name]["environment"]["_PIP_ADDITIONAL_REQUIREMENTS"]
+        assert pip == "-e /opt/airflow/project[celery]", name
+
+
 def _env_example() -> dict[str, str]:
     values = {}
     for line in ENV_EXAMPLE.read_text().splitlines():
@@ -160,7 +174,7 @@ def _env_example() -> dict[str, str]:
 
 def test_env_example_connections_hold_the_sandbox_keys_and_every_report_connection() -> None:
     """The default connections hold the keys of a sandbox started with the compose seed."""
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network_sandbox.testing import start_sandbox
 
     with start_sandbox(seed=SANDBOX_SEED) as sandbox:
         keys = sandbox.keys

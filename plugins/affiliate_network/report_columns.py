@@ -23,8 +23,8 @@ MAX_REPORT_COLUMNS = 10
 #: Columns that make a reporting request "granular" (public "Rate limiting" guide, newer page:
 #: such a request counts against the hourly granular quota, 1,000 queries per rolling 60
 #: minutes, network-wide). The guide's names in this API's snake_case; the hook's one list
-#: (planning, counting). The sandbox keeps its own copy (sandbox/choices.py); a test checks
-#: that both read the guide alike.
+#: (planning, counting). The sandbox keeps its own copy (affiliate_network_sandbox.choices); a
+#: test checks that both read the guide alike.
 GRANULAR_COLUMNS: frozenset[str] = frozenset(
     {
         # geolocation

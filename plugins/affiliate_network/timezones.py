@@ -12,8 +12,9 @@ the order of the same published list, which agrees with every id quoted above. T
 ``affiliate-network-sync``/the report operator can compare it with this table
 (:func:`compare_with_api`).
 
-This module is pure data with no imports from the client or the sandbox: the hook, the settings,
-the DAGs and the sandbox all read this one table.
+This module is pure data with no imports from the client: the hook, the settings and the DAGs
+read this one table. The sandbox, a distribution of its own, serves a copy
+(``affiliate_network_sandbox.timezones``) that a test keeps equal to this one.
 """
 
 from __future__ import annotations
@@ -169,30 +170,6 @@ def id_for_name(name: str) -> int:
     raise UnknownTimezoneError(
         f"timezone {key!r} is not in the API's timezone table (GET /meta/timezones){hint}"
     )
-
-
-def as_api_records(ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
-    """The table in the documented ``GET /meta/timezones`` record shape (current offsets)."""
-    import datetime as dt
-    import zoneinfo
-
-    now = dt.datetime.now(dt.UTC)
-    out: list[dict[str, Any]] = []
-    for tz_id in sorted(ids if ids is not None else TIMEZONES):
-        name = TIMEZONES[tz_id]
-        offset = now.astimezone(zoneinfo.ZoneInfo(name)).utcoffset() or dt.timedelta(0)
-        minutes = int(offset.total_seconds() // 60)
-        sign = "+" if minutes >= 0 else "-"
-        hh, mm = divmod(abs(minutes), 60)
-        out.append(
-            {
-                "timezone_id": tz_id,
-                "timezone": name,
-                "timezone_name": name if name == "UTC" else f"({name})",
-                "utc_offset": f"{sign}{hh:02d}:{mm:02d}",
-            }
-        )
-    return out
 
 
 def compare_with_api(records: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -111,7 +111,7 @@ def _last_us_dst_change(before: dt.date) -> dt.date:
 
 
 def test_dst_day_in_new_york_is_cut_at_local_midnights(make_connection) -> None:
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network_sandbox.testing import start_sandbox
 
     change = _last_us_dst_change(dt.date.today())
     end = change + dt.timedelta(days=1)

@@ -58,7 +58,7 @@ def test_dag_file_parse_imports_nothing_heavy(dag_file: Path) -> None:
         # (the amazon provider's S3 hook, boto3): the x- scheme keeps them out.
         "boto3",
         "airflow.providers.amazon.aws.hooks.s3",
-        "affiliate_network.sandbox",
+        "affiliate_network_sandbox",
         "affiliate_network.hooks.affiliate_network",
         "affiliate_network.reports.storage",
         "affiliate_network.review.engine",

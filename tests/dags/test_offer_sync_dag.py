@@ -50,7 +50,7 @@ def _dags_test(sandbox, tmp_path: Path, conf: dict | None = None) -> str:
     env = os.environ.copy()
     env["AFFILIATE_NETWORK_DATA_BASE"] = str(tmp_path / "data")
     # The package is installed; Airflow's plugin loader would import every file of plugins/,
-    # including affiliate_network/sandbox/__main__.py under the name "__main__" (it runs).
+    # including affiliate_network_sandbox/__main__.py under the name "__main__" (it runs).
     env["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(tmp_path / "no-plugins")
     command = dags_test_command(DAG_ID, conf=conf)
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=280)

@@ -127,7 +127,7 @@ def migrated_template(e2e_prerequisites: None) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def e2e_sandbox(e2e_prerequisites: None) -> Iterator[Any]:
     """A sandbox of the stage's own (unit tests reset the shared one between tests)."""
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network_sandbox.testing import start_sandbox
 
     server = start_sandbox(seed=SANDBOX_SEED)
     try:

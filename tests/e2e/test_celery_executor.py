@@ -73,7 +73,7 @@ REPORTING_TASK_TYPES = ("ConversionReportOperator", "OnHoldReviewOperator")
 
 
 def _reporting_pool() -> tuple[str, str, str]:
-    from affiliate_network.demo import REPORTING_POOL
+    from affiliate_network_sandbox.demo import REPORTING_POOL
 
     return REPORTING_POOL
 
@@ -256,7 +256,7 @@ def test_every_task_ran_on_one_of_the_celery_workers(celery: Stage) -> None:
 def test_one_network_quota_held_across_the_workers(celery: Stage) -> None:
     """Zero 429s and zero concurrency refusals under the documented quota; the workers counted
     their granular queries in one Redis budget; the reporting tasks took the pool."""
-    from affiliate_network.sandbox import choices
+    from affiliate_network_sandbox import choices
 
     cluster, sandbox = celery.cluster, celery.sandbox
     wait_all_runs(cluster, DAILY, DAILY_TIMEOUT_S)

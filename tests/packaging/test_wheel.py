@@ -4,18 +4,29 @@ The wheel is built from this checkout, installed into a new virtualenv with exac
 versions ``uv.lock`` pins (offline from uv's cache when it holds them), and used from outside the
 checkout: Airflow lists the provider and its connection type, and ``airflow dags test`` runs the
 daily report DAG from a copied ``dags/`` with ``include/`` beside it (no environment variable
-points at it), against the sandbox, landing its data beside the DAGs folder.
+points at it), against the sandbox, landing its data beside the DAGs folder. Every module of the
+provider imports there, with no sandbox installed.
+
+The repository builds two distributions (a uv workspace): the provider, and the sandbox with its
+demo runner. Both wheels are built (``uv build --package``) and read as zip files: the
+provider's holds no file of the sandbox, none of its modules imports it, and it neither requires
+the sandbox distribution nor installs its console scripts; the sandbox's holds the sandbox and
+its scripts and requires nothing of the provider (its modules, the demo runner aside, import
+nothing of it).
 """
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
+import email
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -97,6 +108,22 @@ def test_the_package_is_imported_from_the_wheel(installed) -> None:
     assert Path(include) == installed["project"] / "include"
 
 
+def test_every_provider_module_imports_without_the_sandbox(installed) -> None:
+    """The wheel's venv has no sandbox: the provider needs none at run time (``__main__``
+    modules run a CLI when imported, so they are left out)."""
+    code = (
+        "import importlib, importlib.util, pkgutil, affiliate_network as p\n"
+        "assert importlib.util.find_spec('affiliate_network_sandbox') is None\n"
+        "names = [m.name for m in pkgutil.walk_packages(p.__path__, 'affiliate_network.')\n"
+        "         if not m.name.endswith('.__main__')]\n"
+        "for name in names: importlib.import_module(name)\n"
+        "print(len(names))"
+    )
+    python = str(installed["venv"] / "bin" / "python")
+    done = run([python, "-c", code], env=installed["env"], cwd=installed["project"])
+    assert int(done.stdout.split()[-1]) > 50
+
+
 def test_airflow_lists_the_provider(installed) -> None:
     done = run(
         [installed["airflow"], "providers", "list", "--output", "json"], env=installed["env"]
@@ -150,3 +177,107 @@ def test_dags_test_of_the_daily_report_lands_beside_the_dags(installed, sandbox)
     for affiliate in ("2001", "2002"):
         partition = data / "affiliate_reports" / f"affiliate={affiliate}" / f"date={day}"
         assert (partition / "_manifest.json").is_file()
+
+
+# --- Two distributions from one repository -------------------------------------------------------
+
+PROVIDER = DIST
+SANDBOX = "affiliate-network-sandbox"
+SANDBOX_PKG = "affiliate_network_sandbox"
+#: The sandbox distribution's demo runner: it runs the provider's DAGs, so it imports the provider.
+SANDBOX_DEMO = {f"{SANDBOX_PKG}/demo.py", f"{SANDBOX_PKG}/demo_connections.py"}
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> dict[str, zipfile.ZipFile]:
+    out = tmp_path_factory.mktemp("dist")
+    found: dict[str, zipfile.ZipFile] = {}
+    for dist in (PROVIDER, SANDBOX):
+        folder = out / dist
+        run([*uv(), "build", "--package", dist, "--wheel", "--out-dir", str(folder)],
+            cwd=PROJECT_ROOT)  # fmt: skip
+        (wheel,) = folder.glob("*.whl")
+        found[dist] = zipfile.ZipFile(wheel)
+    yield found
+    for wheel in found.values():
+        wheel.close()
+
+
+def _top_imports(wheel: zipfile.ZipFile, name: str) -> set[str]:
+    """The top-level packages ``name`` (a .py file of the wheel) imports, lazy imports too."""
+    tree = ast.parse(wheel.read(name), filename=name)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _metadata(wheel: zipfile.ZipFile) -> email.message.Message:
+    (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    return email.message_from_bytes(wheel.read(name))
+
+
+def _entry_points(wheel: zipfile.ZipFile) -> str:
+    names = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    return wheel.read(names[0]).decode() if names else ""
+
+
+def _requires(wheel: zipfile.ZipFile) -> set[str]:
+    requires = _metadata(wheel).get_all("Requires-Dist") or []
+    return {r.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip()
+            for r in requires}  # fmt: skip
+
+
+def test_the_provider_wheel_holds_no_sandbox_file(wheels) -> None:
+    names = wheels[PROVIDER].namelist()
+    modules = [n for n in names if n.endswith(".py")]
+    assert "affiliate_network/hooks/affiliate_network.py" in modules
+    wrong = [n for n in names if SANDBOX_PKG in n or "/sandbox/" in n or "/demo" in n]
+    assert wrong == []
+    assert all(n.startswith(("affiliate_network/", "airflow_provider_")) for n in names), names
+
+
+def test_the_provider_modules_import_nothing_of_the_sandbox(wheels) -> None:
+    wheel = wheels[PROVIDER]
+    modules = [n for n in wheel.namelist() if n.endswith(".py")]
+    wrong = [name for name in modules if SANDBOX_PKG in _top_imports(wheel, name)]
+    assert wrong == []
+    assert SANDBOX not in _requires(wheel)
+    scripts = _entry_points(wheel)
+    assert "affiliate-network-rules" in scripts
+    assert "affiliate-network-sandbox" not in scripts
+    assert "affiliate-network-demo" not in scripts
+
+
+def test_the_sandbox_wheel_holds_the_sandbox_and_requires_nothing_of_the_provider(wheels) -> None:
+    wheel = wheels[SANDBOX]
+    names = set(wheel.namelist())
+    assert {f"{SANDBOX_PKG}/__main__.py", f"{SANDBOX_PKG}/app.py", f"{SANDBOX_PKG}/timezones.py",
+            f"{SANDBOX_PKG}/testing.py", f"{SANDBOX_PKG}/world/reporting.py"} <= names  # fmt: skip
+    assert not [n for n in names if n.startswith("affiliate_network/")]
+    assert PROVIDER not in _requires(wheel)
+    assert {"orjson", "uvicorn", "requests"} <= _requires(wheel)
+    scripts = _entry_points(wheel)
+    assert "affiliate-network-sandbox = affiliate_network_sandbox.__main__:main" in scripts
+    assert "affiliate-network-demo = affiliate_network_sandbox.demo:main" in scripts
+    sandbox_modules = [n for n in names if n.endswith(".py") and n not in SANDBOX_DEMO]
+    wrong = [
+        name
+        for name in sandbox_modules
+        if _top_imports(wheel, name) & {"affiliate_network", "airflow"}
+    ]
+    assert wrong == []
+
+
+def test_airflow_plugin_loader_imports_no_file_of_plugins() -> None:
+    """plugins/ is Airflow's plugins folder in the tests and the demo: it holds no AirflowPlugin,
+    and the loader would run every file (the sandbox's ``__main__.py`` too) as a top-level
+    module. ``.airflowignore`` keeps both packages out of its walk."""
+    from airflow._shared.module_loading import find_path_from_directory
+
+    plugins = PROJECT_ROOT / "plugins"
+    assert (plugins / SANDBOX_PKG / SANDBOX_PKG / "__main__.py").is_file()
+    assert list(find_path_from_directory(str(plugins), ".airflowignore", "glob")) == []

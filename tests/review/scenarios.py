@@ -15,7 +15,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from affiliate_network.sandbox.testing import start_sandbox
+from affiliate_network_sandbox.testing import start_sandbox
 from tests.review.test_across_runs import DAYS, _end, _fraud, _killed_after, _review, _states
 
 CONN = "afn_scenarios"

@@ -26,7 +26,7 @@ import pytest
 
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.paths import include_dir
-from affiliate_network.sandbox.testing import start_sandbox
+from affiliate_network_sandbox.testing import start_sandbox
 from tests.support.sandbox_reads import onhold_states
 
 ONHOLD = "/networks/reporting/onhold"

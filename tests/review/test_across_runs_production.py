@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
-from affiliate_network.sandbox.testing import start_sandbox
+from affiliate_network_sandbox.testing import start_sandbox
 from tests.review.test_across_runs import _fraud, _states
 from tests.review.test_across_runs import _killed_after as killed_after
 

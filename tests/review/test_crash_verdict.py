@@ -23,7 +23,7 @@ from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.paths import include_dir
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.onhold_lookup import chunked
-from affiliate_network.sandbox.testing import start_sandbox
+from affiliate_network_sandbox.testing import start_sandbox
 from tests.review.test_across_runs import DAYS, _end, _fraud, _states
 
 CHUNK = 10

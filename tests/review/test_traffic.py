@@ -26,7 +26,7 @@ from affiliate_network.review.traffic import (
     traffic_snapshot_path,
 )
 from affiliate_network.review.window import review_window
-from affiliate_network.sandbox.testing import start_sandbox
+from affiliate_network_sandbox.testing import start_sandbox
 
 REPORT = "/networks/reporting/conversions"
 DAYS = 4

@@ -8,14 +8,14 @@ import sys
 import pytest
 import requests
 
-from affiliate_network.sandbox.testing import SandboxAdminError, start_sandbox
+from affiliate_network_sandbox.testing import SandboxAdminError, start_sandbox
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "example.com"])  # noqa: S104
 def test_cli_refuses_non_loopback_without_the_flag(host):
     # The check happens before any socket is created, so nothing is bound.
     proc = subprocess.run(
-        [sys.executable, "-m", "affiliate_network.sandbox", "--host", host, "--port", "0"],
+        [sys.executable, "-m", "affiliate_network_sandbox", "--host", host, "--port", "0"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -41,7 +41,7 @@ def test_console_script_is_installed():
 
 def test_cli_rejects_a_bad_data_config():
     proc = subprocess.run(
-        [sys.executable, "-m", "affiliate_network.sandbox", "--port", "0", "--on-hold-share", "2"],
+        [sys.executable, "-m", "affiliate_network_sandbox", "--port", "0", "--on-hold-share", "2"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -150,7 +150,7 @@ def test_documented_rate_limit_profile_survives_a_reset():
 
 def test_cli_rejects_an_unknown_rate_limit_profile():
     proc = subprocess.run(
-        [sys.executable, "-m", "affiliate_network.sandbox", "--port", "0", "--rate-limit", "x"],
+        [sys.executable, "-m", "affiliate_network_sandbox", "--port", "0", "--rate-limit", "x"],
         capture_output=True,
         text=True,
         timeout=60,

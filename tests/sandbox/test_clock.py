@@ -10,8 +10,8 @@ import zoneinfo
 
 import pytest
 
-from affiliate_network.sandbox.__main__ import build_parser, config_from_args
-from affiliate_network.sandbox.testing import SandboxAdminError
+from affiliate_network_sandbox.__main__ import build_parser, config_from_args
+from affiliate_network_sandbox.testing import SandboxAdminError
 
 #: The data's timezone in these tests (America/New_York): not UTC, so local and UTC days differ.
 TZ_ID = 80

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 
-from affiliate_network.sandbox import choices
+from affiliate_network_sandbox import choices
 from tests.sandbox.conftest import day_body
 
 

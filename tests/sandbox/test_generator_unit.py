@@ -7,10 +7,10 @@ import itertools
 
 import orjson
 
-from affiliate_network.sandbox.config import DataConfig
-from affiliate_network.sandbox.data import KIND_CONVERSION, KIND_EVENT
-from affiliate_network.sandbox.ids import IdCodec, decode_tracking_id, encode_tracking_id
-from affiliate_network.sandbox.world import World
+from affiliate_network_sandbox.config import DataConfig
+from affiliate_network_sandbox.data import KIND_CONVERSION, KIND_EVENT
+from affiliate_network_sandbox.ids import IdCodec, decode_tracking_id, encode_tracking_id
+from affiliate_network_sandbox.world import World
 
 DAY = dt.date(2026, 5, 1)
 

@@ -9,9 +9,9 @@ import psutil
 import pytest
 import requests
 
-from affiliate_network.sandbox.app import MAX_BODY_BYTES
-from affiliate_network.sandbox.requestlog import BODY_MAX_BYTES, MAX_BYTES
-from affiliate_network.sandbox.testing import start_sandbox
+from affiliate_network_sandbox.app import MAX_BODY_BYTES
+from affiliate_network_sandbox.requestlog import BODY_MAX_BYTES, MAX_BYTES
+from affiliate_network_sandbox.testing import start_sandbox
 from tests.sandbox.conftest import CONVERSIONS, day_body
 
 ONHOLD = "/networks/reporting/onhold"

@@ -1,7 +1,7 @@
 """Late writes: accepted on-hold status updates land after a delay, or (rarely) never.
 
 Modelled on the service's documentation (asynchronous status updates, "up to a few seconds",
-"rarely" lost); the numbers are sandbox settings (sandbox/late_writes.py).
+"rarely" lost); the numbers are sandbox settings (affiliate_network_sandbox/late_writes.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from affiliate_network.sandbox.testing import SandboxAdminError, start_sandbox
+from affiliate_network_sandbox.testing import SandboxAdminError, start_sandbox
 from tests.sandbox.conftest import day_body
 
 ONHOLD = "/networks/reporting/onhold"
@@ -144,7 +144,7 @@ def test_cli_flags_set_late_writes_and_a_reset_returns_to_them():
 )
 def test_cli_rejects_bad_late_write_flags(flag, value):
     proc = subprocess.run(
-        [sys.executable, "-m", "affiliate_network.sandbox", "--port", "0", flag, value],
+        [sys.executable, "-m", "affiliate_network_sandbox", "--port", "0", flag, value],
         capture_output=True,
         text=True,
         timeout=60,

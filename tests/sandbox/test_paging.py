@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from affiliate_network.sandbox.testing import start_sandbox
+from affiliate_network_sandbox.testing import start_sandbox
 from tests.sandbox.conftest import day_body
 
 

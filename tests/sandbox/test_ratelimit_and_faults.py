@@ -112,7 +112,7 @@ def test_apply_then_delay_applies_the_write_before_the_client_times_out(api, san
 
 
 def test_bad_fault_settings_are_rejected(sandbox):
-    from affiliate_network.sandbox.testing import SandboxAdminError
+    from affiliate_network_sandbox.testing import SandboxAdminError
 
     for bad in ({"error_rate": 2}, {"statuses": [418]}, {"colour": "red"}, {"latency_ms": -1}):
         with pytest.raises(SandboxAdminError):
@@ -213,7 +213,7 @@ def test_documented_granular_quota_names_itself(api, sandbox, day):
 
 
 def test_documented_settings_are_validated(sandbox):
-    from affiliate_network.sandbox.testing import SandboxAdminError
+    from affiliate_network_sandbox.testing import SandboxAdminError
 
     with pytest.raises(SandboxAdminError, match=r"limits\.network must be an integer"):
         sandbox.set_quota(limits={"network": 0})
@@ -224,7 +224,7 @@ def test_documented_settings_are_validated(sandbox):
 def test_the_sandbox_and_the_hook_read_the_guides_granular_columns_alike() -> None:
     """Two copies on purpose (the sandbox shares no code with the client): they must agree."""
     from affiliate_network.report_columns import GRANULAR_COLUMNS as HOOK_COLUMNS
-    from affiliate_network.sandbox.choices import GRANULAR_COLUMNS as SANDBOX_COLUMNS
+    from affiliate_network_sandbox.choices import GRANULAR_COLUMNS as SANDBOX_COLUMNS
 
     assert SANDBOX_COLUMNS == HOOK_COLUMNS
     assert {"country", "platform", "device_type", "sub1", "adv5"} <= SANDBOX_COLUMNS

@@ -3,7 +3,7 @@ encoding."""
 
 from __future__ import annotations
 
-from affiliate_network.sandbox.ids import decode_tracking_id
+from affiliate_network_sandbox.ids import decode_tracking_id
 from tests.sandbox.conftest import day_body
 
 
@@ -182,7 +182,7 @@ def test_encode_is_deterministic_and_reversible(api, sandbox):
     assert a == b
     assert [v["decoded"] for v in a] == body["ids"]
     assert len({v["encoded"] for v in a}) == 4
-    from affiliate_network.sandbox.ids import derive
+    from affiliate_network_sandbox.ids import derive
 
     key = derive(1, "encode")
     assert [decode_tracking_id(v["encoded"], key) for v in a] == body["ids"]

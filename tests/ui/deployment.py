@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from affiliate_network.demo_connections import sandbox_connections
+from affiliate_network_sandbox.demo_connections import sandbox_connections
 from tests.e2e.harness import (
     DAGS_FOLDER,
     PROJECT_ROOT,
@@ -129,7 +129,7 @@ def ui_stage(workdir: Path) -> Iterator[UiStage]:
     Everything started here is stopped by PID in ``finally`` (the harness's ``stop``); the work
     folder is left to the caller (kept after a failure, for its logs).
     """
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network_sandbox.testing import start_sandbox
 
     sandbox = start_sandbox(seed=SANDBOX_SEED)
     cluster: AirflowCluster | None = None

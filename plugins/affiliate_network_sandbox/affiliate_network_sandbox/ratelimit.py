@@ -17,8 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.errors import ApiError, before, invalid
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.errors import ApiError, before, invalid
 
 #: The path prefix (after ``/v1``) of the concurrency-capped reporting endpoints.
 REPORTING_PREFIX = "/networks/reporting/"

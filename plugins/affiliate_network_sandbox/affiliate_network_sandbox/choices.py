@@ -32,7 +32,8 @@ OFFER_REQUIRED = ("name", "network_advertiser_id", "offer_status")
 READ_ONLY_FIELDS = ("network_id", "time_created", "time_saved", "relationship")
 
 # --- Timezones and currencies (not shown in the spec) ---------------------------------------------
-#: timezone_id: the API's documented table (affiliate_network.timezones, ids 1..99, 67 = UTC);
+#: timezone_id: the API's documented table (timezones.py, a copy of the provider's; ids 1..99,
+#: 67 = UTC);
 #: unknown id -> 400; omitted -> the network's reporting timezone (DataConfig
 #: .reporting_timezone_id, 67 by default: a sandbox choice). See sandbox/reporting_window.py.
 #: currency_id -> rate from USD (amounts are generated in USD). Unknown code -> 400.

@@ -6,7 +6,7 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from affiliate_network.sandbox.ids import MAX_PER_DAY
+from affiliate_network_sandbox.ids import MAX_PER_DAY
 
 
 class ConfigError(ValueError):
@@ -82,7 +82,7 @@ class DataConfig:
         for name in ("on_hold_share", "event_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be between 0 and 1")
-        from affiliate_network.timezones import TIMEZONES
+        from affiliate_network_sandbox.timezones import TIMEZONES
 
         if self.reporting_timezone_id not in TIMEZONES:
             raise ConfigError(

@@ -29,7 +29,7 @@ def _conn(host: str, key: str, portal: str) -> dict[str, Any]:
 def sandbox_connection_records(sandbox: Any, include_dir: Path) -> dict[str, dict[str, Any]]:
     """Connection id -> fields, for the network and each affiliate listed in ``reports.yaml``.
 
-    :param sandbox: a running sandbox (``affiliate_network.sandbox.testing.RunningSandbox``).
+    :param sandbox: a running sandbox (``affiliate_network_sandbox.testing.RunningSandbox``).
     :param include_dir: folder holding ``reports.yaml``.
     """
     records = {NETWORK_CONN_ID: _conn(sandbox.base_url, sandbox.keys["network"], "network")}

@@ -4,8 +4,8 @@ The documentation says the on-hold status update (``PATCH /networks/reporting/on
 processed asynchronously: a read right after may not show it yet ("up to a few seconds"), and,
 rarely, the call answers ``{"result": true}`` and the update then fails. It gives no numbers, so
 the delay and the lost share are sandbox settings (off by default), not facts of the API
-(:data:`~affiliate_network.sandbox.choices.LATE_WRITE_DELAY_S`,
-:data:`~affiliate_network.sandbox.choices.LOST_WRITE_SHARE`).
+(:data:`~affiliate_network_sandbox.choices.LATE_WRITE_DELAY_S`,
+:data:`~affiliate_network_sandbox.choices.LOST_WRITE_SHARE`).
 
 With the mode on, an accepted update of one on-hold id is either lost (never lands) or lands
 ``delay_s`` real seconds (``time.monotonic``, not any data clock) after the PATCH was answered.
@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.ids import GOLDEN, derive, mix
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.ids import GOLDEN, derive, mix
 
 
 class LateWritesConfigError(ValueError):

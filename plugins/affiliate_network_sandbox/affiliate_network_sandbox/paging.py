@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.errors import invalid
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.errors import invalid
 
 if TYPE_CHECKING:
-    from affiliate_network.sandbox.world.base import Raw
+    from affiliate_network_sandbox.world.base import Raw
 
 _TOTAL_COUNT = re.compile(rb'"total_count":(\d+)')
 

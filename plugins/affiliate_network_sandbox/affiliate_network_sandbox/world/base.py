@@ -2,30 +2,30 @@
 
 A world = one network (default region or EU): catalog, generator and write overlay. The
 endpoint logic lives in one module per resource area beside this one; HTTP concerns (routing,
-auth, faults, rate limit) live in :mod:`affiliate_network.sandbox.app`.
+auth, faults, rate limit) live in :mod:`affiliate_network_sandbox.app`.
 """
 
 from collections import OrderedDict
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox import validate as v
-from affiliate_network.sandbox.clock import SandboxClock
-from affiliate_network.sandbox.config import DataConfig
-from affiliate_network.sandbox.data import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox import validate as v
+from affiliate_network_sandbox.clock import SandboxClock
+from affiliate_network_sandbox.config import DataConfig
+from affiliate_network_sandbox.data import (
     DEV_FRAGS,
     GEO_FRAGS,
     KIND_CONVERSION,
     KIND_EVENT,
     Generator,
 )
-from affiliate_network.sandbox.entities import (
+from affiliate_network_sandbox.entities import (
     Catalog,
 )
-from affiliate_network.sandbox.errors import invalid
-from affiliate_network.sandbox.ids import derive
-from affiliate_network.sandbox.reporting_window import HISTORY_DAYS, resolve_timezone, utc_window
-from affiliate_network.sandbox.state import State
+from affiliate_network_sandbox.errors import invalid
+from affiliate_network_sandbox.ids import derive
+from affiliate_network_sandbox.reporting_window import HISTORY_DAYS, resolve_timezone, utc_window
+from affiliate_network_sandbox.state import State
 
 EU_SEED_OFFSET = 1_000_003
 SCRUB_RATE_BASE = 6000

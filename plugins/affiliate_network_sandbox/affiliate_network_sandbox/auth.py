@@ -6,8 +6,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.errors import ApiError, before
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.errors import ApiError, before
 
 #: Path prefix (first segment after /v1) -> portal.
 PORTAL_PREFIXES = {

@@ -2,10 +2,10 @@
 
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox import validate as v
-from affiliate_network.sandbox.errors import invalid, not_found
-from affiliate_network.sandbox.world.base import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox import validate as v
+from affiliate_network_sandbox.errors import invalid, not_found
+from affiliate_network_sandbox.world.base import (
     SCRUB_RATE_BASE,
     WorldBase,
     _find_terms,

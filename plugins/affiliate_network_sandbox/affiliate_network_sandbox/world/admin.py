@@ -2,14 +2,14 @@
 
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.data import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.data import (
     KIND_CONVERSION,
     KIND_EVENT,
     P_NONE,
     PATTERN_NAMES,
 )
-from affiliate_network.sandbox.world.base import WorldBase
+from affiliate_network_sandbox.world.base import WorldBase
 
 
 class AdminArea(WorldBase):

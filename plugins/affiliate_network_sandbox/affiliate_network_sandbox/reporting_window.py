@@ -20,8 +20,8 @@ import datetime as dt
 import zoneinfo
 from typing import Any
 
-from affiliate_network.sandbox.errors import invalid
-from affiliate_network.timezones import TIMEZONES
+from affiliate_network_sandbox.errors import invalid
+from affiliate_network_sandbox.timezones import TIMEZONES
 
 #: The conversion report's documented history: the prior 365 days.
 HISTORY_DAYS = 365

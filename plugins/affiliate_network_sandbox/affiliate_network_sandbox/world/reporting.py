@@ -4,20 +4,20 @@ import datetime as dt
 import zoneinfo
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox import validate as v
-from affiliate_network.sandbox.data import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox import validate as v
+from affiliate_network_sandbox.data import (
     KIND_CONVERSION,
     KIND_EVENT,
     Segment,
     locate_page,
 )
-from affiliate_network.sandbox.entities import (
+from affiliate_network_sandbox.entities import (
     Catalog,
 )
-from affiliate_network.sandbox.errors import invalid, not_found
-from affiliate_network.sandbox.late_writes import LateWrites
-from affiliate_network.sandbox.world.base import (
+from affiliate_network_sandbox.errors import invalid, not_found
+from affiliate_network_sandbox.late_writes import LateWrites
+from affiliate_network_sandbox.world.base import (
     Raw,
     WorldBase,
 )

@@ -2,15 +2,15 @@
 
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox import validate as v
-from affiliate_network.sandbox.entities import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox import validate as v
+from affiliate_network_sandbox.entities import (
     ASSIGNMENT_BASE,
     CATEGORY_BASE,
 )
-from affiliate_network.sandbox.errors import invalid, not_found
-from affiliate_network.sandbox.ids import encode_tracking_id
-from affiliate_network.sandbox.world.base import WorldBase, _find_terms
+from affiliate_network_sandbox.errors import invalid, not_found
+from affiliate_network_sandbox.ids import encode_tracking_id
+from affiliate_network_sandbox.world.base import WorldBase, _find_terms
 
 
 class CatalogArea(WorldBase):
@@ -162,7 +162,7 @@ class CatalogArea(WorldBase):
         }
 
     def encode(self, body: Any) -> dict[str, Any]:
-        from affiliate_network.sandbox.ids import MAX_ENCODABLE
+        from affiliate_network_sandbox.ids import MAX_ENCODABLE
 
         body = v.obj(body)
         v.enum(v.req(body, "type"), "type", choices.ENCODE_TYPES)

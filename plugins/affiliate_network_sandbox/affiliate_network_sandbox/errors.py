@@ -6,7 +6,7 @@ Errors raised by an endpoint use ``{"error": ...}``; errors raised before the en
 
 from __future__ import annotations
 
-from affiliate_network.sandbox import choices
+from affiliate_network_sandbox import choices
 
 
 class ApiError(Exception):

@@ -1,6 +1,6 @@
 """Start the sandbox as a subprocess for tests, benchmarks and demos.
 
->>> from affiliate_network.sandbox.testing import start_sandbox
+>>> from affiliate_network_sandbox.testing import start_sandbox
 >>> with start_sandbox(seed=42, conversions_per_day=1000) as sb:   # doctest: +SKIP
 ...     sb.base_url, sb.keys["network"]
 """
@@ -187,30 +187,22 @@ class RunningSandbox:
         return self._admin_object("GET", "/_sandbox/catalog", params={"region": region})
 
     def truth(
-        self,
-        from_date: Any,
-        to_date: Any,
-        timezone_id: int | None = None,
-        region: str = "default",
+        self, from_date: Any, to_date: Any, timezone_id: int | None = None, region: str = "default"
     ) -> dict[str, Any]:
-        return self._admin_object(
-            "GET",
-            "/_sandbox/truth/conversions",
-            params=_window_params(from_date, to_date, timezone_id, region),
-        )
+        """Exact counts of the window's records and patterns (``/_sandbox/truth/conversions``)."""
+        return self._truth("conversions", from_date, to_date, timezone_id, region)
 
     def planted(
-        self,
-        from_date: Any,
-        to_date: Any,
-        timezone_id: int | None = None,
-        region: str = "default",
+        self, from_date: Any, to_date: Any, timezone_id: int | None = None, region: str = "default"
     ) -> dict[str, Any]:
-        return self._admin_object(
-            "GET",
-            "/_sandbox/truth/planted",
-            params=_window_params(from_date, to_date, timezone_id, region),
-        )
+        """The window's planted fraud patterns with their ids (``/_sandbox/truth/planted``)."""
+        return self._truth("planted", from_date, to_date, timezone_id, region)
+
+    def _truth(
+        self, what: str, from_date: Any, to_date: Any, timezone_id: int | None, region: str
+    ) -> dict[str, Any]:
+        params = _window_params(from_date, to_date, timezone_id, region)
+        return self._admin_object("GET", f"/_sandbox/truth/{what}", params=params)
 
     def objects(self, kind: str, region: str = "default") -> dict[str, Any]:
         return self._admin_object("GET", f"/_sandbox/objects/{kind}", params={"region": region})
@@ -262,7 +254,7 @@ def start_sandbox(
     cmd = [
         sys.executable,
         "-m",
-        "affiliate_network.sandbox",
+        "affiliate_network_sandbox",
         "--host",
         host,
         "--port",

@@ -13,36 +13,37 @@ import sys
 import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.auth import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.auth import (
     HEADER,
     PORTAL_PREFIXES,
     KeyRing,
     Principal,
     require_scope,
 )
-from affiliate_network.sandbox.clock import SandboxClock
-from affiliate_network.sandbox.config import ConfigError, DataConfig
-from affiliate_network.sandbox.errors import ApiError, before, invalid, not_found
-from affiliate_network.sandbox.faults import FaultConfig, FaultConfigError, Faults
-from affiliate_network.sandbox.late_writes import (
+from affiliate_network_sandbox.clock import SandboxClock
+from affiliate_network_sandbox.config import ConfigError, DataConfig
+from affiliate_network_sandbox.errors import ApiError, before, invalid, not_found
+from affiliate_network_sandbox.faults import FaultConfig, FaultConfigError, Faults
+from affiliate_network_sandbox.late_writes import (
     LateWrites,
     LateWritesConfig,
     LateWritesConfigError,
 )
-from affiliate_network.sandbox.paging import hold_back, parse_paging
-from affiliate_network.sandbox.ratelimit import Limiter, build_limiter, retry_after
-from affiliate_network.sandbox.requestlog import RequestLog, body_entry
-from affiliate_network.sandbox.state import State
-from affiliate_network.sandbox.world import Raw, World
-from affiliate_network.timezones import as_api_records
+from affiliate_network_sandbox.paging import hold_back, parse_paging
+from affiliate_network_sandbox.ratelimit import Limiter, build_limiter, retry_after
+from affiliate_network_sandbox.requestlog import RequestLog, body_entry
+from affiliate_network_sandbox.state import State
+from affiliate_network_sandbox.timezones import as_api_records
+from affiliate_network_sandbox.world import Raw, World
 
-Handler = Callable[["Sandbox", World, Principal, dict[str, Any], dict[str, Any], Any], Any]
+Handler = Callable[["Call"], Any]
 #: Largest request body the API reads (the spec shows no limit; larger ones get 413 unread).
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: Largest body of an admin request (data config, fault settings: a few hundred bytes).
@@ -81,131 +82,66 @@ def _int_param(raw: str) -> int:
 # --- endpoint handlers (thin: parse, call the world) ---------------------------------------------
 
 
-def h_conversions(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    page, size = parse_paging(q)
-    report = w.conversion_report(body, page, size)
-    held = sb.faults.held_back(page)  # fault injection: records arriving mid-pull
-    after = sb.faults.config.insert_after_page or 0
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One API request as an endpoint handler sees it.
+
+    :param sb: the sandbox (faults, late writes).
+    :param w: the world of the request's region.
+    :param p: the authenticated caller.
+    :param params: path parameters (``{id}``, ``{label}``).
+    :param q: the query string.
+    :param body: the parsed JSON body (None for a GET).
+    """
+
+    sb: Sandbox
+    w: World
+    p: Principal
+    params: dict[str, Any]
+    q: dict[str, Any]
+    body: Any
+
+    @property
+    def id(self) -> int:
+        """The ``{id}`` path parameter; one that is not an integer names no record: 404."""
+        return _int_param(self.params["id"])
+
+
+def h_conversions(c: Call) -> Any:
+    page, size = parse_paging(c.q)
+    report = c.w.conversion_report(c.body, page, size)
+    held = c.sb.faults.held_back(page)  # fault injection: records arriving mid-pull
+    after = c.sb.faults.config.insert_after_page or 0
     return hold_back(report, held, page_size=size, after_page=after)
 
 
-def h_onhold(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.patch_onhold(body, sb.faults.config.onhold_ignore_ids, sb.late_writes)
+def h_onhold(c: Call) -> Any:
+    return c.w.patch_onhold(c.body, c.sb.faults.config.onhold_ignore_ids, c.sb.late_writes)
 
 
-def h_sale(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.put_sale_amount(params["id"], body)
+def h_tiered(c: Call) -> Any:
+    page, size = parse_paging(c.q)
+    return c.w.tiered_commissions(c.body, page, size)
 
 
-def h_flowchart(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.flowchart(params["id"])
+def h_pixels(c: Call) -> Any:
+    page, size = parse_paging(c.q)
+    return c.w.pixels(c.body, page, size)
 
 
-def h_entity(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.entity_table(p.entity_id, body)
+def h_payoutrevenue(c: Call) -> Any:
+    expand = c.q.get(choices.EXPAND_PARAM) == choices.EXPAND_VALUE
+    return c.w.get_payout_revenue(c.id, expand)
 
 
-def h_offergroup(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.put_offer_group(_int_param(params["id"]), body)
-
-
-def h_offer(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.put_offer(_int_param(params["id"]), body)
-
-
-def h_scrub(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.post_scrub_rate(body)
-
-
-def h_trackingdomain(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.put_tracking_domain(_int_param(params["id"]), body)
-
-
-def h_tiered(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    page, size = parse_paging(q)
-    return w.tiered_commissions(body, page, size)
-
-
-def h_channel(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.put_channel(_int_param(params["id"]), body)
-
-
-def h_category(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.post_category(body)
-
-
-def h_encode(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.encode(body)
-
-
-def h_pixels(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    page, size = parse_paging(q)
-    return w.pixels(body, page, size)
-
-
-def h_payoutrevenue(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    expand = q.get(choices.EXPAND_PARAM) == choices.EXPAND_VALUE
-    return w.get_payout_revenue(_int_param(params["id"]), expand)
-
-
-def h_offerurl_get(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.get_offer_url(_int_param(params["id"]))
-
-
-def h_offerurl_patch(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.patch_offer_urls(body)
-
-
-def h_label(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.get_label(params["label"])
-
-
-def h_network(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
+def h_network(c: Call) -> Any:
     # Network info. The reference page documents GET /networks with ``timezone_id``; the
     # timezone user guide names ``reporting_timezone_id`` (GET /networks/info). Both are served,
     # with both fields: the default reporting timezone of report requests.
-    tz = w.cfg.reporting_timezone_id
+    tz = c.w.cfg.reporting_timezone_id
     return {
-        "network_id": w.network_id,
-        "name": f"Sandbox network ({w.region})",
+        "network_id": c.w.network_id,
+        "name": f"Sandbox network ({c.w.region})",
         "account_status": "active",
         "timezone_id": tz,
         "reporting_timezone_id": tz,
@@ -213,55 +149,66 @@ def h_network(
     }
 
 
-def h_timezones(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
+def h_timezones(c: Call) -> Any:
     # GET /meta/timezones (public reference "List Timezones"): no key needed.
     return {"timezones": as_api_records()}
 
 
-def h_affiliate_self(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return w.catalog.affiliate_small(p.entity_id)
-
-
-def h_advertiser_self(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    adv = w.catalog.advertisers[p.entity_id]
+def h_advertiser_self(c: Call) -> Any:
+    adv = c.w.catalog.advertisers[c.p.entity_id]
     return {k: adv[k] for k in ("network_advertiser_id", "network_id", "name", "account_status")}
 
 
-def h_partner_connections(
-    sb: Sandbox, w: World, p: Principal, params: dict[str, Any], q: dict[str, Any], body: Any
-) -> Any:
-    return {"connections": [{"network_id": w.network_id, "name": f"Sandbox network ({w.region})"}]}
+def h_partner_connections(c: Call) -> Any:
+    name = f"Sandbox network ({c.w.region})"
+    return {"connections": [{"network_id": c.w.network_id, "name": name}]}
 
 
+# Method -> (handler, needs the ``write`` scope). One-line delegations to the world are written
+# in place.
 ROUTES: list[Route] = [
     Route("/networks/reporting/conversions", {"POST": (h_conversions, False)}),
     Route("/networks/reporting/onhold", {"PATCH": (h_onhold, True)}),
-    Route("/networks/reporting/conversions/{id}/saleamount", {"PUT": (h_sale, True)}),
-    Route("/networks/reporting/transactions/{id}/flowchart", {"GET": (h_flowchart, False)}),
-    Route("/affiliates/reporting/entity/table", {"POST": (h_entity, False)}),
-    Route("/networks/offergroups/{id}", {"PUT": (h_offergroup, True)}),
-    Route("/networks/offers/{id}", {"PUT": (h_offer, True)}),
-    Route("/networks/custom/scrubrate", {"POST": (h_scrub, True)}),
-    Route("/networks/affiliates/{id}/trackingdomains", {"PUT": (h_trackingdomain, True)}),
+    Route(
+        "/networks/reporting/conversions/{id}/saleamount",
+        {"PUT": (lambda c: c.w.put_sale_amount(c.params["id"], c.body), True)},
+    ),
+    Route(
+        "/networks/reporting/transactions/{id}/flowchart",
+        {"GET": (lambda c: c.w.flowchart(c.params["id"]), False)},
+    ),
+    Route(
+        "/affiliates/reporting/entity/table",
+        {"POST": (lambda c: c.w.entity_table(c.p.entity_id, c.body), False)},
+    ),
+    Route(
+        "/networks/offergroups/{id}", {"PUT": (lambda c: c.w.put_offer_group(c.id, c.body), True)}
+    ),
+    Route("/networks/offers/{id}", {"PUT": (lambda c: c.w.put_offer(c.id, c.body), True)}),
+    Route("/networks/custom/scrubrate", {"POST": (lambda c: c.w.post_scrub_rate(c.body), True)}),
+    Route(
+        "/networks/affiliates/{id}/trackingdomains",
+        {"PUT": (lambda c: c.w.put_tracking_domain(c.id, c.body), True)},
+    ),
     Route("/networks/tieredcommissions/table", {"POST": (h_tiered, False)}),
-    Route("/networks/channels/{id}", {"PUT": (h_channel, True)}),
-    Route("/networks/categories", {"POST": (h_category, True)}),
-    Route("/affiliates/encode", {"POST": (h_encode, False)}),
+    Route("/networks/channels/{id}", {"PUT": (lambda c: c.w.put_channel(c.id, c.body), True)}),
+    Route("/networks/categories", {"POST": (lambda c: c.w.post_category(c.body), True)}),
+    Route("/affiliates/encode", {"POST": (lambda c: c.w.encode(c.body), False)}),
     Route("/networks/pixelstable", {"POST": (h_pixels, False)}),
     Route("/networks/custom/payoutrevenue/{id}", {"GET": (h_payoutrevenue, False)}),
-    Route("/networks/offerurls/{id}", {"GET": (h_offerurl_get, False)}),
-    Route("/networks/patch/offerurls/apply", {"PATCH": (h_offerurl_patch, True)}),
-    Route("/networks/labels/{label}", {"GET": (h_label, False)}),
+    Route("/networks/offerurls/{id}", {"GET": (lambda c: c.w.get_offer_url(c.id), False)}),
+    Route(
+        "/networks/patch/offerurls/apply",
+        {"PATCH": (lambda c: c.w.patch_offer_urls(c.body), True)},
+    ),
+    Route("/networks/labels/{label}", {"GET": (lambda c: c.w.get_label(c.params["label"]), False)}),
     Route("/networks", {"GET": (h_network, False)}),
     Route("/networks/info", {"GET": (h_network, False)}),
     Route("/meta/timezones", {"GET": (h_timezones, False)}),
-    Route("/affiliates/affiliate", {"GET": (h_affiliate_self, False)}),
+    Route(
+        "/affiliates/affiliate",
+        {"GET": (lambda c: c.w.catalog.affiliate_small(c.p.entity_id), False)},
+    ),
     Route("/advertisers/advertiser", {"GET": (h_advertiser_self, False)}),
     Route("/partners/connections", {"GET": (h_partner_connections, False)}),
 ]
@@ -425,7 +372,7 @@ class Sandbox:
                 body = _parse_json(raw_body)
             self.late_writes.settle()  # what has landed by now is what this request sees
             reporting_slot = self.limiter.enter(region, principal.portal, api, body)
-            payload = handler(self, world, principal, params, query, body)
+            payload = handler(Call(self, world, principal, params, query, body))
             delay_after = self.faults.delay_after_apply(api)
         except ApiError as err:
             status = err.status
@@ -606,7 +553,7 @@ class Sandbox:
 
     def _admin_rate_limit(self, raw: bytes) -> Any:
         """``PUT /_sandbox/rate_limit``: a per-key bucket or the documented quota (settings in
-        :func:`~affiliate_network.sandbox.ratelimit.build_limiter`), until the next reset."""
+        :func:`~affiliate_network_sandbox.ratelimit.build_limiter`), until the next reset."""
         self.limiter = build_limiter(_parse_json(raw))
         return self.limiter.to_json()
 

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, cast
 
-from affiliate_network.sandbox.errors import invalid
+from affiliate_network_sandbox.errors import invalid
 
 
 def is_int(x: Any) -> bool:

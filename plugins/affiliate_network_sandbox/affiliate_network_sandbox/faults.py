@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from affiliate_network.sandbox.ids import derive, mix
+from affiliate_network_sandbox.ids import derive, mix
 
 ALLOWED_STATUSES = (429, 500, 502, 503, 504)
 

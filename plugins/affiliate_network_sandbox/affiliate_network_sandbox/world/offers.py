@@ -2,11 +2,11 @@
 
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox import validate as v
-from affiliate_network.sandbox.errors import invalid, not_found
-from affiliate_network.sandbox.ids import encode_tracking_id
-from affiliate_network.sandbox.world.base import WorldBase, _ruleset
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox import validate as v
+from affiliate_network_sandbox.errors import invalid, not_found
+from affiliate_network_sandbox.ids import encode_tracking_id
+from affiliate_network_sandbox.world.base import WorldBase, _ruleset
 
 
 def _put_body(body: Any, known: set[str], id_field: str, object_id: int) -> dict[str, Any]:

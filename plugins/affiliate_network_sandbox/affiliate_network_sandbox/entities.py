@@ -10,8 +10,8 @@ import datetime as dt
 import random
 from typing import Any
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.config import DataConfig
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.config import DataConfig
 
 # Id ranges differ per resource so an id of one kind passed as another is caught.
 ADVERTISER_BASE = 5000
@@ -87,6 +87,23 @@ def _ts(day: dt.date, seconds: int = 0) -> int:
     return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) + seconds
 
 
+def _named_records(
+    base: int, id_field: str, names: list[str], nid: int, created: int
+) -> dict[int, dict[str, Any]]:
+    """Active named records (categories, channels) with ids ``base + 1``, ``base + 2``..."""
+    return {
+        base + 1 + k: {
+            id_field: base + 1 + k,
+            "network_id": nid,
+            "name": name,
+            "status": "active",
+            "time_created": created,
+            "time_saved": created,
+        }
+        for k, name in enumerate(names)
+    }
+
+
 class Catalog:
     """Base objects of a world, each a plain dict in the spec's shape.
 
@@ -144,17 +161,13 @@ class Catalog:
             }
         adv_ids = list(self.advertisers)
 
-        self.categories: dict[int, dict[str, Any]] = {}
-        for k, name in enumerate(["Finance", "Gaming", "Lifestyle", "Travel", "Utilities"]):
-            cid = CATEGORY_BASE + 1 + k
-            self.categories[cid] = {
-                "network_category_id": cid,
-                "network_id": nid,
-                "name": name,
-                "status": "active",
-                "time_created": created,
-                "time_saved": created,
-            }
+        self.categories = _named_records(
+            CATEGORY_BASE,
+            "network_category_id",
+            ["Finance", "Gaming", "Lifestyle", "Travel", "Utilities"],
+            nid,
+            created,
+        )
         cat_ids = list(self.categories)
 
         self.tracking_domains: dict[int, dict[str, Any]] = {}
@@ -398,18 +411,15 @@ class Catalog:
             if p["network_offer_id"] == 0
         }
 
-        self.channels: dict[int, dict[str, Any]] = {}
-        for k, name in enumerate(["Search", "Social", "Email", "Native"]):
-            cid = CHANNEL_BASE + 1 + k
-            self.channels[cid] = {
-                "network_channel_id": cid,
-                "network_id": nid,
-                "name": name,
-                "status": "active",
-                "time_created": created,
-                "time_saved": created,
-                "relationship": {},
-            }
+        self.channels = _named_records(
+            CHANNEL_BASE,
+            "network_channel_id",
+            ["Search", "Social", "Email", "Native"],
+            nid,
+            created,
+        )
+        for channel in self.channels.values():
+            channel["relationship"] = {}
 
         self.assignments: dict[int, dict[str, Any]] = {}
         for f, fid in enumerate(aff_ids):

@@ -246,8 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = root / ".airflow" / "demo-logs"
     log_dir.mkdir(exist_ok=True)
 
-    from affiliate_network.demo_connections import sandbox_connection_records, store_connections
-    from affiliate_network.sandbox.testing import start_sandbox
+    from affiliate_network_sandbox.demo_connections import (
+        sandbox_connection_records,
+        store_connections,
+    )
+    from affiliate_network_sandbox.testing import start_sandbox
 
     started = time.monotonic()
     print(f"[demo] project: {root}")

@@ -10,9 +10,9 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from affiliate_network.sandbox.clock import ClockError, parse_instant
-from affiliate_network.sandbox.config import ConfigError, DataConfig
-from affiliate_network.sandbox.late_writes import LateWritesConfig, LateWritesConfigError
+from affiliate_network_sandbox.clock import ClockError, parse_instant
+from affiliate_network_sandbox.config import ConfigError, DataConfig
+from affiliate_network_sandbox.late_writes import LateWritesConfig, LateWritesConfigError
 
 
 def _is_loopback(host: str) -> bool:
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import uvicorn
 
-    from affiliate_network.sandbox.app import create_app
+    from affiliate_network_sandbox.app import create_app
 
     app = create_app(cfg, rate_limit=args.rate_limit, late_writes=late, clock=args.clock)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET

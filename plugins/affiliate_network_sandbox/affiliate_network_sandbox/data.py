@@ -16,20 +16,20 @@ import bisect
 import datetime as dt
 import zoneinfo
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from affiliate_network.sandbox import choices
-from affiliate_network.sandbox.config import DataConfig
-from affiliate_network.sandbox.entities import (
+from affiliate_network_sandbox import choices
+from affiliate_network_sandbox.config import DataConfig
+from affiliate_network_sandbox.entities import (
     CAMPAIGN_BASE,
     POSTBACK_CONTROL_BASE,
     TIER_BASE,
     Catalog,
 )
-from affiliate_network.sandbox.ids import _C1, _C2, GOLDEN, INDEX_BITS, M64, IdCodec, derive, mix
-from affiliate_network.sandbox.state import State
+from affiliate_network_sandbox.ids import _C1, _C2, GOLDEN, INDEX_BITS, M64, IdCodec, derive, mix
+from affiliate_network_sandbox.state import State
 
 KIND_CONVERSION = 0
 KIND_EVENT = 1
@@ -849,6 +849,20 @@ class Generator:
 
     def to_dict(self, vals: tuple[Any, ...], currency: str = "USD") -> dict[str, Any]:
         """A record as a dict (filters, aggregation, flowchart)."""
+        return cast("dict[str, Any]", self._format(vals, currency, as_json=False))
+
+    def to_json(self, vals: tuple[Any, ...], currency: str = "USD") -> str:
+        """The same record as :meth:`to_dict`, formatted straight to JSON text (the hot path)."""
+        return cast(str, self._format(vals, currency, as_json=True))
+
+    def _format(
+        self, vals: tuple[Any, ...], currency: str, *, as_json: bool
+    ) -> dict[str, Any] | str:
+        """:meth:`values` as a dict or as JSON text: one unpacking, the two forms side by side.
+
+        The JSON text is formatted directly (no dict built, then dumped): it is the page hot
+        path. A unit test keeps both forms equal, key order included.
+        """
         (
             kind,
             t,
@@ -877,6 +891,36 @@ class Generator:
             v,
             c,
         ) = vals
+        if as_json:
+            if onhold_snaps is None:
+                ohs = "[]"
+            elif onhold_snaps is True:
+                ohs = (
+                    f'[{{"initiator":"{choices.SNAPSHOT_INITIATOR}","network_employee":"",'
+                    f'"network_id":{self.nid},"on_hold_conversion_history_snapshot_id":{v * 8},'
+                    f'"on_hold_conversion_id":"{self.onhold_ids.encode(v)}",'
+                    f'"snapshot_type":"status","status":"on_hold","unix_timestamp":{ts}}}]'
+                )
+            else:
+                ohs = orjson.dumps(onhold_snaps).decode()
+            sn = orjson.dumps(snaps).decode() if snaps else "[]"
+            if kind == KIND_EVENT:
+                isev, age = "true", t.age_ev_j
+            else:
+                isev, age = "false", t.age_j
+            return (
+                f'{{"conversion_id":"{cid}","transaction_id":"{tid}","status":"{status}",'
+                f'"is_event":{isev},"event":"{ev_name}","conversion_unix_timestamp":{ts},'
+                f'"click_unix_timestamp":{click_ts},"conversion_user_ip":"{ip}",'
+                f'"session_user_ip":"{sess}",{GEO_JSON[g]},{DEV_JSON[d]},"sub1":"{sub1}",'
+                f'"sub2":"{sub2}","sub3":"{sub3}","order_id":"{order_id}","payout":{payout!r},'
+                f'"revenue":{revenue!r},"sale_amount":{sale!r},"currency_id":"{currency}",'
+                f'"network_offer_payout_revenue_id":{prid},{t.top_j},"relationship":{{{t.rel_j},'
+                f'"adv_global_event":{age},"candidate_clicks":[{{"relationship":{t.cand_j},'
+                f'"transaction_id":"{tid}","unix_timestamp":{click_ts}}}],'
+                f'"events_count":{ev_count},"on_hold_snapshots":{ohs},"snapshots":{sn},'
+                f'"unix_timestamp_postback":{utp}}}}}'
+            )
         rec: dict[str, Any] = t.top.copy()
         rec["conversion_id"] = cid
         rec["transaction_id"] = tid
@@ -912,65 +956,6 @@ class Generator:
         rec["relationship"] = rel
         return rec
 
-    def to_json(self, vals: tuple[Any, ...], currency: str = "USD") -> str:
-        """The same record as :meth:`to_dict`, formatted straight to JSON text (the hot path)."""
-        (
-            kind,
-            t,
-            g,
-            d,
-            cid,
-            tid,
-            status,
-            ev_name,
-            ts,
-            click_ts,
-            ip,
-            sess,
-            sub1,
-            sub2,
-            sub3,
-            order_id,
-            payout,
-            revenue,
-            sale,
-            prid,
-            ev_count,
-            onhold_snaps,
-            snaps,
-            utp,
-            v,
-            _c,
-        ) = vals
-        if onhold_snaps is None:
-            ohs = "[]"
-        elif onhold_snaps is True:
-            ohs = (
-                f'[{{"initiator":"{choices.SNAPSHOT_INITIATOR}","network_employee":"",'
-                f'"network_id":{self.nid},"on_hold_conversion_history_snapshot_id":{v * 8},'
-                f'"on_hold_conversion_id":"{self.onhold_ids.encode(v)}","snapshot_type":"status",'
-                f'"status":"on_hold","unix_timestamp":{ts}}}]'
-            )
-        else:
-            ohs = orjson.dumps(onhold_snaps).decode()
-        sn = orjson.dumps(snaps).decode() if snaps else "[]"
-        if kind == KIND_EVENT:
-            isev, age = "true", t.age_ev_j
-        else:
-            isev, age = "false", t.age_j
-        return (
-            f'{{"conversion_id":"{cid}","transaction_id":"{tid}","status":"{status}",'
-            f'"is_event":{isev},"event":"{ev_name}","conversion_unix_timestamp":{ts},'
-            f'"click_unix_timestamp":{click_ts},"conversion_user_ip":"{ip}",'
-            f'"session_user_ip":"{sess}",{GEO_JSON[g]},{DEV_JSON[d]},"sub1":"{sub1}",'
-            f'"sub2":"{sub2}","sub3":"{sub3}","order_id":"{order_id}","payout":{payout!r},'
-            f'"revenue":{revenue!r},"sale_amount":{sale!r},"currency_id":"{currency}",'
-            f'"network_offer_payout_revenue_id":{prid},{t.top_j},"relationship":{{{t.rel_j},'
-            f'"adv_global_event":{age},"candidate_clicks":[{{"relationship":{t.cand_j},'
-            f'"transaction_id":"{tid}","unix_timestamp":{click_ts}}}],"events_count":{ev_count},'
-            f'"on_hold_snapshots":{ohs},"snapshots":{sn},"unix_timestamp_postback":{utp}}}}}'
-        )
-
     def build_conversion(self, c: DayCtx, i: int) -> dict[str, Any]:
         """The full conversion record ``i`` of a day (writes applied)."""
         self.records_built += 1
@@ -989,8 +974,9 @@ class Generator:
         """JSON texts of records ``lo..hi`` of a segment (the page hot path)."""
         rate = choices.CURRENCY_RATES[currency]
         self.records_built += hi - lo
-        values, to_json, kind, c = self.values, self.to_json, seg.kind, seg.ctx
-        return [to_json(values(kind, c, i, rate), currency) for i in range(lo, hi)]
+        values, fmt, kind, c = self.values, self._format, seg.kind, seg.ctx
+        texts = [fmt(values(kind, c, i, rate), currency, as_json=True) for i in range(lo, hi)]
+        return cast("list[str]", texts)
 
     def dict_range(
         self, seg: Segment, lo: int, hi: int, currency: str = "USD"
