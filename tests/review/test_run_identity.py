@@ -96,7 +96,7 @@ def test_the_human_step_needs_nothing_but_the_identity(sandbox, network_conn, tm
     ).execute({"run_id": "noon"})
     identity = RunIdentity.from_json(summary["run"])
     assert str(identity.audit_path) == summary["audit_path"]
-    assert identity.rules_file is not None and identity.rules_file.endswith("onhold_rules.yaml")
+    assert str(identity.rules_file).endswith("onhold_rules.yaml")
     assert identity.as_of.timestamp() == noon.timestamp()
     requests = build_review_requests(summary)
     assert requests

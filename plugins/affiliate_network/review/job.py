@@ -92,8 +92,6 @@ class ReviewResult:
     :param kept_by_reviewer: ``review`` decisions turned to ``hold`` by a recent "Keep on hold".
     :param dry_run: nothing was written.
     :param guardrail: on a dry run, the guardrail message a real run would have failed with.
-    :param audit_path: the audit file.
-    :param state_dir: the network's state folder (reviewers' decisions).
     :param elapsed_s: wall time from the pull to the audit.
     :param traffic: how the traffic came: ``mode`` (full or incremental), ``reason``, rows asked
         (:meth:`~affiliate_network.review.traffic.TrafficPull.summary`).
@@ -111,10 +109,18 @@ class ReviewResult:
     kept_by_reviewer: int
     dry_run: bool
     guardrail: str | None
-    audit_path: ObjectStoragePath
-    state_dir: ObjectStoragePath
     elapsed_s: float
     traffic: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def audit_path(self) -> ObjectStoragePath:
+        """The audit file."""
+        return self.identity.audit_path
+
+    @property
+    def state_dir(self) -> ObjectStoragePath:
+        """The network's state folder (reviewers' decisions)."""
+        return self.identity.state_dir
 
     @property
     def per_action(self) -> dict[str, int]:
@@ -251,8 +257,6 @@ def run_review(
         kept_by_reviewer=sticky,
         dry_run=dry_run,
         guardrail=guardrail,
-        audit_path=audit_path,
-        state_dir=run.state_dir,
         elapsed_s=round(time.monotonic() - started, 3),
     )
 
