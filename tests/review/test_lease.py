@@ -351,7 +351,7 @@ def test_a_human_apply_that_loses_its_lease_stops_before_its_next_chunk(
         ):
             apply_human_choices(
                 hook,
-                RunIdentity.from_json(summary["run"]),
+                RunIdentity.from_dict(summary["run"]),
                 requests,
                 [approve] * len(requests),
                 reject_status="rejected",

@@ -40,6 +40,7 @@ def test_the_identity_round_trips_whole(tmp_path: Path) -> None:
     identity = _identity(str(tmp_path))
     again = RunIdentity.from_json(identity.to_json())
     assert again == identity
+    assert RunIdentity.from_dict(identity.to_dict()) == identity
     assert again.as_of.timestamp() == identity.as_of.timestamp()
     assert again.as_of.utcoffset() == dt.timedelta(hours=-5)
     assert (again.decide_from, again.to_date) == (dt.date(2026, 10, 31), dt.date(2026, 11, 1))
@@ -94,7 +95,7 @@ def test_the_human_step_needs_nothing_but_the_identity(sandbox, network_conn, tm
         dry_run=False,
         base_path=str(tmp_path / "data"),
     ).execute({"run_id": "noon"})
-    identity = RunIdentity.from_json(summary["run"])
+    identity = RunIdentity.from_dict(summary["run"])
     assert str(identity.audit_path) == summary["audit_path"]
     assert str(identity.rules_file).endswith("onhold_rules.yaml")
     assert identity.as_of.timestamp() == noon.timestamp()

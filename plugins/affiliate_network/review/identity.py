@@ -1,8 +1,8 @@
 """Who a review run is and what it looked at: one object, written once, read back whole.
 
-The review writes its :class:`RunIdentity` into its summary (the task's XCom, key ``run``); the
-human step reads it back from there and needs nothing else about the run: not the audit file's
-folder (its base), not the window texts, not a chain of places for the timezone.
+The review writes its :class:`RunIdentity` into its summary (the task's XCom, key ``run``, one
+JSON object); the human step reads it back from there and needs nothing else about the run: not
+the audit file's folder (its base), not the window texts, not a chain of places for the timezone.
 
 A light module (the operators' constructors and the human step load it without the review run).
 """
@@ -113,26 +113,28 @@ class RunIdentity:
     def owner(self) -> str:
         return self.run.owner
 
-    def to_json(self) -> str:
-        """One JSON object (keys sorted): :meth:`from_json` gives back an equal identity."""
+    def to_dict(self) -> dict[str, Any]:
+        """The identity as one JSON object (what the review's summary carries as ``run``)."""
         run = self.run
-        return json.dumps(
-            {
-                "version": IDENTITY_VERSION,
-                "base": run.base,
-                "conn_id": run.conn_id,
-                "dag_id": run.dag_id,
-                "run_id": run.run_id,
-                "attempt": run.attempt,
-                "timezone_id": self.timezone_id,
-                "timezone": self.timezone,
-                "as_of": self.as_of.isoformat(),
-                "decide_from": self.decide_from.isoformat(),
-                "to_date": self.to_date.isoformat(),
-                "rules_file": self.rules_file,
-            },
-            sort_keys=True,
-        )
+        return {
+            "version": IDENTITY_VERSION,
+            "base": run.base,
+            "conn_id": run.conn_id,
+            "dag_id": run.dag_id,
+            "run_id": run.run_id,
+            "attempt": run.attempt,
+            "timezone_id": self.timezone_id,
+            "timezone": self.timezone,
+            "as_of": self.as_of.isoformat(),
+            "decide_from": self.decide_from.isoformat(),
+            "to_date": self.to_date.isoformat(),
+            "rules_file": self.rules_file,
+        }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as text (keys sorted): :meth:`from_json` gives back an equal
+        identity."""
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RunIdentity:
@@ -142,7 +144,18 @@ class RunIdentity:
         """
         try:
             data = json.loads(text)
-            if not isinstance(data, dict) or data.get("version") != IDENTITY_VERSION:
+        except ValueError as err:
+            raise ConfigValidationError(f"unreadable review run identity: {err}") from err
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunIdentity:
+        """The identity :meth:`to_dict` gave.
+
+        :raises ConfigValidationError: not such an object, or of another format version.
+        """
+        try:
+            if not isinstance(data, Mapping) or data.get("version") != IDENTITY_VERSION:
                 raise ValueError(f"not a run identity of version {IDENTITY_VERSION}")
             tz = zoneinfo.ZoneInfo(data["timezone"])
             return cls(
@@ -180,7 +193,7 @@ class RunIdentity:
         :param run_id: the run id (old summaries only).
         """
         if summary.get("run"):
-            return cls.from_json(str(summary["run"]))
+            return cls.from_dict(summary["run"])
         from affiliate_network.settings import resolve_timezone
 
         audit_path = ObjectStoragePath(str(summary["audit_path"]))

@@ -134,7 +134,7 @@ class ReviewResult:
         window, writes, per_action = self.window, self.writes, self.per_action
         return {
             # The run's identity, whole: what the human step reads (the rest is for people).
-            "run": self.identity.to_json(),
+            "run": self.identity.to_dict(),
             "window": [window.decide_from.isoformat(), window.to_date.isoformat()],
             "as_of": f"{window.as_of:%Y-%m-%d %H:%M:%S}",
             "timezone_id": window.timezone_id,
