@@ -29,6 +29,7 @@ from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.engine import RuleSet
 from affiliate_network.review.human_apply import apply_human_choices
+from affiliate_network.review.identity import RunIdentity
 from affiliate_network.review.job import ReviewOptions, ReviewRun, run_review
 from affiliate_network.review.lease import WriteLease, lease_path
 from affiliate_network.review.requests import OPTION_APPROVE, build_review_requests
@@ -350,15 +351,11 @@ def test_a_human_apply_that_loses_its_lease_stops_before_its_next_chunk(
         ):
             apply_human_choices(
                 hook,
-                summary,
+                RunIdentity.from_dict(summary["run"]),
                 requests,
                 [approve] * len(requests),
-                conn_id=network_conn,
-                owner=run.owner,
-                run_id=run.run_id,
                 reject_status="rejected",
                 chunk_size=2,
-                timezone_id=summary["timezone_id"],
                 lease_wait_minutes=0,
             )
     finally:

@@ -11,7 +11,7 @@ import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.paths import include_dir
-from affiliate_network.review.window import review_window
+from affiliate_network.review.window import ReviewWindow, review_window
 
 WINDOW = {
     "lookback_days": 7,
@@ -59,6 +59,11 @@ def _readings(text: str) -> tuple[float, float]:
     return min(both), max(both)
 
 
+def _sent_to(window: ReviewWindow) -> str:
+    """The ``to`` the pull sends: the wall time of the window's end bound."""
+    return f"{window.pull_to_bound:%Y-%m-%d %H:%M:%S}"
+
+
 def _days(first: str, last: str) -> list[str]:
     start, stop = dt.date.fromisoformat(first), dt.date.fromisoformat(last)
     return [(start + dt.timedelta(days=i)).isoformat() for i in range((stop - start).days + 1)]
@@ -83,13 +88,13 @@ def test_the_pull_covers_the_look_back_and_look_ahead_in_absolute_time(horizon) 
         )
         windows.append(window)
         look_back = window.decide_from_ts - horizon * 3600
-        start = _midnight(window.pull_from)  # read back from the texts the API is sent
+        start = _midnight(window.pull_from.isoformat())  # read back from the texts sent
         end = window.decide_to_ts + horizon * 3600 - 1
-        if not look_back - 25 * 3600 < start <= look_back or _readings(window.pull_to)[0] < end:
-            short.append((day, window.pull_from, window.pull_to))
+        if not look_back - 25 * 3600 < start <= look_back or _readings(_sent_to(window))[0] < end:
+            short.append((day, window.pull_from.isoformat(), _sent_to(window)))
     assert short == []
     for window in windows:
-        assert window.pull_from_ts == _midnight(window.pull_from)
+        assert window.pull_from_ts == _midnight(window.pull_from.isoformat())
         assert window.pull_to_ts == window.decide_to_ts + horizon * 3600 - 1
 
 
@@ -111,9 +116,9 @@ def test_the_as_of_bound_is_unambiguous_in_the_repeated_hour() -> None:
             horizon_hours=24,
         )
         windows.append(window)
-        early, late = _readings(window.pull_to)
+        early, late = _readings(_sent_to(window))
         if not as_of.timestamp() <= early <= late <= as_of.timestamp() + 5400:
-            missed.append((as_of.isoformat(), window.pull_to))
+            missed.append((as_of.isoformat(), _sent_to(window)))
     assert missed == []
     for window in windows:
         assert window.pull_to_ts == window.as_of_ts

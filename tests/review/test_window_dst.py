@@ -82,7 +82,7 @@ def test_in_the_repeated_hour_the_pull_reaches_as_of(sandbox, make_connection) -
         as_of=as_of.isoformat(),
         horizon_hours=RULES.horizon_hours,
     )
-    day = dt.date.fromisoformat(window.pull_from)
+    day = window.pull_from
     start = dt.datetime(day.year, day.month, day.day, tzinfo=zoneinfo.ZoneInfo(window.timezone))
     needed = _truth(hook, "2026-10-30", "2026-11-02", start.timestamp(), window.as_of_ts)
     last_hour = _truth(hook, "2026-11-01", "2026-11-01", window.as_of_ts - 3599, window.as_of_ts)

@@ -158,10 +158,11 @@ def portal_of(path: str) -> str | None:
 
 def _as_date(value: str | dt.date, name: str, *, allow_time: bool = False) -> str:
     """``YYYY-MM-DD`` of a date or string; with ``allow_time`` a ``YYYY-MM-DD hh:mm:ss`` string
-    passes unchanged (the conversion report documents both forms; plain dates are the default).
+    passes unchanged and a datetime is sent as its wall time in that form (the conversion
+    report documents both forms; plain dates are the default).
     """
     if isinstance(value, dt.datetime):
-        return value.date().isoformat()
+        return value.strftime("%Y-%m-%d %H:%M:%S") if allow_time else value.date().isoformat()
     if isinstance(value, dt.date):
         return value.isoformat()
     try:

@@ -46,7 +46,8 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     report endpoint (the re-check); outputs this step's audit file and, when it wrote, the
     on-hold endpoint.
 
-    :param summary: the review operator's summary (templated XCom: ``audit_path``, window).
+    :param summary: the review operator's summary (templated XCom): its ``run`` is the run's
+        identity, read back whole (:class:`~affiliate_network.review.identity.RunIdentity`).
     :param requests: the requests shown to reviewers, in map-index order (from
         :func:`affiliate_network.review.requests.build_review_requests`).
     :param responses: the human-in-the-loop operators' results, in the same order (each with
@@ -54,7 +55,8 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param affiliate_network_conn_id: network-portal connection.
     :param reject_status: PATCH status for rejections.
     :param chunk_size: on-hold ids per PATCH.
-    :param timezone_id: the API's timezone id of the window (default: the review's).
+    :param timezone_id: ignored (the review's run identity names its window's timezone); kept
+        so DAG files that pass it still parse. A value other than the review's is logged.
     :param lease_wait_minutes: how long to wait for another run's write lease.
     """
 
@@ -86,6 +88,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.human_apply import apply_human_choices
+        from affiliate_network.review.identity import RunIdentity
 
         self.reset_lineage()
         check_reject_status(self.reject_status)
@@ -94,20 +97,29 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         if not requests or summary.get("dry_run"):
             self.log.info("No human review requests in this run.")
             return {"requests": 0, "applied": {}, "audit_path": None}
-        run_id = str((context or {}).get("run_id") or "manual")
         ti = (context or {}).get("ti")
+        # A summary of the review before its identity existed names the network and the
+        # lease owner as this step did then (from this task).
+        identity = RunIdentity.from_summary(
+            summary,
+            conn_id=self.affiliate_network_conn_id,
+            dag_id=self.dag_id,
+            run_id=str((context or {}).get("run_id") or "manual"),
+        )
+        if self.timezone_id is not None and int(self.timezone_id) != identity.timezone_id:
+            self.log.warning(
+                "timezone_id %s ignored: the review's window is in timezone %s",
+                self.timezone_id,
+                identity.timezone_id,
+            )
         result = apply_human_choices(
             self.hook,
-            summary,
+            identity,
             requests,
             list(self.responses or []),
-            conn_id=self.affiliate_network_conn_id,
-            owner=f"{self.dag_id}/{run_id}",
-            run_id=run_id,
             attempt=getattr(ti, "try_number", None) or 1,
             reject_status=self.reject_status,
             chunk_size=self.chunk_size,
-            timezone_id=self.timezone_id,
             lease_wait_minutes=self.lease_wait_minutes,
             log=self.log,
         )

@@ -60,22 +60,50 @@ def land_conversion_day(
     :raises PullShiftedError: every pull of the day shifted.
     """
     prefer_system_arrow_pool()  # a no-op after the operator's call (pyarrow is loaded by now)
+
+    def land_once(attempt: int) -> dict[str, Any]:
+        """One pull of the day, published only if it held still; any error (a shift included)
+        leaves the with-block, which discards the staged files and closes the pull."""
+        pull = _pull(hook, request, filters, search_terms, page_size)
+        with (
+            pull,
+            PartitionWriter(
+                base,
+                dataset,
+                {"date": day.isoformat()},
+                conversion_schema(),
+                format=format,
+                row_group_rows=row_group_rows or DEFAULT_ROW_GROUP_ROWS,
+            ) as writer,
+        ):
+            writer.write_pages(pull)
+            st = pull.stats
+            # The hook checked every page's count; a key twice (pages overlapping) means another
+            # record was skipped even when the counts add up.
+            if writer.duplicates_dropped or (
+                st.total_count is not None and writer.rows != st.total_count
+            ):
+                raise PullShiftedError(
+                    f"{day}: {writer.rows} unique rows ({writer.duplicates_dropped} duplicates "
+                    f"dropped) where total_count said {st.total_count}",
+                    expected=st.total_count,
+                    got=writer.rows,
+                )
+            result = writer.commit(request=request, stats=_pull_stats(st, attempt))
+        m = result.manifest
+        return {
+            "date": day.isoformat(),
+            "path": result.path,
+            "rows": m.row_count,
+            "pages": st.pages,
+            "duplicates_dropped": m.duplicates_dropped,
+            "checksum": m.content_checksum,
+        }
+
     pulls = consistency_retries + 1
     for attempt in range(1, pulls + 1):
         try:
-            return _land_once(
-                hook,
-                base,
-                day,
-                request=request,
-                dataset=dataset,
-                format=format,
-                page_size=page_size,
-                row_group_rows=row_group_rows,
-                filters=filters,
-                search_terms=search_terms,
-                attempt=attempt,
-            )
+            return land_once(attempt)
         except PullShiftedError as err:
             if attempt == pulls:
                 raise PullShiftedError(
@@ -94,59 +122,6 @@ def land_conversion_day(
             )
             time.sleep(consistency_wait_s)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-
-def _land_once(
-    hook: AffiliateNetworkHook,
-    base: str,
-    day: dt.date,
-    *,
-    request: dict[str, Any],
-    dataset: str,
-    format: str,
-    page_size: int | None,
-    row_group_rows: int | None,
-    filters: Any,
-    search_terms: Any,
-    attempt: int,
-) -> dict[str, Any]:
-    """One pull of the day, published only if it held still; any error (a shift included)
-    leaves the with-block, which discards the staged files and closes the pull."""
-    pull = _pull(hook, request, filters, search_terms, page_size)
-    with (
-        pull,
-        PartitionWriter(
-            base,
-            dataset,
-            {"date": day.isoformat()},
-            conversion_schema(),
-            format=format,
-            row_group_rows=row_group_rows or DEFAULT_ROW_GROUP_ROWS,
-        ) as writer,
-    ):
-        writer.write_pages(pull)
-        st = pull.stats
-        # The hook checked every page's count; a key twice (pages overlapping) means another
-        # record was skipped even when the counts add up.
-        if writer.duplicates_dropped or (
-            st.total_count is not None and writer.rows != st.total_count
-        ):
-            raise PullShiftedError(
-                f"{day}: {writer.rows} unique rows ({writer.duplicates_dropped} duplicates "
-                f"dropped) where total_count said {st.total_count}",
-                expected=st.total_count,
-                got=writer.rows,
-            )
-        result = writer.commit(request=request, stats=_pull_stats(st, attempt))
-    m = result.manifest
-    return {
-        "date": day.isoformat(),
-        "path": result.path,
-        "rows": m.row_count,
-        "pages": st.pages,
-        "duplicates_dropped": m.duplicates_dropped,
-        "checksum": m.content_checksum,
-    }
 
 
 def _pull(

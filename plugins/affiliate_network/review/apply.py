@@ -5,10 +5,11 @@ Runs without Airflow's task context: give it a hook (or anything with the same m
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING
 
 from affiliate_network.exceptions import ConfigValidationError
@@ -18,6 +19,7 @@ from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.review.identity import RunIdentity
 
 #: PATCH status per rule action (the rejection value is configurable: the spec does not show it).
 APPROVED = "approved"
@@ -99,6 +101,7 @@ class ApplyOutcome:
     chunks: int = 0
 
 
+@dataclass(eq=False)
 class OnHoldWriter:
     """Applies statuses to on-hold ids, never sending an id that is no longer on hold, nor one
     id twice (one writer is one run).
@@ -122,33 +125,25 @@ class OnHoldWriter:
         there; an exception stops the writes before that chunk).
     """
 
-    def __init__(
-        self,
-        hook: AffiliateNetworkHook,
-        *,
-        from_date: str,
-        to_date: str,
-        timezone_id: int,
-        chunk_size: int,
-        log: TaskLog,
-        on_chunk: Callable[[], None] | None = None,
-        readback_wait_s: float = DEFAULT_READBACK_WAIT_S,
-        before_chunk: Callable[[], None] | None = None,
-    ) -> None:
-        check_readback_wait(readback_wait_s)
-        self.hook = hook
-        self.from_date = from_date
-        self.to_date = to_date
-        self.timezone_id = timezone_id
-        self.chunk_size = chunk_size
-        self.log = log
-        self.on_chunk = on_chunk
-        self.readback_wait_s = readback_wait_s
-        #: Every id sent by this writer: none is sent twice.
-        self._sent: set[str] = set()
-        #: Accepted ids not yet seen landed: id -> (status sent, its outcome).
-        self._pending: dict[str, tuple[str, ApplyOutcome]] = {}
-        self.before_chunk = before_chunk
+    hook: AffiliateNetworkHook
+    _: KW_ONLY
+    from_date: str | dt.date
+    to_date: str | dt.date
+    timezone_id: int
+    chunk_size: int
+    log: TaskLog
+    on_chunk: Callable[[], None] | None = None
+    readback_wait_s: float = DEFAULT_READBACK_WAIT_S
+    before_chunk: Callable[[], None] | None = None
+    #: Every id sent by this writer: none is sent twice.
+    _sent: set[str] = field(default_factory=set, init=False, repr=False)
+    #: Accepted ids not yet seen landed: id -> (status sent, its outcome).
+    _pending: dict[str, tuple[str, ApplyOutcome]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        check_readback_wait(self.readback_wait_s)
 
     def current_states(self, on_hold_ids: Sequence[str]) -> dict[str, str | None]:
         """Current on-hold state of each id (``None`` when the search does not return it)."""
@@ -296,8 +291,9 @@ class OnHoldWriter:
         return outcome
 
 
-def outcome_reasons(outcomes: dict[str, ApplyOutcome], into: dict[str, tuple[bool, str]]) -> None:
+def outcome_reasons(outcomes: Mapping[str, ApplyOutcome]) -> dict[str, tuple[bool, str]]:
     """On-hold id -> (applied, why) for the audit: what the read-back shows landed is applied."""
+    into: dict[str, tuple[bool, str]] = {}
     for status, outcome in outcomes.items():
         for i in outcome.applied:
             into[i] = (True, f"{status}; confirmed by read-back")
@@ -319,3 +315,72 @@ def outcome_reasons(outcomes: dict[str, ApplyOutcome], into: dict[str, tuple[boo
             into[i] = (False, f"outcome unknown: {why}")
         for i, why in outcome.skipped.items():
             into[i] = (False, why)
+    return into
+
+
+def apply_under_lease(
+    hook: AffiliateNetworkHook,
+    plan: Mapping[str, Sequence[str]],
+    *,
+    identity: RunIdentity,
+    chunk_size: int,
+    lease_wait_s: float,
+    log: TaskLog,
+    readback_wait_s: float = DEFAULT_READBACK_WAIT_S,
+    on_error: Callable[[dict[str, ApplyOutcome], BaseException], None] | None = None,
+    while_held: Callable[[dict[str, ApplyOutcome]], None] | None = None,
+) -> dict[str, ApplyOutcome]:
+    """Apply ``plan`` (status -> on-hold ids, in order) for the run ``identity`` names, under
+    the network's write lease: the one write path of the scheduled review and the human step.
+
+    The lease is taken when there is anything to send (waiting up to ``lease_wait_s`` for
+    another run's), renewed after every chunk and between read-backs, and checked right before
+    every PATCH (a holder that lost it stops before writing). One :class:`OnHoldWriter` sends
+    every status (an id is never sent twice), then waits once for the late writes of all of
+    them. The lease is released whatever happens.
+
+    :param hook: the network hook.
+    :param plan: status -> on-hold ids to send; statuses without ids are left out.
+    :param identity: the run (write lease, owner, window days and timezone of the searches).
+    :param chunk_size: on-hold ids per PATCH.
+    :param lease_wait_s: how long to wait for another run's write lease.
+    :param log: logger of the caller.
+    :param readback_wait_s: longest wait for sent statuses to show.
+    :param on_error: called with the outcomes so far when a write fails (before the error
+        propagates, still under the lease).
+    :param while_held: called with the outcomes once the writes are done, still under the lease
+        (what must not interleave with another writer, such as remembering answers).
+    :returns: status -> its outcome, for the statuses that had ids.
+    """
+    from affiliate_network.review.lease import WriteLease, lease_path
+
+    run = identity.run
+    lease = WriteLease(lease_path(run.base, run.conn_id), run.owner)
+    outcomes = {status: ApplyOutcome() for status, ids in plan.items() if ids}
+    try:
+        if outcomes:
+            lease.acquire(wait_s=lease_wait_s, log=log)
+        writer = OnHoldWriter(
+            hook,
+            from_date=identity.decide_from,
+            to_date=identity.to_date,
+            timezone_id=identity.timezone_id,
+            chunk_size=chunk_size,
+            log=log,
+            on_chunk=lease.renew,
+            readback_wait_s=readback_wait_s,
+            before_chunk=lease.check,
+        )
+        try:
+            for status, outcome in outcomes.items():
+                writer.apply(plan[status], status, outcome, wait=False)
+            writer.settle()  # one bounded wait for the late writes of every status
+        except Exception as err:
+            if on_error is not None:
+                on_error(outcomes, err)
+            raise
+        if while_held is not None:
+            while_held(outcomes)
+    finally:
+        lease.release()
+    return outcomes

@@ -56,7 +56,7 @@ def plan_positions(
         conversions still on hold (the ones to decide and write), and the count of window
         conversions currently on hold (eligible or too young).
     """
-    now = window.as_of_ts
+    now, lo, hi = window.as_of_ts, window.decide_from_ts, window.decide_to_ts
     min_age_s = min_age_hours * 3600
     horizon_s = horizon_hours * 3600
     plan: list[int] = []
@@ -67,7 +67,7 @@ def plan_positions(
         if status is None or not on_hold_conversion_id(record):
             continue  # never held: no decision to take
         at = record.get("conversion_unix_timestamp")
-        if not isinstance(at, int | float) or not window.decide_from_ts <= at < window.decide_to_ts:
+        if not isinstance(at, int | float) or not lo <= at < hi:
             continue  # look-back traffic: counted in aggregates, decided by its own window
         held = status == ON_HOLD
         on_hold += held

@@ -22,7 +22,7 @@ from affiliate_network.exceptions import AffiliateNetworkError
 from affiliate_network.review.apply import (
     APPROVED,
     ApplyOutcome,
-    OnHoldWriter,
+    apply_under_lease,
     check_reject_status,
     outcome_reasons,
 )
@@ -39,6 +39,7 @@ from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.review.identity import RunIdentity
 
 _LOG = logging.getLogger(__name__)
 
@@ -148,74 +149,57 @@ def plan_choices(
 
 def apply_human_choices(
     hook: AffiliateNetworkHook,
-    summary: Mapping[str, Any],
+    identity: RunIdentity,
     requests: Sequence[Mapping[str, Any]],
     responses: Sequence[Any],
     *,
-    conn_id: str,
-    owner: str,
-    run_id: str,
     attempt: int = 1,
     reject_status: str,
     chunk_size: int,
-    timezone_id: int | None = None,
     lease_wait_minutes: float = 35.0,
     log: TaskLog | None = None,
 ) -> HumanApplyResult:
-    """Apply the answers to the review run that ``summary`` describes.
+    """Apply the answers to the review run ``identity`` names (its audit file, window, write
+    lease and state folder: :meth:`RunIdentity.from_summary` reads it from the review's
+    summary).
 
     :param hook: the network hook.
-    :param summary: the review's summary (``audit_path``, ``window``, ``timezone_id``,
-        ``state_dir``).
+    :param identity: the review run.
     :param requests: the requests shown to reviewers, in map-index order.
     :param responses: their answers, in the same order.
-    :param conn_id: the network's connection id (its write lease).
-    :param owner: the write lease's owner (``dag_id/run_id``).
-    :param run_id: recorded with each remembered answer.
     :param attempt: the audit file of this attempt (``human-attempt-N.jsonl``).
     :param reject_status: PATCH status for rejections.
     :param chunk_size: on-hold ids per PATCH.
-    :param timezone_id: the API's timezone id of the window (default: the review's, else the
-        network's).
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param log: logger (default: this module's).
     :raises AffiliateNetworkError: not one response per request.
     """
-    from affiliate_network.review.lease import WriteLease, lease_path
-
     log = log or _LOG
     check_reject_status(reject_status)
     if len(responses) != len(requests):
         raise AffiliateNetworkError(
             f"{len(requests)} review requests but {len(responses)} responses"
         )
-    rows = [r for r in read_jsonl(summary["audit_path"]) if r["action"] == "review"]
+    rows = [r for r in read_jsonl(identity.audit_path) if r["action"] == "review"]
     plan, decided = plan_choices(requests, responses, rows, reject_status, log)
-    window = summary.get("window") or [None, None]
-    folder = ObjectStoragePath(str(summary["audit_path"])).parent
-    base = str(folder.parent.parent.parent)  # <base>/onhold_review/<dag>/<run>/
-    lease = WriteLease(lease_path(base, conn_id), owner)
-    try:
-        if any(plan.values()):
-            lease.acquire(wait_s=lease_wait_minutes * 60, log=log)
-        writer = OnHoldWriter(
-            hook,
-            from_date=window[0],
-            to_date=window[1],
-            timezone_id=timezone_id or summary.get("timezone_id") or _network_tz_id(),
-            chunk_size=chunk_size,
-            log=log,
-            on_chunk=lease.renew,
-            before_chunk=lease.check,  # a holder that lost the lease stops before writing
-        )
-        per_status = {s: writer.apply(ids, s) for s, ids in plan.items() if ids}
-        outcomes: dict[str, tuple[bool, str]] = {}
-        outcome_reasons(per_status, outcomes)
-        human_rows = _human_rows(rows, decided, outcomes, run_id)
-        _remember(summary.get("state_dir"), human_rows)
-    finally:
-        lease.release()
-    audit_path = folder / f"human-attempt-{attempt}.jsonl"
+    human_rows: list[dict[str, Any]] = []
+
+    def remember(outcomes: dict[str, ApplyOutcome]) -> None:
+        # Under the lease: two steps answering for one network do not interleave their writes.
+        reasons = outcome_reasons(outcomes)
+        human_rows.extend(_human_rows(rows, decided, reasons, identity.run.run_id))
+        _remember(identity.state_dir, human_rows)
+
+    per_status = apply_under_lease(
+        hook,
+        plan,
+        identity=identity,
+        chunk_size=chunk_size,
+        lease_wait_s=lease_wait_minutes * 60,
+        log=log,
+        while_held=remember,
+    )
+    audit_path = identity.audit_path.parent / f"human-attempt-{attempt}.jsonl"
     write_jsonl_atomic(audit_path, human_rows)
     return HumanApplyResult.of(len(requests), per_status, decided, audit_path)
 
@@ -252,7 +236,7 @@ def _human_rows(
     return human_rows
 
 
-def _remember(state: str | None, human_rows: Sequence[Mapping[str, Any]]) -> None:
+def _remember(state: ObjectStoragePath, human_rows: Sequence[Mapping[str, Any]]) -> None:
     """Store the answers (under the lease): a conversion a person kept on hold is not asked
     again soon. A timeout (defaults, no person) is not a decision to remember."""
     from affiliate_network.review.human_decisions import HumanDecisions
@@ -263,11 +247,5 @@ def _remember(state: str | None, human_rows: Sequence[Mapping[str, Any]]) -> Non
         if r["human_choice"] != UNANSWERED
         and (r["responded_by"] or r["human_choice"] != OPTION_KEEP)
     ]
-    if state and answered:
-        HumanDecisions(ObjectStoragePath(str(state))).load().record(answered)
-
-
-def _network_tz_id() -> int:
-    from affiliate_network.settings import load_network_settings
-
-    return load_network_settings().timezone_id
+    if answered:
+        HumanDecisions(state).load().record(answered)

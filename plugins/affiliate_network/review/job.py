@@ -23,16 +23,17 @@ from typing import TYPE_CHECKING, Any
 from affiliate_network.exceptions import GuardrailError
 from affiliate_network.review.apply import (
     APPROVED,
-    ApplyOutcome,
-    OnHoldWriter,
+    apply_under_lease,
     check_reject_status,
     outcome_reasons,
 )
-from affiliate_network.review.audit import audit_dir, audit_rows, finish_rows, write_jsonl_atomic
+from affiliate_network.review.audit import audit_rows, finish_rows, write_jsonl_atomic
 from affiliate_network.review.candidates import plan_positions
 from affiliate_network.review.engine import Evaluation
 from affiliate_network.review.guardrails import Guardrails
-from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
+from affiliate_network.review.human_decisions import apply_sticky_keeps
+from affiliate_network.review.identity import ReviewRun as ReviewRun
+from affiliate_network.review.identity import RunIdentity
 
 # Defined apart so the operator checks its arguments at parse without loading this module.
 from affiliate_network.review.options import ReviewOptions as ReviewOptions
@@ -48,43 +49,11 @@ if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.review.apply import ApplyOutcome
     from affiliate_network.review.engine import RuleSet
     from affiliate_network.review.window import ReviewWindow
 
 _LOG = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ReviewRun:
-    """Where a run keeps its audit and state, and who it is to the write lease.
-
-    :param base: data base (local path or URL): ``<base>/onhold_review/...``.
-    :param conn_id: the network's connection id (one state folder and write lease per network).
-    :param dag_id: the audit folder's first level (a script: any name).
-    :param run_id: the audit folder of this run.
-    :param attempt: the audit file of this attempt (``decisions-attempt-N.jsonl``).
-    """
-
-    base: str
-    conn_id: str
-    dag_id: str
-    run_id: str
-    attempt: int = 1
-
-    @property
-    def audit_path(self) -> ObjectStoragePath:
-        return audit_dir(self.base, self.dag_id, self.run_id) / (
-            f"decisions-attempt-{self.attempt}.jsonl"
-        )
-
-    @property
-    def state_dir(self) -> ObjectStoragePath:
-        return state_dir(self.base, self.conn_id)
-
-    @property
-    def owner(self) -> str:
-        """The write lease's owner: the same run (a retry) takes its lease back at once."""
-        return f"{self.dag_id}/{self.run_id}"
 
 
 @dataclass
@@ -110,6 +79,7 @@ class ReviewResult:
     """The outcome of :func:`run_review` (the audit file holds the per-conversion detail).
 
     :param window: where the run looked.
+    :param identity: the run's identity (in the summary: the human step reads it back whole).
     :param pulled: conversions pulled (window and look-back, every on-hold state).
     :param on_hold: conversions of the window currently on hold.
     :param eligible: those old enough to decide.
@@ -122,14 +92,13 @@ class ReviewResult:
     :param kept_by_reviewer: ``review`` decisions turned to ``hold`` by a recent "Keep on hold".
     :param dry_run: nothing was written.
     :param guardrail: on a dry run, the guardrail message a real run would have failed with.
-    :param audit_path: the audit file.
-    :param state_dir: the network's state folder (reviewers' decisions).
     :param elapsed_s: wall time from the pull to the audit.
     :param traffic: how the traffic came: ``mode`` (full or incremental), ``reason``, rows asked
         (:meth:`~affiliate_network.review.traffic.TrafficPull.summary`).
     """
 
     window: ReviewWindow
+    identity: RunIdentity
     pulled: int
     on_hold: int
     eligible: int
@@ -140,10 +109,18 @@ class ReviewResult:
     kept_by_reviewer: int
     dry_run: bool
     guardrail: str | None
-    audit_path: ObjectStoragePath
-    state_dir: ObjectStoragePath
     elapsed_s: float
     traffic: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def audit_path(self) -> ObjectStoragePath:
+        """The audit file."""
+        return self.identity.audit_path
+
+    @property
+    def state_dir(self) -> ObjectStoragePath:
+        """The network's state folder (reviewers' decisions)."""
+        return self.identity.state_dir
 
     @property
     def per_action(self) -> dict[str, int]:
@@ -156,8 +133,10 @@ class ReviewResult:
         holds the per-conversion detail)."""
         window, writes, per_action = self.window, self.writes, self.per_action
         return {
-            "window": [window.decide_from, window.to_date],
-            "as_of": window.as_of,
+            # The run's identity, whole: what the human step reads (the rest is for people).
+            "run": self.identity.to_dict(),
+            "window": [window.decide_from.isoformat(), window.to_date.isoformat()],
+            "as_of": f"{window.as_of:%Y-%m-%d %H:%M:%S}",
             "timezone_id": window.timezone_id,
             "pulled": self.pulled,
             "traffic": self.traffic,  # full or incremental, rows asked of the API
@@ -217,6 +196,7 @@ def run_review(
     log = log or _LOG
     check_reject_status(options.reject_status)
     started = time.monotonic()
+    identity = RunIdentity.of(run, window, ruleset.source)
     fields, members = review_fields(ruleset)
     traffic = pull_review_traffic(
         hook,
@@ -258,13 +238,14 @@ def run_review(
     if dry_run:
         finish_rows(rows, {}, "dry run" if guardrail is None else "dry run; guardrail")
     elif any(r["action"] in ("approve", "reject") for r in rows):
-        writes = _write_decisions(hook, rows, window, options, run, log)
+        writes = _write_decisions(hook, rows, identity, options, log)
     else:
         finish_rows(rows, {}, "not applied")
     count = write_jsonl_atomic(audit_path, rows)
     log.info("Audit: %d decisions -> %s", count, audit_path)
     return ReviewResult(
         window=window,
+        identity=identity,
         pulled=len(records),
         traffic=traffic.summary(),
         on_hold=on_hold,
@@ -276,8 +257,6 @@ def run_review(
         kept_by_reviewer=sticky,
         dry_run=dry_run,
         guardrail=guardrail,
-        audit_path=audit_path,
-        state_dir=run.state_dir,
         elapsed_s=round(time.monotonic() - started, 3),
     )
 
@@ -355,53 +334,36 @@ def _check_guardrails(
 def _write_decisions(
     hook: AffiliateNetworkHook,
     rows: list[dict[str, Any]],
-    window: ReviewWindow,
+    identity: RunIdentity,
     options: ReviewOptions,
-    run: ReviewRun,
     log: TaskLog,
 ) -> WriteTotals:
     """Apply approvals, then rejections, under the network's write lease; fill in the rows."""
-    from affiliate_network.review.lease import WriteLease, lease_path
-
-    plan = [
-        ([r["on_hold_conversion_id"] for r in rows if r["action"] == action], status)
+    plan = {
+        status: [r["on_hold_conversion_id"] for r in rows if r["action"] == action]
         for action, status in (("approve", APPROVED), ("reject", options.reject_status))
-    ]
+    }
     # Intentions first: if the task dies mid-apply the audit shows what was planned.
     finish_rows(rows, {}, "pending: not yet applied")
-    write_jsonl_atomic(run.audit_path, rows)
-    outcome_by_id: dict[str, tuple[bool, str]] = {}
-    lease = WriteLease(lease_path(run.base, run.conn_id), run.owner)
-    lease.acquire(wait_s=options.lease_wait_minutes * 60, log=log)
-    try:
-        writer = OnHoldWriter(
-            hook,
-            from_date=window.decide_from,
-            to_date=window.to_date,
-            timezone_id=window.timezone_id,
-            chunk_size=options.chunk_size,
-            log=log,
-            on_chunk=lease.renew,
-            readback_wait_s=options.readback_wait_s,
-            before_chunk=lease.check,  # a holder that lost the lease stops before writing
-        )
-        outcomes = {APPROVED: ApplyOutcome(), options.reject_status: ApplyOutcome()}
-        try:
-            for ids, status in plan:
-                if ids:
-                    writer.apply(ids, status, outcomes[status], wait=False)
-            writer.settle()  # one bounded wait for the late writes of both statuses
-        except Exception as err:
-            # Record what the read-back shows landed: a retry sends only what is on hold.
-            outcome_reasons(outcomes, outcome_by_id)
-            finish_rows(rows, outcome_by_id, f"not applied: failed ({type(err).__name__})")
-            write_jsonl_atomic(run.audit_path, rows)
-            raise
-    finally:
-        lease.release()
-    outcome_reasons(outcomes, outcome_by_id)
-    finish_rows(rows, outcome_by_id, "not applied")
-    totals = WriteTotals({})
+    write_jsonl_atomic(identity.audit_path, rows)
+
+    def record_failure(outcomes: dict[str, ApplyOutcome], err: BaseException) -> None:
+        # Record what the read-back shows landed: a retry sends only what is on hold.
+        finish_rows(rows, outcome_reasons(outcomes), f"not applied: failed ({type(err).__name__})")
+        write_jsonl_atomic(identity.audit_path, rows)
+
+    outcomes = apply_under_lease(
+        hook,
+        plan,
+        identity=identity,
+        chunk_size=options.chunk_size,
+        lease_wait_s=options.lease_wait_minutes * 60,
+        readback_wait_s=options.readback_wait_s,
+        log=log,
+        on_error=record_failure,
+    )
+    finish_rows(rows, outcome_reasons(outcomes), "not applied")
+    totals = WriteTotals(dict.fromkeys(plan, 0))
     for status, outcome in outcomes.items():
         totals.applied[status] = len(outcome.applied)
         totals.mismatches += len(outcome.mismatches)

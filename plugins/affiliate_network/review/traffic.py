@@ -35,12 +35,12 @@ No Airflow task context here: callable from a plain script with a hook.
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import logging
 import time
 import uuid
-import zoneinfo
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -236,7 +236,7 @@ def _compact_one(
 def _pull_window(
     hook: AffiliateNetworkHook,
     window: ReviewWindow,
-    since: str,
+    since: dt.date | dt.datetime,
     *,
     span: tuple[float, float],
     fields: Collection[str],
@@ -245,7 +245,8 @@ def _pull_window(
     log: TaskLog,
 ) -> list[dict[str, Any]]:
     """Compact conversions (no events) from ``since`` to the window's end: the time-range pull
-    of both paths (``since`` is the window's start for a full pull, the cursor's for new rows).
+    of both paths (``since`` is the window's first day for a full pull, a local time just
+    before the cursor for new rows).
 
     Records outside ``span`` (unix ``[start, end)``) are dropped: in a repeated fall-back hour
     the bounds sent are widened so that either reading covers the window (see
@@ -260,9 +261,23 @@ def _pull_window(
     from affiliate_network.exceptions import PullShiftedError
     from affiliate_network.hooks._paging import SHIFT_RETRIES, SHIFT_WAIT_S
 
+    lo, hi = span
     for attempt in range(SHIFT_RETRIES + 1):
         try:
-            return list(_pull_once(hook, window, since, span, fields, members, page_size))
+            pages = hook.iter_conversions(
+                from_date=since,
+                to_date=window.pull_to_bound,
+                timezone_id=window.timezone_id,
+                show_conversions=True,
+                show_events=False,
+                page_size=page_size,
+            )
+            with pages:
+                return [
+                    _compact_one(record, fields, members)
+                    for record in pages
+                    if (at := _ts(record)) is None or lo <= at < hi
+                ]
         except PullShiftedError as err:
             if attempt == SHIFT_RETRIES:
                 raise
@@ -275,31 +290,6 @@ def _pull_window(
             )
             time.sleep(SHIFT_WAIT_S)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _pull_once(
-    hook: AffiliateNetworkHook,
-    window: ReviewWindow,
-    since: str,
-    span: tuple[float, float],
-    fields: Collection[str],
-    members: Collection[str],
-    page_size: int | None,
-) -> Iterator[dict[str, Any]]:
-    lo, hi = span
-    pages = hook.iter_conversions(
-        from_date=since,
-        to_date=window.pull_to,
-        timezone_id=window.timezone_id,
-        show_conversions=True,
-        show_events=False,
-        page_size=page_size,
-    )
-    with pages:
-        for record in pages:
-            at = _ts(record)
-            if at is None or lo <= at < hi:
-                yield _compact_one(record, fields, members)
 
 
 def _ts(record: dict[str, Any]) -> float | None:
@@ -355,7 +345,7 @@ def _refresh_on_hold(
         hook,
         ids,
         from_date=window.pull_from,
-        to_date=window.pull_to,
+        to_date=window.pull_to_bound,
         timezone_id=window.timezone_id,
         chunk_size=chunk_size,
     )
@@ -378,7 +368,6 @@ def _incremental(
     snap: TrafficSnapshot,
     *,
     window: ReviewWindow,
-    tz: zoneinfo.ZoneInfo,
     span: tuple[float, float],
     page_size: int | None,
     overlap_s: float,
@@ -403,7 +392,7 @@ def _incremental(
     rows_new = 0
     if t1 > snap.cursor_ts:
         start = max(t0, snap.cursor_ts - overlap_s)
-        since = local_bound(start, tz, end=False)
+        since = local_bound(start, window.tz, end=False)
         pulled = _pull_window(
             hook,
             window,
@@ -468,7 +457,7 @@ def pull_review_traffic(
     unless this run's window ends before the snapshot's cursor.
 
     :param hook: the network hook.
-    :param window: the review window (``pull_from`` .. ``pull_to``).
+    :param window: the review window (``pull_from`` .. ``pull_to_at``).
     :param fields: top-level record fields the rules and the audit read.
     :param members: ``relationship`` members they read.
     :param store: the snapshot store; ``None`` always pulls in full and keeps nothing.
@@ -482,7 +471,6 @@ def pull_review_traffic(
     :param log: logger (default: this module's).
     """
     log = log or log_
-    tz = zoneinfo.ZoneInfo(window.timezone)
     # Exact instants, never the wall-time texts read back (a repeated hour reads two ways).
     span = (window.pull_from_ts, float(int(window.pull_to_ts)) + 1.0)
     need_f, need_m = frozenset(fields), frozenset(members)
@@ -505,7 +493,6 @@ def pull_review_traffic(
                 hook,
                 snap,
                 window=window,
-                tz=tz,
                 span=span,
                 page_size=page_size,
                 overlap_s=overlap_s,
@@ -595,7 +582,7 @@ def _full(
     log.info(
         "Traffic: full pull of %s..%s, %d conversions (%s), snapshot %s",
         window.pull_from,
-        window.pull_to,
+        f"{window.pull_to_bound:%Y-%m-%d %H:%M:%S}",
         len(records),
         reason,
         "saved" if result.saved else "kept (this run is behind its cursor)",

@@ -9,54 +9,96 @@ from dataclasses import dataclass
 from affiliate_network.exceptions import ConfigValidationError
 
 
+def _midnight(day: dt.date, tz: zoneinfo.ZoneInfo) -> dt.datetime:
+    """The local midnight that starts ``day``."""
+    return dt.datetime(day.year, day.month, day.day, tzinfo=tz)
+
+
 @dataclass(frozen=True)
 class ReviewWindow:
-    """Where a review looks, in the network's timezone.
+    """Where a review looks, in the network's timezone: local days and aware instants, never
+    their texts (the request's wall-time form is made where a request is built).
 
     :param timezone_id: the API's id of the network's reporting timezone.
     :param timezone: its IANA name.
-    :param as_of: the review's "now" (``YYYY-MM-DD hh:mm:ss`` local): nothing later is seen.
-    :param as_of_ts: the same, in unix seconds.
+    :param as_of: the review's "now" (aware, in ``timezone``): nothing later is seen.
     :param decide_from: first local day whose conversions are decided.
-    :param decide_from_ts: its local midnight, in unix seconds.
-    :param decide_to_ts: the local midnight after ``to_date`` (conversions before it are decided).
-    :param to_date: the local day of ``as_of`` (last day decided).
+    :param to_date: the local day of ``as_of`` or the day asked for (last day decided).
     :param pull_from: first local day pulled: the local day of ``decide_from``'s midnight minus
         the aggregates' look-back, counted in absolute time (a 23-hour day is not a 24-hour one).
-    :param pull_to: the ``to`` sent for the end of the pull (the documented
-        ``YYYY-MM-DD hh:mm:ss`` form), chosen so that every reading of it is at or after
-        ``pull_to_ts``: in the hour a fall-back repeats, a wall time names two instants.
-    :param pull_from_ts: local midnight of ``pull_from``, in unix seconds.
-    :param pull_to_ts: the instant the pull ends (inclusive): ``as_of`` or, for a window ending
-        earlier, its last day plus the look-ahead. Records after it are dropped client-side.
+    :param pull_to_at: the instant the pull ends (inclusive, aware): ``as_of`` or, for a window
+        ending earlier, its last day plus the look-ahead. Records after it are dropped
+        client-side.
     """
 
     timezone_id: int
     timezone: str
-    as_of: str
-    as_of_ts: float
-    decide_from: str
-    decide_from_ts: float
-    decide_to_ts: float
-    to_date: str
-    pull_from: str
-    pull_to: str
-    pull_from_ts: float
-    pull_to_ts: float
+    as_of: dt.datetime
+    decide_from: dt.date
+    to_date: dt.date
+    pull_from: dt.date
+    pull_to_at: dt.datetime
+
+    @property
+    def tz(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.timezone)
+
+    @property
+    def decide_from_at(self) -> dt.datetime:
+        """Local midnight of ``decide_from``."""
+        return _midnight(self.decide_from, self.tz)
+
+    @property
+    def decide_to_at(self) -> dt.datetime:
+        """The local midnight after ``to_date`` (conversions before it are decided)."""
+        return _midnight(self.to_date + dt.timedelta(days=1), self.tz)
+
+    @property
+    def pull_from_at(self) -> dt.datetime:
+        """Local midnight of ``pull_from``: the pull's first instant."""
+        return _midnight(self.pull_from, self.tz)
+
+    @property
+    def pull_to_bound(self) -> dt.datetime:
+        """The ``to`` sent for the end of the pull (its wall time in the documented
+        ``YYYY-MM-DD hh:mm:ss`` form), chosen so that every reading of it is at or after
+        ``pull_to_at``: in the hour a fall-back repeats, a wall time names two instants."""
+        return local_bound(self.pull_to_at.timestamp(), self.tz, end=True)
+
+    # Unix seconds of the instants: records carry ``conversion_unix_timestamp``.
+    @property
+    def as_of_ts(self) -> float:
+        return self.as_of.timestamp()
+
+    @property
+    def decide_from_ts(self) -> float:
+        return self.decide_from_at.timestamp()
+
+    @property
+    def decide_to_ts(self) -> float:
+        return self.decide_to_at.timestamp()
+
+    @property
+    def pull_from_ts(self) -> float:
+        return self.pull_from_at.timestamp()
+
+    @property
+    def pull_to_ts(self) -> float:
+        return self.pull_to_at.timestamp()
 
 
-def _readings(text: str, tz: zoneinfo.ZoneInfo) -> tuple[float, float]:
-    """Unix seconds of both readings of a local ``YYYY-MM-DD hh:mm:ss`` (equal unless the wall
-    time is repeated by a fall-back: then the first and the second occurrence)."""
-    naive = dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S")
+def _readings(naive: dt.datetime, tz: zoneinfo.ZoneInfo) -> tuple[float, float]:
+    """Unix seconds of both readings of a local wall time (equal unless the wall time is
+    repeated by a fall-back: then the first and the second occurrence)."""
     first = naive.replace(tzinfo=tz, fold=0).timestamp()
     second = naive.replace(tzinfo=tz, fold=1).timestamp()
     return min(first, second), max(first, second)
 
 
-def local_bound(instant: float, tz: zoneinfo.ZoneInfo, *, end: bool) -> str:
-    """A local ``YYYY-MM-DD hh:mm:ss`` for a timed ``from`` (``end`` False) or an inclusive ``to``
-    that covers ``instant`` however the server reads a repeated wall time.
+def local_bound(instant: float, tz: zoneinfo.ZoneInfo, *, end: bool) -> dt.datetime:
+    """A local time (aware, in ``tz``, whole seconds) whose wall time, sent as a timed ``from``
+    (``end`` False) or an inclusive ``to``, covers ``instant`` however the server reads a
+    repeated wall time.
 
     The form has no offset, so in the hour a fall-back repeats one text names two instants an
     hour apart. A ``to`` is moved later until even its earlier reading is at or after
@@ -68,17 +110,17 @@ def local_bound(instant: float, tz: zoneinfo.ZoneInfo, *, end: bool) -> str:
     :param end: a ``to`` bound (else a ``from``).
     """
     moment = float(int(instant))  # the form has whole seconds; the floor keeps ``to`` inclusive
-    text = ""
+    local = dt.datetime.fromtimestamp(moment, tz)
     for _ in range(4):  # one step leaves a repeated hour; the bound is for a runaway tz table
-        text = dt.datetime.fromtimestamp(moment, tz).strftime("%Y-%m-%d %H:%M:%S")
-        early, late = _readings(text, tz)
+        local = dt.datetime.fromtimestamp(moment, tz)
+        early, late = _readings(local.replace(tzinfo=None), tz)
         if end and early < int(instant):
             moment += int(instant) - early
         elif not end and late > int(instant):
             moment -= late - int(instant)
         else:
-            return text
-    return text
+            return local
+    return local
 
 
 def review_window(
@@ -124,26 +166,19 @@ def review_window(
     last = day if day is not None else local.date()
     first = last - dt.timedelta(days=lookback_days - 1)
     horizon = dt.timedelta(hours=horizon_hours)
-    start = dt.datetime(first.year, first.month, first.day, tzinfo=tz)
-    after_last = last + dt.timedelta(days=1)
-    end = dt.datetime(after_last.year, after_last.month, after_last.day, tzinfo=tz)
+    start = _midnight(first, tz)
+    end = _midnight(last + dt.timedelta(days=1), tz)
     # The look-back in absolute time: aware-datetime arithmetic in one zone is wall-clock
     # arithmetic, and whole local days are 23 or 25 hours around a DST change.
     pull_start = (start.astimezone(dt.UTC) - horizon).astimezone(tz).date()
-    pull_start_at = dt.datetime(pull_start.year, pull_start.month, pull_start.day, tzinfo=tz)
     # Windowed aggregates look both ways: pull the horizon after the last day too (up to as_of).
     pull_end = min(moment_utc, end.astimezone(dt.UTC) + horizon - dt.timedelta(seconds=1))
     return ReviewWindow(
         timezone_id=tz_id,
         timezone=tz_name,
-        as_of=local.strftime("%Y-%m-%d %H:%M:%S"),
-        as_of_ts=moment_utc.timestamp(),
-        decide_from=first.isoformat(),
-        decide_from_ts=start.timestamp(),
-        decide_to_ts=end.timestamp(),
-        to_date=last.isoformat(),
-        pull_from=pull_start.isoformat(),
-        pull_to=local_bound(pull_end.timestamp(), tz, end=True),
-        pull_from_ts=pull_start_at.timestamp(),
-        pull_to_ts=pull_end.timestamp(),
+        as_of=local,
+        decide_from=first,
+        to_date=last,
+        pull_from=pull_start,
+        pull_to_at=pull_end.astimezone(tz),
     )
