@@ -140,11 +140,13 @@ def test_an_amount_beyond_the_scale_or_precision_is_refused_by_name(
 ) -> None:
     """Never rounded: the landing fails naming the field, the conversion and the value."""
     records = [_record(0), _record(1, **{field: "X"}), _record(2)]
-    with pytest.raises(SchemaMismatchError) as err:
-        if path == "page":
-            _land_page(tmp_path, _page(records, {"X": text}), len(records))
-        else:
-            records[1][field] = text
+    if path == "page":
+        body = _page(records, {"X": text})
+        with pytest.raises(SchemaMismatchError) as err:
+            _land_page(tmp_path, body, len(records))
+    else:
+        records[1][field] = text
+        with pytest.raises(SchemaMismatchError) as err:
             _land_dicts(tmp_path, records)
     message = str(err.value)
     assert f"field {field!r}" in message
@@ -275,9 +277,7 @@ def test_per_affiliate_sums_equal_the_sandbox_to_the_cent(sandbox_day: dict[str,
     assert all(isinstance(v, Decimal) for sums in landed.values() for v in sums)
     # What float64 money gave (the issue's drift in the last digits), for the record.
     drifted = sum(
-        Decimal(repr(f)) != t
-        for a in truth
-        for f, t in zip(floats[a], truth[a], strict=True)
+        Decimal(repr(f)) != t for a in truth for f, t in zip(floats[a], truth[a], strict=True)
     )
     print(f"float64 sums that differ from the exact ones: {drifted} of {3 * len(truth)}")
 
@@ -293,24 +293,21 @@ def test_the_rules_decide_landed_money_as_the_apis_numbers(tmp_path: Path) -> No
     landed = load_records(part)
     assert [type(r["payout"]) for r in landed] == [float] * len(payouts)
     rules = tmp_path / "rules.yaml"
-    rules.write_text(
-        yaml.safe_dump({
-            "version": 1,
-            "rules": [
-                {"id": "high", "description": "above 50", "action": "reject",
-                 "when": {"field": "payout", "gt": 50}},
-                {"id": "fifty", "description": "50 or more", "action": "review",
-                 "when": {"field": "payout", "ge": 50.0}},
-            ],
-        })  # fmt: skip
-    )
+    doc = {
+        "version": 1,
+        "rules": [
+            {"id": "high", "description": "above 50", "action": "reject",
+             "when": {"field": "payout", "gt": 50}},
+            {"id": "fifty", "description": "50 or more", "action": "review",
+             "when": {"field": "payout", "ge": 50.0}},
+        ],
+    }  # fmt: skip
+    rules.write_text(yaml.safe_dump(doc))
     ruleset = RuleSet.from_file(rules)
     now = 1768435200 + 86400
 
     def decided(batch: list[dict[str, Any]]) -> list[str | None]:
         evaluation = ruleset.evaluate(batch, now=now)
-        return [
-            d.rule_id if (d := evaluation.for_index(i)) else None for i in range(len(batch))
-        ]
+        return [d.rule_id if (d := evaluation.for_index(i)) else None for i in range(len(batch))]
 
     assert decided(landed) == decided(live) == [None, "fifty", "high", "high", "high"]

@@ -202,8 +202,9 @@ def _conversion_arrow_schema() -> pa.Schema:
 
     Strings are ``string`` (an empty string from the API lands as null), integers ``int64``,
     :data:`TIMESTAMP_FIELDS` ``timestamp[ms, UTC]`` (whole seconds; Parquet's coarsest unit),
-    money :func:`money_type` (:data:`MONEY_FIELDS`), flags ``bool``; ``relationship`` and ``extra_fields`` are JSON text. A column absent from
-    every record of a day is still there, typed, all null.
+    money :func:`money_type` (:data:`MONEY_FIELDS`), flags ``bool``; ``relationship`` and
+    ``extra_fields`` are JSON text. A column absent from every record of a day is still there,
+    typed, all null.
     """
     import pyarrow as pa
 
@@ -856,8 +857,7 @@ class AffiliateReportSchema(RecordSchema):
         fields += [pa.field(n, pa.int64()) for n in _REPORT_COUNTS]
         fields += [pa.field(n, pa.float64()) for n in _REPORT_RATES]
         fields += [
-            pa.field(n, money_type(), metadata={"unit": "currency_id"})
-            for n in REPORT_MONEY_FIELDS
+            pa.field(n, money_type(), metadata={"unit": "currency_id"}) for n in REPORT_MONEY_FIELDS
         ]
         fields.append(pa.field("extra_reporting", pa.string(), metadata={"encoding": "json"}))
         version = AFFILIATE_REPORT_SCHEMA_VERSION
