@@ -311,3 +311,22 @@ def test_the_rules_decide_landed_money_as_the_apis_numbers(tmp_path: Path) -> No
         return [d.rule_id if (d := evaluation.for_index(i)) else None for i in range(len(batch))]
 
     assert decided(landed) == decided(live) == [None, "fifty", "high", "high", "high"]
+
+
+def test_a_version_1_affiliate_report_reads_with_decimal_money() -> None:
+    from affiliate_network.reports.schema import read_conversions
+
+    schema = AffiliateReportSchema(["offer"])
+    row = {
+        "columns": [{"column_type": "offer", "id": "7", "label": "A"}],
+        "reporting": {"revenue": 12.34, "cv": 2, "ctr": 0.5, "on_hold_potential_revenue": 0},
+    }
+    current = schema.to_table([schema.flatten(row)])
+    old_fields = [
+        f.with_type(pa.float64()) if pa.types.is_decimal(f.type) else f for f in current.schema
+    ]
+    old = current.cast(
+        pa.schema(old_fields, metadata={b"record": b"affiliate_report", b"schema_version": b"1"})
+    )
+    assert old.schema.field("revenue").type == pa.float64()
+    assert read_conversions(old).equals(current, check_metadata=True)

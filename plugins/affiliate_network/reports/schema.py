@@ -270,7 +270,8 @@ def read_conversions(table: pa.Table) -> pa.Table:
     ``int64`` and empty strings as ``""``: both are converted. Versions 1 to 3 stored money as
     ``float64``: each amount becomes its shortest decimal text (what the API printed, for up to
     15 significant digits) rounded half-even to :data:`MONEY_SCALE` decimals
-    (:func:`_money_from_floats`). The current layout is returned as it is.
+    (:func:`_money_from_floats`). The current layout is returned as it is. An affiliate report
+    of version 1 (``float64`` money) gets its :data:`REPORT_MONEY_FIELDS` converted the same way.
 
     :raises SchemaMismatchError: an old amount of 10^12 or more (names the field and the
         conversion).
@@ -278,6 +279,8 @@ def read_conversions(table: pa.Table) -> pa.Table:
     import pyarrow as pa
 
     meta = table.schema.metadata or {}
+    if meta.get(b"record") == b"affiliate_report":
+        return _report_money(table)
     if meta.get(b"record") != b"conversion":
         return table
     if int(meta.get(b"schema_version", b"0")) >= CONVERSION_SCHEMA_VERSION:
@@ -297,6 +300,22 @@ def read_conversions(table: pa.Table) -> pa.Table:
     return _to_landed(pa.Table.from_arrays(columns, schema=seconds), target)
 
 
+def _report_money(table: pa.Table) -> pa.Table:
+    """An affiliate report of version 1 with its ``float64`` amounts as :func:`money_type`."""
+    import pyarrow as pa
+
+    meta = table.schema.metadata or {}
+    if int(meta.get(b"schema_version", b"0")) >= AFFILIATE_REPORT_SCHEMA_VERSION:
+        return table
+    for name in REPORT_MONEY_FIELDS:
+        index = table.schema.get_field_index(name)
+        if index >= 0 and pa.types.is_floating(table.schema.field(index).type):
+            field = pa.field(name, money_type(), metadata={"unit": "currency_id"})
+            table = table.set_column(index, field, _money_from_floats(table[name], name, table))
+    version = str(AFFILIATE_REPORT_SCHEMA_VERSION).encode()
+    return table.replace_schema_metadata({**meta, b"schema_version": version})
+
+
 def _money_from_floats(column: Any, name: str, table: pa.Table) -> pa.Array:
     """``float64`` amounts of an older partition as :func:`money_type`: each by its shortest
     text, rounded half-even to :data:`MONEY_SCALE` decimals (a binary float has no exact
@@ -308,11 +327,11 @@ def _money_from_floats(column: Any, name: str, table: pa.Table) -> pa.Array:
             continue
         amount = Decimal(repr(value))
         if not amount.is_finite() or abs(amount) >= _MONEY_LIMIT:
-            ident = table.column("conversion_id")[index].as_py()
-            raise SchemaMismatchError(
-                f"conversion field {name!r} of record conversion_id={ident!r}: {value!r} does "
-                f"not fit {money_type()}"
-            )
+            where = f"field {name!r} of row {index}"
+            if "conversion_id" in table.column_names:
+                ident = table.column("conversion_id")[index].as_py()
+                where = f"conversion field {name!r} of record conversion_id={ident!r}"
+            raise SchemaMismatchError(f"{where}: {value!r} does not fit {money_type()}")
         values.append(amount.quantize(_MONEY_STEP, rounding=decimal.ROUND_HALF_EVEN))
     return decimal_array(values, money_type())
 
