@@ -5,7 +5,7 @@ Two record kinds are landed:
 * the **conversion record** of ``POST /networks/reporting/conversions`` (spec section
   "Conversion record"): every documented top-level field gets a typed Parquet column (strings,
   ``int64`` for the integer fields and Unix timestamps, ``decimal128(18, 6)`` for money
-  (:data:`MONEY_TYPE`, parsed from the number's text, never through a binary float), ``bool``
+  (:func:`money_type`, parsed from the number's text, never through a binary float), ``bool``
   for the flags). ``relationship`` is kept as a **JSON string column** (minified), not a struct: the
   spec leaves ``usm_data``, ``query_parameters`` and several nested members "not shown", and
   the members that are shown are lists of variable length (``snapshots``,
@@ -17,7 +17,7 @@ Two record kinds are landed:
   so nothing is ever dropped silently.
 * the **aggregated reporting row** of the affiliate entity table (spec section "Aggregated
   reporting row"): one ``<column>`` / ``<column>_label`` pair per requested group column, then
-  the reporting numbers (money as :data:`MONEY_TYPE`, ratios and percentages ``float64``).
+  the reporting numbers (money as :func:`money_type`, ratios and percentages ``float64``).
 
 The second format, gzip JSON Lines, stores each API record as received, one per line: lossless,
 no schema needed to read it back.
@@ -129,7 +129,7 @@ _KNOWN_CONVERSION_FIELDS = frozenset(
 
 
 #: Layout version of the conversion Parquet files (file metadata ``schema_version``, and the
-#: manifest's ``schema.version``). 4: money as :data:`MONEY_TYPE` (exact decimals). 3: Unix
+#: manifest's ``schema.version``). 4: money as :func:`money_type` (exact decimals). 3: Unix
 #: timestamps as UTC timestamps (whole seconds; Parquet has no seconds unit, so the files hold
 #: ``timestamp[ms, UTC]``), empty strings as nulls, money ``float64``. 2 and 1 stored the
 #: timestamps as ``int64`` and kept ``""``. :func:`read_conversions` (through
@@ -137,7 +137,7 @@ _KNOWN_CONVERSION_FIELDS = frozenset(
 CONVERSION_SCHEMA_VERSION = 4
 #: Integer fields of the spec that hold Unix seconds: landed as ``timestamp[s, UTC]``.
 TIMESTAMP_FIELDS: tuple[str, ...] = ("click_unix_timestamp", "conversion_unix_timestamp")
-#: Money fields of the conversion record, in the record's ``currency_id``: :data:`MONEY_TYPE`.
+#: Money fields of the conversion record, in the record's ``currency_id``: :func:`money_type`.
 MONEY_FIELDS: tuple[str, ...] = NUMBER_FIELDS
 #: Digits of a landed amount in all, and after the decimal point (``docs/api-decisions.md``,
 #: "Money"). 18 digits fit a 64-bit integer, which DuckDB and Parquet readers sum natively; 6
