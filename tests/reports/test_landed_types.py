@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,8 @@ DUCKDB_TYPES = {
     "conversion_unix_timestamp": "TIMESTAMP WITH TIME ZONE",
     "click_unix_timestamp": "TIMESTAMP WITH TIME ZONE",
     "dma": "BIGINT",
-    "payout": "DOUBLE",
-    "revenue": "DOUBLE",
+    "payout": "DECIMAL(18,6)",
+    "revenue": "DECIMAL(18,6)",
     "is_scrub": "BOOLEAN",
     "rel_network_offer_id": "BIGINT",
 }
@@ -113,11 +114,12 @@ def test_duckdb_reads_timestamps_and_nulls_across_days(landed: Path) -> None:
     assert days == 2
 
 
-def test_pandas_gets_utc_datetimes_floats_and_nulls(landed: Path) -> None:
+def test_pandas_gets_utc_datetimes_decimals_and_nulls(landed: Path) -> None:
     frame = pd.read_parquet(landed / "conversions" / f"date={FULL_DAY}")
     assert str(frame["conversion_unix_timestamp"].dtype) == "datetime64[ms, UTC]"
     assert frame["conversion_unix_timestamp"].iloc[0] == pd.Timestamp("2026-01-15", tz="UTC")
-    assert str(frame["payout"].dtype) == "float64"
+    assert str(frame["payout"].dtype) == "object"  # Python Decimals: exact amounts
+    assert set(frame["payout"]) == {Decimal("1.500000")}
     assert frame["sub2"].isna().all()
     sparse = pd.read_parquet(landed / "conversions" / f"date={SPARSE_DAY}")
     assert sparse.dtypes.equals(frame.dtypes)
@@ -137,7 +139,12 @@ def test_a_table_of_the_old_layout_reads_in_the_current_one(landed: Path) -> Non
     """Schema 1/2 files held int64 Unix seconds and "" strings; the package reads them as now."""
     current = read_partition(landed / "conversions" / f"date={FULL_DAY}")
     old_fields = [
-        pa.field(f.name, pa.int64()) if pa.types.is_timestamp(f.type) else f for f in current.schema
+        pa.field(f.name, pa.int64())
+        if pa.types.is_timestamp(f.type)
+        else pa.field(f.name, pa.float64())
+        if pa.types.is_decimal(f.type)
+        else f
+        for f in current.schema
     ]
     old = pa.table(
         {
@@ -145,6 +152,8 @@ def test_a_table_of_the_old_layout_reads_in_the_current_one(landed: Path) -> Non
             if pa.types.is_timestamp(current.schema.field(f.name).type)
             else current.column(f.name).fill_null("")
             if f.name == "sub2"
+            else current.column(f.name).cast(pa.float64())
+            if f.name in ("payout", "revenue", "sale_amount")
             else current.column(f.name)
             for f in old_fields
         },

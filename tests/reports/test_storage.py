@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def make_conversion(i: int, *, status: str = "approved", day: int = 15) -> dict[
         "dma": i % 5,
         "error_code": 0,
         "payout": 1.5 + (i % 7),
-        "revenue": 3,  # an integer in JSON: stored as float64
+        "revenue": 3,  # an integer in JSON: stored as decimal128(18, 6)
         "sale_amount": round(10.25 * (i % 11), 2),
         "is_event": False,
         "is_scrub": i % 13 == 0,
@@ -298,14 +299,14 @@ def test_parquet_schema_round_trip(tmp_path: Path) -> None:
     write_partition(tmp_path, "conversions", DAY, recs, CONVERSION_SCHEMA, request={})
     table = read_partition(part(tmp_path))
     assert table.schema.equals(CONVERSION_SCHEMA.arrow_schema, check_metadata=False)
-    assert table.schema.field("payout").type == "double"
+    assert table.schema.field("payout").type == pa.decimal128(18, 6)
     assert table.schema.field("conversion_unix_timestamp").type == pa.timestamp("ms", tz="UTC")
     assert table.schema.field("is_scrub").type == "bool"
     rows = table.to_pylist()
     for rec, row in zip(recs, rows, strict=True):
         assert json.loads(row["relationship"]) == rec["relationship"]
-        assert isinstance(row["revenue"], float)
-        assert row["revenue"] == 3.0
+        assert row["revenue"] == Decimal("3.000000")
+        assert row["payout"] == Decimal(repr(rec["payout"]))
         assert row["conversion_unix_timestamp"].timestamp() == rec["conversion_unix_timestamp"]
         assert row["sub1"] == rec["sub1"]
         assert row["rel_network_offer_id"] == rec["relationship"]["offer"]["network_offer_id"]
@@ -375,8 +376,9 @@ _EDGE_RECORDS = {
     "unknown fields named like ours": _with(rel_network_offer_id=7, extra_fields="zz"),
     "null and unicode strings": _with(sub1=None, sub2='é\u2028"\\\n'),
     # Schema 3 types the timestamp: the last second a Python datetime holds (9999-12-31).
+    # Schema 4: the largest amount with cents that decimal128(18, 6) holds.
     "extreme numbers": _with(
-        conversion_unix_timestamp=253_402_300_799, payout=1e300, sale_amount=-0.0
+        conversion_unix_timestamp=253_402_300_799, payout=999_999_999_999.99, sale_amount=-0.0
     ),
     "string id in relationship": _with(
         relationship={"offer": {"network_offer_id": "12"}, "on_hold_snapshots": [{}]}

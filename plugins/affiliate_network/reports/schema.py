@@ -4,8 +4,9 @@ Two record kinds are landed:
 
 * the **conversion record** of ``POST /networks/reporting/conversions`` (spec section
   "Conversion record"): every documented top-level field gets a typed Parquet column (strings,
-  ``int64`` for the integer fields and Unix timestamps, ``float64`` for money, ``bool`` for the
-  flags). ``relationship`` is kept as a **JSON string column** (minified), not a struct: the
+  ``int64`` for the integer fields and Unix timestamps, ``decimal128(18, 6)`` for money
+  (:func:`money_type`, parsed from the number's text, never through a binary float), ``bool``
+  for the flags). ``relationship`` is kept as a **JSON string column** (minified), not a struct: the
   spec leaves ``usm_data``, ``query_parameters`` and several nested members "not shown", and
   the members that are shown are lists of variable length (``snapshots``,
   ``on_hold_snapshots``, ``order_line_items``). A struct would need a fixed shape and would
@@ -16,7 +17,7 @@ Two record kinds are landed:
   so nothing is ever dropped silently.
 * the **aggregated reporting row** of the affiliate entity table (spec section "Aggregated
   reporting row"): one ``<column>`` / ``<column>_label`` pair per requested group column, then
-  the reporting numbers.
+  the reporting numbers (money as :func:`money_type`, ratios and percentages ``float64``).
 
 The second format, gzip JSON Lines, stores each API record as received, one per line: lossless,
 no schema needed to read it back.
@@ -35,11 +36,13 @@ bytes are the same, otherwise a re-landed day reports another checksum.
 
 from __future__ import annotations
 
+import decimal
 import functools
 import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -63,6 +66,7 @@ from affiliate_network.report_columns import (
 )
 from affiliate_network.reports.arrow_values import (
     bool_array,
+    decimal_array,
     empty_string_scalar,
     int_scalar,
     null_scalar,
@@ -125,16 +129,72 @@ _KNOWN_CONVERSION_FIELDS = frozenset(
 
 
 #: Layout version of the conversion Parquet files (file metadata ``schema_version``, and the
-#: manifest's ``schema.version``). 3: Unix timestamps as UTC timestamps (whole seconds; Parquet
-#: has no seconds unit, so the files hold ``timestamp[ms, UTC]``), empty strings as nulls.
-#: 2 and 1 stored the timestamps as ``int64`` and kept ``""``; :func:`read_conversions`
-#: (through ``storage.read_partition``) reads them in the current layout.
-CONVERSION_SCHEMA_VERSION = 3
+#: manifest's ``schema.version``). 4: money as :func:`money_type` (exact decimals). 3: Unix
+#: timestamps as UTC timestamps (whole seconds; Parquet has no seconds unit, so the files hold
+#: ``timestamp[ms, UTC]``), empty strings as nulls, money ``float64``. 2 and 1 stored the
+#: timestamps as ``int64`` and kept ``""``. :func:`read_conversions` (through
+#: ``storage.read_partition``) reads every older version in the current layout.
+CONVERSION_SCHEMA_VERSION = 4
 #: Integer fields of the spec that hold Unix seconds: landed as ``timestamp[s, UTC]``.
 TIMESTAMP_FIELDS: tuple[str, ...] = ("click_unix_timestamp", "conversion_unix_timestamp")
-#: Money fields: ``float64`` in the record's ``currency_id`` (binary floats, as the API's JSON
-#: numbers are; round to cents for display, sum in SQL with ``round(sum(x), 2)``).
+#: Money fields of the conversion record, in the record's ``currency_id``: :func:`money_type`.
 MONEY_FIELDS: tuple[str, ...] = NUMBER_FIELDS
+#: Digits of a landed amount in all, and after the decimal point (``docs/api-decisions.md``,
+#: "Money"). 18 digits fit a 64-bit integer, which DuckDB and Parquet readers sum natively; 6
+#: decimals hold every ISO 4217 minor unit (at most 4) and sub-cent amounts that percentage
+#: payouts produce; 12 integer digits hold any single amount (10^12 of the smallest currency).
+MONEY_PRECISION, MONEY_SCALE = 18, 6
+#: The smallest step of a landed amount (``Decimal("0.000001")``).
+_MONEY_STEP = Decimal(1).scaleb(-MONEY_SCALE)
+#: Amounts are below this in absolute value (12 integer digits).
+_MONEY_LIMIT = Decimal(10) ** (MONEY_PRECISION - MONEY_SCALE)
+
+
+def money_type() -> pa.DataType:
+    """``decimal128(MONEY_PRECISION, MONEY_SCALE)``: the Arrow type of every landed amount."""
+    import pyarrow as pa
+
+    return pa.decimal128(MONEY_PRECISION, MONEY_SCALE)
+
+
+def exact_money(value: Any) -> Decimal:
+    """One amount as the exact :class:`~decimal.Decimal` a money column stores.
+
+    ``Decimal``, ``int`` and numeric text are taken as they are; a ``float`` (a record that was
+    parsed as Python objects) by its shortest text, which is the JSON number as it was printed
+    (for the up to 15 significant digits a float keeps). Never rounded: a value with more than
+    :data:`MONEY_SCALE` decimals, or 10^12 or more, is refused.
+
+    :raises ValueError: not a finite number, too many decimals, or too large.
+    :raises TypeError: a boolean or a value of another type.
+    """
+    if isinstance(value, bool):
+        raise TypeError("boolean for a money column")
+    if isinstance(value, float):
+        value = repr(value)
+    if isinstance(value, str):
+        try:
+            value = Decimal(value.strip())
+        except decimal.InvalidOperation:
+            raise ValueError("not a number") from None
+    if isinstance(value, int):
+        value = Decimal(value)
+    if not isinstance(value, Decimal):
+        raise TypeError("not a number")
+    if not value.is_finite():
+        raise ValueError("not a finite number")
+    if abs(value) >= _MONEY_LIMIT:
+        raise ValueError(
+            f"{value} has more than {MONEY_PRECISION - MONEY_SCALE} integer digits "
+            f"(money is decimal128({MONEY_PRECISION}, {MONEY_SCALE}))"
+        )
+    exact = value.quantize(_MONEY_STEP)  # adds zeros; below only compares (never rounds)
+    if exact != value:
+        raise ValueError(
+            f"{value} has more than {MONEY_SCALE} decimals "
+            f"(money is decimal128({MONEY_PRECISION}, {MONEY_SCALE})); not rounded"
+        )
+    return exact
 
 
 def _conversion_arrow_schema() -> pa.Schema:
@@ -142,9 +202,9 @@ def _conversion_arrow_schema() -> pa.Schema:
 
     Strings are ``string`` (an empty string from the API lands as null), integers ``int64``,
     :data:`TIMESTAMP_FIELDS` ``timestamp[ms, UTC]`` (whole seconds; Parquet's coarsest unit),
-    money ``float64`` (:data:`MONEY_FIELDS`),
-    flags ``bool``; ``relationship`` and ``extra_fields`` are JSON text. A column absent from
-    every record of a day is still there, typed, all null.
+    money :func:`money_type` (:data:`MONEY_FIELDS`), flags ``bool``; ``relationship`` and
+    ``extra_fields`` are JSON text. A column absent from every record of a day is still there,
+    typed, all null.
     """
     import pyarrow as pa
 
@@ -155,7 +215,7 @@ def _conversion_arrow_schema() -> pa.Schema:
         pa.field(n, ts if n in TIMESTAMP_FIELDS else pa.int64(), metadata=_unit(n))
         for n in INTEGER_FIELDS
     ]
-    fields += [pa.field(n, pa.float64(), metadata={"unit": "currency_id"}) for n in NUMBER_FIELDS]
+    fields += [pa.field(n, money_type(), metadata={"unit": "currency_id"}) for n in MONEY_FIELDS]
     fields += [pa.field(n, pa.bool_()) for n in BOOLEAN_FIELDS]
     fields.append(
         pa.field("relationship", pa.string(), metadata={"encoding": "json", "keys": "as received"})
@@ -207,12 +267,20 @@ def read_conversions(table: pa.Table) -> pa.Table:
     """A landed conversion table in the current layout, whichever version wrote it.
 
     Versions 1 and 2 (``schema_version`` metadata ``"1"``) stored the Unix timestamps as
-    ``int64`` and empty strings as ``""``: both are converted; the current layout is returned
-    as it is.
+    ``int64`` and empty strings as ``""``: both are converted. Versions 1 to 3 stored money as
+    ``float64``: each amount becomes its shortest decimal text (what the API printed, for up to
+    15 significant digits) rounded half-even to :data:`MONEY_SCALE` decimals
+    (:func:`_money_from_floats`). The current layout is returned as it is. An affiliate report
+    of version 1 (``float64`` money) gets its :data:`REPORT_MONEY_FIELDS` converted the same way.
+
+    :raises SchemaMismatchError: an old amount of 10^12 or more (names the field and the
+        conversion).
     """
     import pyarrow as pa
 
     meta = table.schema.metadata or {}
+    if meta.get(b"record") == b"affiliate_report":
+        return _report_money(table)
     if meta.get(b"record") != b"conversion":
         return table
     if int(meta.get(b"schema_version", b"0")) >= CONVERSION_SCHEMA_VERSION:
@@ -222,10 +290,50 @@ def read_conversions(table: pa.Table) -> pa.Table:
     columns = []
     for field in seconds:
         if field.name in table.column_names:
-            columns.append(table.column(field.name).cast(field.type))
+            column = table.column(field.name)
+            if field.name in MONEY_FIELDS and pa.types.is_floating(column.type):
+                columns.append(_money_from_floats(column, field.name, table))
+            else:
+                columns.append(column.cast(field.type))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
     return _to_landed(pa.Table.from_arrays(columns, schema=seconds), target)
+
+
+def _report_money(table: pa.Table) -> pa.Table:
+    """An affiliate report of version 1 with its ``float64`` amounts as :func:`money_type`."""
+    import pyarrow as pa
+
+    meta = table.schema.metadata or {}
+    if int(meta.get(b"schema_version", b"0")) >= AFFILIATE_REPORT_SCHEMA_VERSION:
+        return table
+    for name in REPORT_MONEY_FIELDS:
+        index = table.schema.get_field_index(name)
+        if index >= 0 and pa.types.is_floating(table.schema.field(index).type):
+            field = pa.field(name, money_type(), metadata={"unit": "currency_id"})
+            table = table.set_column(index, field, _money_from_floats(table[name], name, table))
+    version = str(AFFILIATE_REPORT_SCHEMA_VERSION).encode()
+    return table.replace_schema_metadata({**meta, b"schema_version": version})
+
+
+def _money_from_floats(column: Any, name: str, table: pa.Table) -> pa.Array:
+    """``float64`` amounts of an older partition as :func:`money_type`: each by its shortest
+    text, rounded half-even to :data:`MONEY_SCALE` decimals (a binary float has no exact
+    decimal value to keep; its shortest text is the number the API sent)."""
+    values: list[Decimal | None] = []
+    for index, value in enumerate(column.to_pylist()):
+        if value is None:
+            values.append(None)
+            continue
+        amount = Decimal(repr(value))
+        if not amount.is_finite() or abs(amount) >= _MONEY_LIMIT:
+            where = f"field {name!r} of row {index}"
+            if "conversion_id" in table.column_names:
+                ident = table.column("conversion_id")[index].as_py()
+                where = f"conversion field {name!r} of record conversion_id={ident!r}"
+            raise SchemaMismatchError(f"{where}: {value!r} does not fit {money_type()}")
+        values.append(amount.quantize(_MONEY_STEP, rounding=decimal.ROUND_HALF_EVEN))
+    return decimal_array(values, money_type())
 
 
 class RecordSchema:
@@ -323,7 +431,7 @@ class RecordSchema:
                 where = f" of record {self.key_field}={ident!r}" if ident is not None else ""
                 raise SchemaMismatchError(
                     f"{self.name} field {name!r}{where}: value {value!r} "
-                    f"({type(value).__name__}) does not fit column type {typ}"
+                    f"({type(value).__name__}) does not fit column type {typ}: {err}"
                 ) from err
         return out
 
@@ -348,6 +456,8 @@ def _coerce(value: Any, typ: pa.DataType) -> Any:
                 raise ValueError("fractional value for an integer column")
             return int(value)
         return int(value)  # int, or a numeric string such as "12"
+    if pa.types.is_decimal(typ):
+        return exact_money(value)
     if pa.types.is_floating(typ):
         if isinstance(value, bool):
             raise TypeError("boolean for a number column")
@@ -460,10 +570,11 @@ class ConversionSchema(RecordSchema):
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 pass  # a value of the wrong JSON type: the row path coerces or names it
         records = orjson.loads(payload.content)[payload.key]
+        amounts = _page_amounts(payload.key).decode(payload.content)
         rels = iter(payload.rels)
         rows = [
-            _conversion_row(r, next(rels))
-            for r, keep in zip(records, payload.mask, strict=True)
+            _conversion_row(r, next(rels), amounts=a)
+            for r, a, keep in zip(records, getattr(amounts, payload.key), payload.mask, strict=True)
             if keep
         ]
         return self.to_table(rows)
@@ -497,6 +608,11 @@ class ConversionSchema(RecordSchema):
             raise pa.ArrowInvalid("record count differs from the page index")
         if not all(payload.mask):
             structs = structs.filter(bool_array(payload.mask))
+        for name in MONEY_FIELDS:
+            # The reader takes every digit of the number's text, refuses more decimals than the
+            # scale, but does not check the precision: a value of 10^12 or more fails here, and
+            # the row path names it with its conversion.
+            structs.field(name).validate(full=True)
         rel = pc.struct_field(structs, "relationship")
         derived = {
             "relationship": string_array(payload.rels),
@@ -592,6 +708,16 @@ def _split_page(content: bytes, key: str) -> tuple[bytes, list[Any]]:
 
 
 @functools.cache
+def _page_amounts(key: str) -> msgspec.json.Decoder[Any]:
+    """msgspec decoder of a page's money values, exactly: ``page.<key>[i].<field>`` is a
+    :class:`~decimal.Decimal` of the number's text (an ``int`` for an integer, a ``str`` for
+    text), every other value skipped. The row path's ``orjson`` parse gives binary floats."""
+    amounts = msgspec.defstruct("Amounts", [(name, Any, None) for name in MONEY_FIELDS])
+    page = msgspec.defstruct("AmountsPage", [(key, list[amounts])])  # type: ignore[valid-type]
+    return msgspec.json.Decoder(page, float_hook=Decimal)
+
+
+@functools.cache
 def _record_decoders() -> tuple[Any, Any]:
     """msgspec decoders of one conversion record: ``(known, any_fields)``.
 
@@ -610,9 +736,22 @@ def _record_decoders() -> tuple[Any, Any]:
     return msgspec.json.Decoder(known), msgspec.json.Decoder(any_fields)
 
 
-def _conversion_row(record: dict[str, Any], rel_json: bytes | None) -> dict[str, Any]:
-    """Column values of one conversion record (before type coercion)."""
+def _conversion_row(
+    record: dict[str, Any], rel_json: bytes | None, amounts: Any = None
+) -> dict[str, Any]:
+    """Column values of one conversion record (before type coercion).
+
+    ``amounts`` holds the record's money values parsed from their text (:func:`_page_amounts`);
+    without it a ``float`` amount is taken by its shortest text (:func:`exact_money`). The
+    checks (decimals, size) are Arrow's, then :func:`_coerce`'s, which names the record.
+    """
     row = record.copy()
+    for name in MONEY_FIELDS:
+        exact = getattr(amounts, name, None)
+        if exact is not None:
+            row[name] = exact
+        elif type(row.get(name)) is float:
+            row[name] = Decimal(repr(row[name]))
     rel = row.pop("relationship", None)
     if not row.keys() <= _KNOWN_CONVERSION_FIELDS:
         extra = {k: row.pop(k) for k in row.keys() - _KNOWN_CONVERSION_FIELDS}
@@ -668,16 +807,18 @@ _REPORT_COUNTS: tuple[str, ...] = (
     "event",
     "on_hold_conversion_count",
 )
-_REPORT_RATES: tuple[str, ...] = (
-    "ctr",
-    "cvr",
-    "evr",
-    "rpc",
-    "rpm",
+#: Ratios and percentages: ``float64`` (the network computes and rounds them; ``rpc`` and
+#: ``rpm`` are revenue per click and per thousand impressions, not amounts anyone sums).
+_REPORT_RATES: tuple[str, ...] = ("ctr", "cvr", "evr", "rpc", "rpm")
+#: Amounts: :func:`money_type`, as the conversion record's money.
+REPORT_MONEY_FIELDS: tuple[str, ...] = (
     "revenue",
     "redirect_traffic_revenue",
     "on_hold_potential_revenue",
 )
+#: Layout version of the affiliate report files. 2: :data:`REPORT_MONEY_FIELDS` as
+#: :func:`money_type` (1: ``float64``).
+AFFILIATE_REPORT_SCHEMA_VERSION = 2
 
 
 def validate_report_columns(columns: Iterable[str | dict[str, Any]]) -> list[str]:
@@ -713,8 +854,10 @@ class AffiliateReportSchema(RecordSchema):
 
     ``report_from``/``report_to`` give the date range a row aggregates (set by the operator).
     Each group column ``c`` gives ``c`` (the API's ``id``) and ``c_label``; the reporting
-    numbers follow (counts ``int64``, rates and money ``float64``). Reporting keys the spec
-    does not list land in ``extra_reporting`` (JSON).
+    numbers follow (counts ``int64``, rates ``float64``, money :func:`money_type`). Reporting
+    keys the spec does not list land in ``extra_reporting`` (JSON). The rows come parsed (the
+    hook's JSON objects): an amount is taken by the float's shortest text, which is the number
+    the API printed for up to 15 significant digits (:func:`exact_money`).
 
     :param columns: validated group column names, in request order.
     """
@@ -732,10 +875,16 @@ class AffiliateReportSchema(RecordSchema):
             fields += [pa.field(c, pa.string()), pa.field(f"{c}_label", pa.string())]
         fields += [pa.field(n, pa.int64()) for n in _REPORT_COUNTS]
         fields += [pa.field(n, pa.float64()) for n in _REPORT_RATES]
+        fields += [
+            pa.field(n, money_type(), metadata={"unit": "currency_id"}) for n in REPORT_MONEY_FIELDS
+        ]
         fields.append(pa.field("extra_reporting", pa.string(), metadata={"encoding": "json"}))
-        schema = pa.schema(fields, metadata={"record": "affiliate_report", "schema_version": "1"})
-        super().__init__("affiliate_report", 1, schema, key_field=None)
-        self._known_reporting = frozenset((*_REPORT_COUNTS, *_REPORT_RATES))
+        version = AFFILIATE_REPORT_SCHEMA_VERSION
+        schema = pa.schema(
+            fields, metadata={"record": "affiliate_report", "schema_version": str(version)}
+        )
+        super().__init__("affiliate_report", version, schema, key_field=None)
+        self._known_reporting = frozenset((*_REPORT_COUNTS, *_REPORT_RATES, *REPORT_MONEY_FIELDS))
 
     def flatten(self, record: dict[str, Any]) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -755,7 +904,9 @@ class AffiliateReportSchema(RecordSchema):
         reporting = record.get("reporting") or {}
         for key, value in reporting.items():
             if key in self._known_reporting:
-                row[key] = value
+                # Checked by Arrow, then by _coerce (which names the field).
+                is_float_money = key in REPORT_MONEY_FIELDS and type(value) is float
+                row[key] = Decimal(repr(value)) if is_float_money else value
         extra = {k: v for k, v in reporting.items() if k not in self._known_reporting}
         row["extra_reporting"] = orjson.dumps(extra, option=_SORTED).decode() if extra else None
         return row

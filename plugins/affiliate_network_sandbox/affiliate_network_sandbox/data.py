@@ -763,7 +763,9 @@ class Generator:
             hi = ((v ^ codec.k1) * _C1) & M64
             cid = f"{hi:016x}{((hi ^ codec.k2) * _C2) & M64:016x}"
             if pattern == P_OUTLIER:
-                sale = 5000.0 + ((u2 >> 20) % 1_500_000) / 100
+                # Rounded: the float sum printed 16-17 digits (11397.189999999999), an amount
+                # no network sends and that the landing refuses (more than 6 decimals).
+                sale = round(5000.0 + ((u2 >> 20) % 1_500_000) / 100, 2)
             else:
                 sale = round(t.base_sale * (500 + (u2 >> 20) % 1000) / 1000, 2)
             order_id = f"ORD-{c.ord % 100000:05d}-{i:07d}"
