@@ -272,7 +272,7 @@ def load_affiliate_report_targets() -> list[dict[str, Any]]:
     ``format``. Every entry is validated here (file, line, entry and field), so a bad file fails
     the config task before any report is requested.
     """
-    from affiliate_network.reports.schema import FORMATS, validate_report_columns
+    from affiliate_network.report_columns import FORMATS, validate_report_columns
 
     doc = _read_yaml(REPORTS_CONFIG_FILE)
     data = doc.data

@@ -30,7 +30,6 @@ from affiliate_network.review.apply import (
 )
 from affiliate_network.review.audit import audit_dir, audit_rows, finish_rows, write_jsonl_atomic
 from affiliate_network.review.candidates import plan_positions
-from affiliate_network.review.engine import Evaluation
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.human_decisions import apply_sticky_keeps, state_dir
 
@@ -42,14 +41,15 @@ from affiliate_network.review.traffic import (
     review_fields,
     traffic_snapshot_path,
 )
+from affiliate_network.rules.engine import Evaluation
 from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.review.engine import RuleSet
     from affiliate_network.review.window import ReviewWindow
+    from affiliate_network.rules.engine import RuleSet
 
 _LOG = logging.getLogger(__name__)
 

@@ -22,16 +22,16 @@ from typing import Any
 import pyarrow as pa
 
 from affiliate_network.gcpause import paused_gc
-from affiliate_network.review.aggregates import Codes, compute_aggregate, exact_numbers, factorize
-from affiliate_network.review.fields import (
+from affiliate_network.rules.aggregates import Codes, compute_aggregate, exact_numbers, factorize
+from affiliate_network.rules.fields import (
     DERIVED_FIELDS,
     compile_getter,
     describe_path,
     parse_path,
     path_is_multi,
 )
-from affiliate_network.review.loader import load_rules
-from affiliate_network.review.model import (
+from affiliate_network.rules.loader import load_rules
+from affiliate_network.rules.model import (
     AllOf,
     AnyOf,
     NotOf,

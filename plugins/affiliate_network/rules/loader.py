@@ -23,7 +23,7 @@ from pydantic_core import ErrorDetails
 
 from affiliate_network import yamlguard
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.model import (
+from affiliate_network.rules.model import (
     ACTIONS,
     OPERATORS,
     Loc,
