@@ -72,9 +72,9 @@ def _baseline(sandbox: Any, as_of: dt.datetime, prev: dt.datetime, args: Any) ->
     """Today's full-window pull at ``as_of`` (the review's window, nothing kept, nothing
     written), and the bound's terms counted from it: conversions since ``prev``, on hold."""
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.review.fields import on_hold_status
     from affiliate_network.review.traffic import pull_review_traffic
     from affiliate_network.review.window import review_window
+    from affiliate_network.rules.fields import on_hold_status
 
     window = review_window(
         timezone_id=67,

@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Any
 
-from affiliate_network.review.engine import RuleSet
-from affiliate_network.review.loader import loads_rules
+from affiliate_network.rules.engine import RuleSet
+from affiliate_network.rules.loader import loads_rules
 
 NOW = 1_800_000_000
 

@@ -1,4 +1,4 @@
-"""Imports point one way: dags -> operators -> job libraries -> hooks -> exceptions.
+"""Imports point one way: dags -> operators -> job libraries -> rules language, hooks -> exceptions.
 
 Read from the source with ``ast`` (nothing is imported), every import statement counts: module
 level, inside functions and under ``TYPE_CHECKING`` alike, since a lazy import is still a
@@ -8,7 +8,12 @@ dependency. The layers, and what each may import from the package:
   Airflow only :class:`airflow.sdk.ObjectStoragePath` (a storage path, usable from a plain
   script), never the task context (``Context``, ``get_current_context``, ``BaseOperator``,
   ``Variable``...). They are called from plain scripts with a hook.
-* hooks: none of the layers above (operators, job libraries, settings and its data paths).
+* the rules language (``rules``: a rules file in, decisions out): below the review job that
+  runs it, beside the hooks. Nothing of a layer above it (no job library, no settings), no
+  hook, no Airflow at all, also through what it imports: only the bottom modules (data tables
+  and dependency-free helpers) and ``paths`` (see :data:`RULES_MAY_IMPORT`).
+* hooks: none of the layers above (operators, job libraries, the rules language, settings and
+  its data paths).
 * exceptions: nothing of the package (the bottom layer).
 * operators: anything below them.
 * DAG files: operators, settings, and job libraries (a ``@task`` in a DAG file is an inline
@@ -38,6 +43,16 @@ SANDBOX_DIR = ROOT / "plugins" / SANDBOX_PKG / SANDBOX_PKG
 #: The sandbox distribution's demo runner: it runs the provider's DAGs, so it imports the provider.
 SANDBOX_DEMO = ("demo.py", "demo_connections.py")
 JOB_LIBRARIES = ("reports", "review", "sync")
+#: The rules language: a library below the review job, with no hook and no Airflow.
+RULES = "rules"
+#: What the rules language may import of the package: itself, the bottom modules, and
+#: ``paths``: the loader asks it for the include folder (a file there is the deployment's own and
+#: its values may be quoted in errors). Its one Airflow import, the DAGs folder of an installed
+#: wheel, is inside a function, and the loader treats an ImportError as "not in the folder".
+RULES_MAY_IMPORT = frozenset(
+    {RULES, "exceptions", "record_fields", "report_columns", "timezones", "yamlguard", "textfile"}
+    | {"gcpause", "paths"}
+)
 #: Airflow names a job library may use: a storage path, not the task context.
 JOB_LIBRARY_AIRFLOW_NAMES = frozenset({"airflow.sdk.ObjectStoragePath"})
 
@@ -118,6 +133,10 @@ def test_the_scan_sees_the_imports_it_judges() -> None:
     assert len(sandbox) > 50
     demo = _top_level_imports(_sandbox_files(demo=True), PKG)
     assert {"paths"} <= {imp.area for imp in demo}
+    rules = _package_imports(_files(RULES))
+    assert {RULES, "exceptions", "record_fields"} <= {imp.area for imp in rules}
+    review = _package_imports(_files("review"))
+    assert RULES in {imp.area for imp in review}
     assert _files("exceptions") == [PACKAGE_DIR / "exceptions.py"]
 
 
@@ -133,8 +152,46 @@ def test_job_libraries_import_no_operator_and_no_task_context(area: str) -> None
     assert wrong == []
 
 
+def _airflow_imports(files: list[Path]) -> list[Import]:
+    return [imp for f in files for imp in imports_of(f) if imp.target.split(".")[0] == "airflow"]
+
+
+def _module_file(target: str) -> Path | None:
+    """The package file that defines ``target`` (a module, or a name imported from one)."""
+    parts = target.split(".")[1:]
+    while parts:
+        path = PACKAGE_DIR.joinpath(*parts)
+        for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        parts = parts[:-1]
+    return None
+
+
+def test_the_rules_language_imports_no_job_no_hook_and_no_airflow() -> None:
+    """``rules`` is a library of its own: the review job imports it, never the other way, and
+    it runs without Airflow (the CLI checks a rules file in CI with nothing else installed)."""
+    files = _files(RULES)
+    wrong = [str(imp) for imp in _package_imports(files) if imp.area not in RULES_MAY_IMPORT]
+    wrong += [str(imp) for imp in _airflow_imports(files)]
+    assert wrong == []
+    # Nor through the modules it imports (``paths`` excepted: see RULES_MAY_IMPORT).
+    seen: set[Path] = set(files)
+    todo = list(files)
+    while todo:
+        for imp in _package_imports([todo.pop()]):
+            module = _module_file(imp.target)
+            if module is not None and module not in seen and imp.area != "paths":
+                seen.add(module)
+                todo.append(module)
+    below = sorted(seen - set(files))
+    assert PACKAGE_DIR / "exceptions.py" in below
+    assert [str(imp) for imp in _airflow_imports(below)] == []
+    assert [str(imp) for imp in _package_imports(below) if imp.area not in RULES_MAY_IMPORT] == []
+
+
 def test_hooks_import_no_layer_above_them() -> None:
-    above = ("operators", *JOB_LIBRARIES, "settings", "paths")
+    above = ("operators", *JOB_LIBRARIES, RULES, "settings", "paths")
     wrong = [str(imp) for imp in _package_imports(_files("hooks")) if imp.area in above]
     assert wrong == []
 

@@ -50,7 +50,7 @@ def probe(module: str, *argv: str, heavy: tuple[str, ...] = HEAVY) -> dict:
     return json.loads(done.stderr.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("module", ["affiliate_network.review.cli", "affiliate_network.sync.cli"])
+@pytest.mark.parametrize("module", ["affiliate_network.rules.cli", "affiliate_network.sync.cli"])
 def test_help_imports_no_airflow(module: str) -> None:
     assert probe(module, "--help", heavy=HEAVY_FOR_HELP) == {"code": 0, "heavy": []}
 
@@ -58,8 +58,8 @@ def test_help_imports_no_airflow(module: str) -> None:
 @pytest.mark.parametrize(
     ("module", "argv"),
     [
-        ("affiliate_network.review.cli", ["validate", str(INCLUDE / "onhold_rules.yaml")]),
-        ("affiliate_network.review.cli", ["fields"]),
+        ("affiliate_network.rules.cli", ["validate", str(INCLUDE / "onhold_rules.yaml")]),
+        ("affiliate_network.rules.cli", ["fields"]),
         ("affiliate_network.sync.cli", ["validate", str(INCLUDE / "offer_state.yaml")]),
     ],
 )
@@ -83,9 +83,9 @@ def test_installed_scripts_print_help_and_exit_0(script: str) -> None:
     assert f"usage: {script}" in done.stdout
 
 
-def test_python_m_review_prints_help() -> None:
+def test_python_m_rules_prints_help() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "affiliate_network.review", "--help"],
+        [sys.executable, "-m", "affiliate_network.rules", "--help"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

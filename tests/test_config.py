@@ -14,7 +14,7 @@ import pytest
 
 from affiliate_network import config
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.loader import load_rules
+from affiliate_network.rules.loader import load_rules
 from affiliate_network.settings import NetworkFile, ReportsFile
 from affiliate_network.sync.loader import load_desired_state
 

@@ -21,7 +21,7 @@ from affiliate_network.hooks._budget import QUOTA_EXTRAS
 from affiliate_network.hooks._transport import TRANSPORT_EXTRAS
 from affiliate_network.paths import DATA_BASE_VARIABLE
 from affiliate_network.provider_info import PROVIDER_INFO
-from affiliate_network.review.model import RulesFile
+from affiliate_network.rules.model import RulesFile
 from affiliate_network.settings import NetworkFile, ReportsFile
 from affiliate_network.sync.models import SECTIONS
 

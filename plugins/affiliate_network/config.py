@@ -1,7 +1,7 @@
 """The one loader of the project's YAML files: read, guard, parse with line numbers, validate.
 
 Every YAML file of the project goes through here: ``include/network.yaml`` and ``reports.yaml``
-(:mod:`affiliate_network.settings`), the rules files (:mod:`affiliate_network.review.loader`)
+(:mod:`affiliate_network.settings`), the rules files (:mod:`affiliate_network.rules.loader`)
 and the desired state (:mod:`affiliate_network.sync.loader`). :func:`load` reads a file and
 validates it against a pydantic model; :func:`read` and :func:`parse` stop after the parse, for
 the loaders that validate section by section with messages of their own (rule ids, object

@@ -1,12 +1,21 @@
-"""Group columns of the affiliate entity table, and the request rule the hook and the report
-schema share (spec, "Aggregated reporting": 1 to 10 columns, at most one time column).
+"""Group columns of the affiliate entity table, the request rule the hook and the report
+schema share (spec, "Aggregated reporting": 1 to 10 columns, at most one time column), and the
+formats a report partition is written in.
 
-No imports: the hook (below the job libraries) and ``reports/schema.py`` both read it.
+Imports only the error classes: the hook (below the job libraries), ``settings.py`` (checking
+``include/reports.yaml``) and ``reports/schema.py`` all read it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from affiliate_network.exceptions import ConfigValidationError
+
+#: Formats a partition can be written in.
+Format = Literal["parquet", "jsonl"]
+FORMATS: tuple[str, ...] = ("parquet", "jsonl")
 
 #: Group columns the entity table accepts ("not shown" in the spec; the sandbox documents them).
 REPORT_COLUMNS: tuple[str, ...] = (
@@ -68,3 +77,31 @@ def column_count_problem(names: Sequence[str]) -> str | None:
     if len(times) > 1:
         return f"at most one time column ({'/'.join(TIME_COLUMNS)}), got {times}"
     return None
+
+
+def validate_report_columns(columns: Iterable[str | dict[str, Any]]) -> list[str]:
+    """Check an entity-table column list: 1 to 10 known names, at most one time column.
+
+    :param columns: names, or ``{"column": name}`` dicts as the API takes them.
+    :return: the plain column names, in order.
+    :raises ConfigValidationError: naming the offending column(s).
+    """
+    names: list[str] = []
+    for col in columns:
+        name = col.get("column") if isinstance(col, dict) else col
+        if not isinstance(name, str) or not name:
+            raise ConfigValidationError(f"report column {col!r} is not a column name")
+        names.append(name)
+    problem = column_count_problem(names)
+    if problem is not None and not 1 <= len(names) <= MAX_REPORT_COLUMNS:
+        raise ConfigValidationError(f"report columns: {problem}")
+    unknown = [n for n in names if n not in REPORT_COLUMNS and n not in TIME_COLUMNS]
+    if unknown:
+        raise ConfigValidationError(
+            f"report columns: unknown {unknown}; allowed {[*REPORT_COLUMNS, *TIME_COLUMNS]}"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigValidationError(f"report columns: duplicates in {names}")
+    if problem is not None:  # the time-column rule (checked after names, as before)
+        raise ConfigValidationError(f"report columns: {problem}")
+    return names

@@ -228,7 +228,7 @@ def check_report_history(
 
 
 def _report_format(value: Any) -> Any:
-    from affiliate_network.reports.schema import FORMATS
+    from affiliate_network.report_columns import FORMATS
 
     if value is not None and value not in FORMATS:
         raise ValueError(f"must be one of {list(FORMATS)}")
@@ -236,7 +236,7 @@ def _report_format(value: Any) -> Any:
 
 
 def _report_columns(value: Any) -> Any:
-    from affiliate_network.reports.schema import validate_report_columns
+    from affiliate_network.report_columns import validate_report_columns
 
     if value is None:
         return None
@@ -248,7 +248,7 @@ def _report_columns(value: Any) -> Any:
         raise ValueError(err.message) from None
 
 
-#: ``parquet`` or ``jsonl`` (the formats of :mod:`affiliate_network.reports.schema`).
+#: ``parquet`` or ``jsonl`` (the formats of :mod:`affiliate_network.report_columns`).
 ReportFormat = Annotated[str, BeforeValidator(_report_format)]
 #: An entity-table column list, checked by the report schema.
 ReportColumns = Annotated[list[str] | None, BeforeValidator(_report_columns)]

@@ -61,7 +61,7 @@ def test_dag_file_parse_imports_nothing_heavy(dag_file: Path) -> None:
         "affiliate_network_sandbox",
         "affiliate_network.hooks.affiliate_network",
         "affiliate_network.reports.storage",
-        "affiliate_network.review.engine",
+        "affiliate_network.rules.engine",
         # The review run (pull, traffic snapshot, audit, sticky decisions, window): the review
         # operator builds its options from review.options at parse, the rest loads in execute.
         "affiliate_network.review.job",
@@ -72,8 +72,8 @@ def test_dag_file_parse_imports_nothing_heavy(dag_file: Path) -> None:
         "affiliate_network.review.window",
         # Our pydantic models (rules, desired offer state) and the config readers load in
         # execute. pydantic itself cannot be listed: ``import airflow.sdk`` already loads it.
-        "affiliate_network.review.model",
-        "affiliate_network.review.loader",
+        "affiliate_network.rules.model",
+        "affiliate_network.rules.loader",
         "affiliate_network.sync.models",
         "affiliate_network.sync.loader",
         "affiliate_network.settings",

@@ -72,7 +72,7 @@ def _read_audit(path: str) -> list[dict]:
 def _current_states(sandbox: Any, on_hold_ids: list[str]) -> dict[str, str]:
     """The network's current on-hold state per id (last snapshot), read through the hook."""
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.review.fields import on_hold_conversion_id
+    from affiliate_network.rules.fields import on_hold_conversion_id
 
     conn_id = "afn_e2e_check_network"
     env_name = f"AIRFLOW_CONN_{conn_id.upper()}"

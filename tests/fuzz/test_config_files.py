@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.loader import load_rules
+from affiliate_network.rules.loader import load_rules
 from affiliate_network.settings import load_affiliate_report_targets, load_network_settings
 from affiliate_network.sync.loader import load_desired_state
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.loader import loads_rules
+from affiliate_network.rules.loader import loads_rules
 from affiliate_network.sync.loader import parse_desired_state
 
 RECURSIVE_STATE = "offer_groups:\n  - &a {x: *a}\n"

@@ -28,11 +28,11 @@ from airflow.sdk.io import attach
 from fsspec.implementations.memory import MemoryFileSystem
 
 from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.report_columns import validate_report_columns
 from affiliate_network.reports.schema import (
     AffiliateReportSchema,
     SchemaMismatchError,
     conversion_schema,
-    validate_report_columns,
 )
 from affiliate_network.reports.seen_keys import SeenKeys
 from affiliate_network.reports.storage import (

@@ -22,7 +22,7 @@ import yaml
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.storage import read_partition
-from affiliate_network.review.engine import RuleSet
+from affiliate_network.rules.engine import RuleSet
 
 PROJECT_RULES = Path(__file__).resolve().parents[2] / "include" / "onhold_rules.yaml"
 SCRIPT = Path(sys.executable).with_name("affiliate-network-rules")

@@ -15,10 +15,10 @@ import pytest
 from affiliate_network.exceptions import GuardrailError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.review.audit import read_jsonl
-from affiliate_network.review.engine import RuleSet
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.job import ReviewOptions, ReviewResult, ReviewRun, run_review
 from affiliate_network.review.window import review_window
+from affiliate_network.rules.engine import RuleSet
 from tests.operators.onhold_support import after_the_data, patches, states
 
 
@@ -138,7 +138,7 @@ def test_a_dry_run_reports_the_guardrail_a_write_run_would_trip(
 _SCRIPT = """
 import json, sys
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from affiliate_network.review.engine import RuleSet
+from affiliate_network.rules.engine import RuleSet
 from affiliate_network.review.job import ReviewOptions, ReviewRun, run_review
 from affiliate_network.review.window import review_window
 

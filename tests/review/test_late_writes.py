@@ -16,10 +16,10 @@ import pytest
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.review.audit import read_jsonl
-from affiliate_network.review.engine import RuleSet
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.job import ReviewOptions, ReviewResult, ReviewRun, run_review
 from affiliate_network.review.window import review_window
+from affiliate_network.rules.engine import RuleSet
 from tests.operators.onhold_support import after_the_data, patches, states
 
 

@@ -21,8 +21,8 @@ from affiliate_network.exceptions import InvalidRequestError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.review import onhold_lookup
 from affiliate_network.review.apply import OnHoldWriter
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
 from affiliate_network.review.onhold_lookup import iter_on_hold_rows
+from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_status
 from tests.review.test_traffic import _pull, _start, _store
 
 REPORT = "/networks/reporting/conversions"

@@ -6,8 +6,8 @@ import time
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.paths import include_dir
-from affiliate_network.review.engine import RuleSet
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_since, on_hold_status
+from affiliate_network.rules.engine import RuleSet
+from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_since, on_hold_status
 
 #: Rule id in include/onhold_rules.yaml -> planted pattern it must catch, and the action.
 EXPECTED = {

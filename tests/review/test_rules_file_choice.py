@@ -18,7 +18,7 @@ import pytest
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.paths import INCLUDE_DIR_ENV, include_dir
-from affiliate_network.review.loader import load_rules
+from affiliate_network.rules.loader import load_rules
 from affiliate_network.settings import load_network_settings
 from tests.support.dag_files import DAGS_DIR, load_dag
 

@@ -18,14 +18,14 @@ from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.paths import include_dir
 from affiliate_network.review.audit import read_jsonl
-from affiliate_network.review.engine import RuleSet
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
 from affiliate_network.review.traffic import (
     TrafficSnapshotStore,
     pull_review_traffic,
     traffic_snapshot_path,
 )
 from affiliate_network.review.window import review_window
+from affiliate_network.rules.engine import RuleSet
+from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_status
 from affiliate_network_sandbox.testing import start_sandbox
 
 REPORT = "/networks/reporting/conversions"

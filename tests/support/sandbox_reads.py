@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_status
+from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_status
 
 
 def network_requests(sandbox: Any) -> list[dict[str, Any]]:

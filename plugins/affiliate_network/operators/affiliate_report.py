@@ -20,7 +20,7 @@ from affiliate_network.operators.assets import dataset_asset
 from affiliate_network.operators.lineage import ENTITY_TABLE_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
-from affiliate_network.reports.schema import validate_report_columns
+from affiliate_network.report_columns import validate_report_columns
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -213,9 +213,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         return ReviewRun(base, self.affiliate_network_conn_id, self.dag_id, run_id, attempt)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
-        from affiliate_network.review.engine import RuleSet
         from affiliate_network.review.job import run_review
         from affiliate_network.review.window import review_window
+        from affiliate_network.rules.engine import RuleSet
 
         self.reset_lineage()
         dry_run = self._dry_run(context)

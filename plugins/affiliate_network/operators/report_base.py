@@ -17,7 +17,7 @@ from affiliate_network.operators.lineage import (
     api_endpoint_dataset,
     storage_dataset,
 )
-from affiliate_network.reports.schema import FORMATS
+from affiliate_network.report_columns import FORMATS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def check_format(fmt: str) -> None:
     """Refuse an unknown output format (a template is checked once rendered).
 
-    :raises ConfigValidationError: not one of :data:`~affiliate_network.reports.schema.FORMATS`.
+    :raises ConfigValidationError: not one of :data:`~affiliate_network.report_columns.FORMATS`.
     """
     if "{{" not in fmt and fmt not in FORMATS:
         raise ConfigValidationError(f"format {fmt!r}: expected one of {list(FORMATS)}")

@@ -43,13 +43,12 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import orjson
 
 from affiliate_network.exceptions import (
-    ConfigValidationError,
     SchemaMismatchError,
 )
 from affiliate_network.record_fields import (
@@ -58,12 +57,7 @@ from affiliate_network.record_fields import (
     NUMBER_FIELDS,
     STRING_FIELDS,
 )
-from affiliate_network.report_columns import (
-    MAX_REPORT_COLUMNS,
-    REPORT_COLUMNS,
-    TIME_COLUMNS,
-    column_count_problem,
-)
+from affiliate_network.report_columns import validate_report_columns
 from affiliate_network.reports.arrow_values import (
     bool_array,
     decimal_array,
@@ -78,13 +72,10 @@ if TYPE_CHECKING:
 
     from affiliate_network.reports.seen_keys import SeenKeys
 
-# pyarrow is imported inside functions: DAG files import the operators (and so the column
-# validation below) at parse time, and the scheduler must not load a data library to parse.
+# pyarrow is imported inside functions: importing this module must not load a data library
+# (the operators import the report modules; DAG files import the operators at parse time).
 
-#: Formats a partition can be written in.
-Format = Literal["parquet", "jsonl"]
-FORMATS: tuple[str, ...] = ("parquet", "jsonl")
-#: File name suffix per format.
+#: File name suffix per format (:data:`~affiliate_network.report_columns.FORMATS`).
 FORMAT_SUFFIX: dict[str, str] = {"parquet": ".parquet", "jsonl": ".jsonl.gz"}
 
 _SORTED = orjson.OPT_SORT_KEYS
@@ -819,34 +810,6 @@ REPORT_MONEY_FIELDS: tuple[str, ...] = (
 #: Layout version of the affiliate report files. 2: :data:`REPORT_MONEY_FIELDS` as
 #: :func:`money_type` (1: ``float64``).
 AFFILIATE_REPORT_SCHEMA_VERSION = 2
-
-
-def validate_report_columns(columns: Iterable[str | dict[str, Any]]) -> list[str]:
-    """Check an entity-table column list: 1 to 10 known names, at most one time column.
-
-    :param columns: names, or ``{"column": name}`` dicts as the API takes them.
-    :return: the plain column names, in order.
-    :raises ConfigValidationError: naming the offending column(s).
-    """
-    names: list[str] = []
-    for col in columns:
-        name = col.get("column") if isinstance(col, dict) else col
-        if not isinstance(name, str) or not name:
-            raise ConfigValidationError(f"report column {col!r} is not a column name")
-        names.append(name)
-    problem = column_count_problem(names)
-    if problem is not None and not 1 <= len(names) <= MAX_REPORT_COLUMNS:
-        raise ConfigValidationError(f"report columns: {problem}")
-    unknown = [n for n in names if n not in REPORT_COLUMNS and n not in TIME_COLUMNS]
-    if unknown:
-        raise ConfigValidationError(
-            f"report columns: unknown {unknown}; allowed {[*REPORT_COLUMNS, *TIME_COLUMNS]}"
-        )
-    if len(set(names)) != len(names):
-        raise ConfigValidationError(f"report columns: duplicates in {names}")
-    if problem is not None:  # the time-column rule (checked after names, as before)
-        raise ConfigValidationError(f"report columns: {problem}")
-    return names
 
 
 class AffiliateReportSchema(RecordSchema):

@@ -75,9 +75,9 @@ from affiliate_network.exceptions import (
     StorageError,
 )
 from affiliate_network.gcpause import paused_gc
+from affiliate_network.report_columns import FORMATS
 from affiliate_network.reports.schema import (
     FORMAT_SUFFIX,
-    FORMATS,
     RecordSchema,
     landing_memory_pool,
     read_conversions,

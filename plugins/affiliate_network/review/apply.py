@@ -13,8 +13,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.fields import on_hold_status
 from affiliate_network.review.onhold_lookup import chunked, iter_on_hold_rows
+from affiliate_network.rules.fields import on_hold_status
 from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:

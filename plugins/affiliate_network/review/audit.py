@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import ObjectStoragePath
 
-from affiliate_network.review.fields import on_hold_conversion_id
+from affiliate_network.rules.fields import on_hold_conversion_id
 
 if TYPE_CHECKING:
-    from affiliate_network.review.engine import Evaluation, RuleSet
+    from affiliate_network.rules.engine import Evaluation, RuleSet
 
 #: Fields copied from a conversion into the audit so a reviewer sees what was decided.
 AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")

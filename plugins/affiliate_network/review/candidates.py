@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.review.apply import ON_HOLD
-from affiliate_network.review.fields import on_hold_conversion_id, on_hold_since, on_hold_status
+from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_since, on_hold_status
 
 if TYPE_CHECKING:
     from affiliate_network.review.window import ReviewWindow

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from affiliate_network.exceptions import ConfigValidationError, GuardrailError
 
 if TYPE_CHECKING:
-    from affiliate_network.review.engine import Evaluation
+    from affiliate_network.rules.engine import Evaluation
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from affiliate_network.review.apply import (
 )
 from affiliate_network.review.audit import audit_rows, finish_rows, write_jsonl_atomic
 from affiliate_network.review.candidates import plan_positions
-from affiliate_network.review.engine import Evaluation
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.human_decisions import apply_sticky_keeps
 from affiliate_network.review.identity import ReviewRun as ReviewRun
@@ -43,6 +42,7 @@ from affiliate_network.review.traffic import (
     review_fields,
     traffic_snapshot_path,
 )
+from affiliate_network.rules.engine import Evaluation
 from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
@@ -50,8 +50,8 @@ if TYPE_CHECKING:
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.review.apply import ApplyOutcome
-    from affiliate_network.review.engine import RuleSet
     from affiliate_network.review.window import ReviewWindow
+    from affiliate_network.rules.engine import RuleSet
 
 _LOG = logging.getLogger(__name__)
 

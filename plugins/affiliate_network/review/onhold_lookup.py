@@ -16,7 +16,7 @@ through the window (the traffic snapshot falls back to a full pull; the writer i
 
 Why here and not on the hook: the hook is HTTP only, one method per endpoint, and may not import
 a job library (``docs/architecture.md``); this composes several requests and reads the on-hold id
-out of a record with :mod:`affiliate_network.review.fields`.
+out of a record with :mod:`affiliate_network.rules.fields`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import datetime as dt
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from affiliate_network.review.fields import on_hold_conversion_id
+from affiliate_network.rules.fields import on_hold_conversion_id
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook

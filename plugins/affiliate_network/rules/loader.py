@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -27,7 +27,7 @@ from pydantic_core import ErrorDetails
 from affiliate_network import config
 from affiliate_network.config import duplicate_message, field_path, value_at
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.model import (
+from affiliate_network.rules.model import (
     ACTIONS,
     OPERATORS,
     Loc,
@@ -318,24 +318,36 @@ def _semantic_for_valid_rules(data: dict[str, Any], broken: set[int], add: Any) 
             if isinstance(raw, dict):
                 _semantic_for_valid_tests(raw.get("when"), ("rules", index, "when"), lists, add)
             continue
-        try:
-            rule = Rule.model_validate(raw)
-        except ValidationError:
-            continue
-        for loc, message in rule_semantic_errors(rule, index, lists):
-            add(loc, message)
+        _semantic_if_valid(add, Rule, raw, rule_semantic_errors, index, lists)
+
+
+_Model = TypeVar("_Model", Rule, Test)
+_CheckArgs = ParamSpec("_CheckArgs")
+
+
+def _semantic_if_valid(
+    add: Any,
+    model: type[_Model],
+    raw: Any,
+    check: Callable[Concatenate[_Model, _CheckArgs], list[tuple[Loc, str]]],
+    *args: _CheckArgs.args,
+    **kwargs: _CheckArgs.kwargs,
+) -> None:
+    """Add ``check``'s problems of ``raw`` read as ``model``; nothing when it does not validate
+    (its structural errors are reported already)."""
+    try:
+        item = model.model_validate(raw)
+    except ValidationError:
+        return
+    for loc, message in check(item, *args, **kwargs):
+        add(loc, message)
 
 
 def _semantic_for_valid_tests(raw: Any, loc: Loc, lists: dict[str, Any], add: Any) -> None:
     if not isinstance(raw, dict):
         return
     if "field" in raw or "agg" in raw:
-        try:
-            test = Test.model_validate(raw)
-        except ValidationError:
-            return
-        for err_loc, message in test_semantic_errors(test, loc, lists):
-            add(err_loc, message)
+        _semantic_if_valid(add, Test, raw, test_semantic_errors, loc, lists)
         return
     for key in ("all", "any"):
         if isinstance(raw.get(key), list):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.loader import load_rules
+from affiliate_network.rules.loader import load_rules
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "include" / "onhold_rules.yaml"
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from affiliate_network.review.engine import RuleSet
-from affiliate_network.review.loader import loads_rules
+from affiliate_network.rules.engine import RuleSet
+from affiliate_network.rules.loader import loads_rules
 
 NOW = 1_800_000_000.0
 

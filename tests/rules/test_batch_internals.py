@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from affiliate_network.review.aggregates import (
+from affiliate_network.rules.aggregates import (
     combine,
     count_distinct,
     count_same,
@@ -20,7 +20,7 @@ from affiliate_network.review.aggregates import (
     ratio_to_median,
     share_same,
 )
-from affiliate_network.review.engine import Batch
+from affiliate_network.rules.engine import Batch
 
 NOW = 1_800_000_000
 

@@ -6,9 +6,10 @@ snapshot's status, ``[0]`` the first. A path that walks *through* a list without
 (``relationship.on_hold_snapshots.status``, or ``[*]``) is multi-valued: a condition on it holds
 when ANY element satisfies it (and ``ne``/``not_in``/``missing`` when NONE does).
 
-The known schema below is the spec's "Conversion record" section; it lets validation reject
-typos (``conversion_ip``) and wrong value types (``sale_amount: {gt: "abc"}``) before anything
-is pulled. Members the spec leaves open (``usm_data``, ``query_parameters``) accept any subpath.
+The known schema (the spec's "Conversion record" section, in
+:mod:`affiliate_network.record_fields`, typed below for rules) lets validation reject typos
+(``conversion_ip``) and wrong value types (``sale_amount: {gt: "abc"}``) before anything is
+pulled. Members the spec leaves open (``usm_data``, ``query_parameters``) accept any subpath.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from affiliate_network.record_fields import (
     BOOLEAN_FIELDS,
     INTEGER_FIELDS,
     NUMBER_FIELDS,
+    RELATIONSHIP_MEMBERS,
     STRING_FIELDS,
 )
 
@@ -36,122 +38,6 @@ RECORD_FIELDS: dict[str, FieldType] = {
     **dict.fromkeys(NUMBER_FIELDS, "number"),
     **dict.fromkeys(BOOLEAN_FIELDS, "boolean"),
     "relationship": "object",
-}
-
-_EMPLOYEE = ("account_status", "first_name", "full_name", "last_name", "network_employee_id")
-_SETTING = ("name", "network_custom_payout_revenue_setting_id")
-
-#: ``relationship`` members: name -> (is a list, known sub-fields or None when open-ended).
-RELATIONSHIP_MEMBERS: dict[str, tuple[bool, frozenset[str] | None]] = {
-    "account_manager": (False, frozenset((*_EMPLOYEE, "network_id"))),
-    "affiliate_manager": (False, frozenset((*_EMPLOYEE, "network_id"))),
-    "adv_global_event": (
-        False,
-        frozenset(
-            ("advertiser_id", "entry_name", "network_advertiser_global_event_id", "network_id")
-        ),
-    ),
-    "advertiser": (
-        False,
-        frozenset(("account_status", "name", "network_advertiser_id", "network_id")),
-    ),
-    "affiliate": (
-        False,
-        frozenset(("account_status", "name", "network_affiliate_id", "network_id")),
-    ),
-    "affiliate_tier": (
-        False,
-        frozenset(("name", "network_affiliate_tier_id", "network_id", "status")),
-    ),
-    "campaign": (
-        False,
-        frozenset(("campaign_name", "campaign_status", "network_campaign_id", "network_id")),
-    ),
-    "candidate_clicks": (True, frozenset(("relationship", "transaction_id", "unix_timestamp"))),
-    "custom_payout_revenue": (False, frozenset((*_SETTING, "network_id"))),
-    "line_items_custom_payout_revenue_settings": (True, frozenset((*_SETTING, "network_id"))),
-    "offer": (False, frozenset(("name", "network_id", "network_offer_id", "offer_status"))),
-    "offer_group": (
-        False,
-        frozenset(
-            (
-                "name",
-                "network_advertiser_id",
-                "network_id",
-                "network_offer_group_id",
-                "offer_count",
-                "offer_group_status",
-            )
-        ),
-    ),
-    "offer_url": (
-        False,
-        frozenset(("name", "network_id", "network_offer_id", "network_offer_url_id")),
-    ),
-    "on_hold_snapshots": (
-        True,
-        frozenset(
-            (
-                "initiator",
-                "network_employee",
-                "network_id",
-                "on_hold_conversion_history_snapshot_id",
-                "on_hold_conversion_id",
-                "snapshot_type",
-                "status",
-                "unix_timestamp",
-            )
-        ),
-    ),
-    "order_line_items": (
-        True,
-        frozenset(
-            (
-                "discount",
-                "name",
-                "network_order_line_item_id",
-                "order_id",
-                "order_number",
-                "price",
-                "product_id",
-                "quantity",
-                "sku",
-            )
-        ),
-    ),
-    "postback_control": (False, frozenset(("name", "network_id", "network_postback_control_id"))),
-    "snapshots": (
-        True,
-        frozenset(
-            (
-                "conversion_history_snapshot_id",
-                "conversion_id",
-                "error_code",
-                "initiator",
-                "network_employee",
-                "network_id",
-                "payout",
-                "revenue",
-                "sale_amount",
-                "snapshot_type",
-                "status",
-                "unix_timestamp",
-            )
-        ),
-    ),
-    "tiered_commission": (False, frozenset(("name", "network_id", "network_tiered_commission_id"))),
-    # Scalar members.
-    "attribution_method": (False, frozenset()),
-    "click_attribution_method": (False, frozenset()),
-    "conversion_referer": (False, frozenset()),
-    "redirect_url": (False, frozenset()),
-    "referer": (False, frozenset()),
-    "events_count": (False, frozenset()),
-    "is_enforce_caps": (False, frozenset()),
-    "unix_timestamp_postback": (False, frozenset()),
-    # Objects whose contents the spec does not show: any sub-path is accepted.
-    "usm_data": (False, None),
-    "query_parameters": (False, None),
 }
 
 _RELATIONSHIP_SCALAR_TYPES: dict[str, FieldType] = {

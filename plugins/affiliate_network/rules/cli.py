@@ -12,7 +12,7 @@ Commands:
   or a JSON array, optionally gzipped). ``--decisions`` writes one line per record
   (``conversion_id``, ``rule``, ``action``).
 
-Also runs as ``python -m affiliate_network.review``. Help, ``validate`` and ``fields`` import no
+Also runs as ``python -m affiliate_network.rules``. Help, ``validate`` and ``fields`` import no
 Airflow (seconds to import); ``evaluate`` of Parquet imports pyarrow.
 """
 
@@ -37,7 +37,7 @@ _READERS = (".parquet", ".jsonl.gz", ".json.gz", ".jsonl", ".json", ".ndjson")
 
 
 def _validate(files: Sequence[str]) -> int:
-    from affiliate_network.review.loader import load_rules
+    from affiliate_network.rules.loader import load_rules
 
     failed = 0
     for name in files:
@@ -61,7 +61,7 @@ def _validate(files: Sequence[str]) -> int:
 
 
 def _fields() -> int:
-    from affiliate_network.review.fields import DERIVED_FIELDS
+    from affiliate_network.rules.fields import DERIVED_FIELDS
 
     print("Derived fields (use like record fields in `field:`):")
     for name, derived in DERIVED_FIELDS.items():
@@ -221,7 +221,7 @@ def _write_decisions(out: str, records: Sequence[dict[str, Any]], evaluation: An
 
 
 def _evaluate(rules: str, records_path: str, now: float | None, decisions: str | None) -> int:
-    from affiliate_network.review.engine import RuleSet
+    from affiliate_network.rules.engine import RuleSet
 
     try:
         ruleset = RuleSet.from_file(rules)

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from affiliate_network.review.model import Aggregate
+from affiliate_network.rules.model import Aggregate
 
 #: Codes of a column: an ``int64`` array of codes 0..size-1 (null when missing), and ``size``.
 #: Codes are dense: each of 0..size-1 is the code of at least one record.

@@ -22,16 +22,16 @@ from typing import Any
 import pyarrow as pa
 
 from affiliate_network.gcpause import paused_gc
-from affiliate_network.review.aggregates import Codes, compute_aggregate, exact_numbers, factorize
-from affiliate_network.review.fields import (
+from affiliate_network.rules.aggregates import Codes, compute_aggregate, exact_numbers, factorize
+from affiliate_network.rules.fields import (
     DERIVED_FIELDS,
     compile_getter,
     describe_path,
     parse_path,
     path_is_multi,
 )
-from affiliate_network.review.loader import load_rules
-from affiliate_network.review.model import (
+from affiliate_network.rules.loader import load_rules
+from affiliate_network.rules.model import (
     AllOf,
     AnyOf,
     NotOf,
@@ -401,18 +401,7 @@ def _compile_general(
             return any(pred(x) for x in v)
 
         hit = any_hit
-    if negate:
-
-        def run_any(batch: Batch, idx: Idx) -> Idx:
-            col = raw(batch)
-            return [i for i in idx if not hit(col[i])]
-    else:
-
-        def run_any(batch: Batch, idx: Idx) -> Idx:
-            col = raw(batch)
-            return [i for i in idx if hit(col[i])]
-
-    return run_any
+    return _select(hit, negate, raw)
 
 
 def _compile_equality(
@@ -520,19 +509,27 @@ def _compile_multi_eq(
 def _compile_multi_in(
     items: frozenset[Any], negate: bool, raw: Callable[[Batch], Sequence[Any]]
 ) -> CompiledCondition:
+    # No element in ``items`` is a disjoint tuple; any element in them is not.
+    return _select(items.isdisjoint, not negate, raw)
+
+
+def _select(
+    hit: Callable[[Any], bool], negate: bool, raw: Callable[[Batch], Sequence[Any]]
+) -> CompiledCondition:
+    """The indices whose value ``hit`` accepts (``negate``: rejects), one call per value."""
     if negate:
 
-        def run_none_in(batch: Batch, idx: Idx) -> Idx:
+        def run_not(batch: Batch, idx: Idx) -> Idx:
             col = raw(batch)
-            return [i for i in idx if items.isdisjoint(col[i])]
+            return [i for i in idx if not hit(col[i])]
 
-        return run_none_in
+        return run_not
 
-    def run_any_in(batch: Batch, idx: Idx) -> Idx:
+    def run(batch: Batch, idx: Idx) -> Idx:
         col = raw(batch)
-        return [i for i in idx if not items.isdisjoint(col[i])]
+        return [i for i in idx if hit(col[i])]
 
-    return run_any_in
+    return run
 
 
 def _compile_numeric(

@@ -16,7 +16,7 @@ import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.paths import include_dir
-from affiliate_network.review.loader import load_rules, loads_rules
+from affiliate_network.rules.loader import load_rules, loads_rules
 
 GOOD_RULE = """\
   - id: ok
@@ -391,7 +391,7 @@ def test_cli_validate_exit_codes_and_messages(tmp_path) -> None:
     )
     good = include_dir() / "onhold_rules.yaml"
     ok = subprocess.run(
-        [sys.executable, "-m", "affiliate_network.review", "validate", str(good)],
+        [sys.executable, "-m", "affiliate_network.rules", "validate", str(good)],
         capture_output=True,
         text=True,
         check=False,
@@ -415,9 +415,9 @@ def test_cli_validate_exit_codes_and_messages(tmp_path) -> None:
 
 
 def test_the_documented_example_validates() -> None:
-    import affiliate_network.review as review
+    import affiliate_network.rules as rules
 
-    doc = review.__doc__ or ""
+    doc = rules.__doc__ or ""
     block = doc.split("::\n\n", 1)[1].split("\n\nActions:", 1)[0]
     rules_file = loads_rules(textwrap.dedent(block), "docstring")
     assert [r.id for r in rules_file.rules] == [
