@@ -17,11 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.exceptions import ConfigValidationError, UnknownTimezoneError
 from affiliate_network.paths import include_dir
 from affiliate_network.timezones import (
     TIMEZONES,
-    UnknownTimezoneError,
     id_for_name,
     name_for_id,
 )
@@ -94,7 +93,8 @@ def _read_yaml(name: str) -> _Doc:
     import yaml
 
     from affiliate_network import yamlguard
-    from affiliate_network.textfile import NotUtf8Error, decode_utf8
+    from affiliate_network.exceptions import NotUtf8Error
+    from affiliate_network.textfile import decode_utf8
 
     path = include_dir() / name
     try:

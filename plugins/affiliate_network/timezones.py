@@ -12,14 +12,17 @@ the order of the same published list, which agrees with every id quoted above. T
 ``affiliate-network-sync``/the report operator can compare it with this table
 (:func:`compare_with_api`).
 
-This module is pure data with no imports from the client or the sandbox: the hook, the settings,
-the DAGs and the sandbox all read this one table.
+This module is data and lookups; its one import is its error class from
+:mod:`affiliate_network.exceptions` (which imports nothing): the hook, the settings, the DAGs and
+the sandbox all read this one table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from affiliate_network.exceptions import UnknownTimezoneError
 
 #: timezone_id -> IANA name, as published by the API (1..99).
 TIMEZONES: dict[int, str] = {
@@ -135,10 +138,6 @@ UTC_ID = 67
 
 # Names people write for UTC; the table spells it "UTC".
 _UTC_ALIASES = frozenset({"UTC", "Etc/UTC", "Etc/GMT", "GMT", "Z", "Zulu", "Etc/Zulu"})
-
-
-class UnknownTimezoneError(ValueError):
-    """An id or name that is not in the API's timezone table."""
 
 
 def name_for_id(tz_id: int) -> str:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from affiliate_network import yamlguard
-from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.exceptions import ConfigValidationError, NotUtf8Error
 from affiliate_network.review.model import (
     ACTIONS,
     OPERATORS,
@@ -35,7 +35,7 @@ from affiliate_network.review.model import (
     semantic_errors,
     test_semantic_errors,
 )
-from affiliate_network.textfile import NotUtf8Error, read_utf8
+from affiliate_network.textfile import read_utf8
 
 _TEST_KEYS = ("field", "agg", "op", "value")
 _RULE_KEYS = ("id", "description", "action", "when", "enabled")

@@ -27,10 +27,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from affiliate_network import yamlguard
-from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.exceptions import ConfigValidationError, NotUtf8Error
 from affiliate_network.sync import spec_fields as sf
 from affiliate_network.sync.models import SECTIONS, DesiredObject, DesiredState, Offer, OfferGroup
-from affiliate_network.textfile import NotUtf8Error, read_utf8
+from affiliate_network.textfile import read_utf8
 
 SUPPORTED_VERSIONS = (1,)
 #: Path inside the document: keys and list indexes.
