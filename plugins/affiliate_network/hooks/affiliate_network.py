@@ -764,11 +764,8 @@ class AffiliateNetworkHook(BaseHook):
         :param offer_group_id: offer group ID.
         :param body: the full offer group body.
         """
-        return self._transport.send(
-            self._build(
-                "PUT", f"/networks/offergroups/{int(offer_group_id)}", body=body, idempotent=True
-            )
-        ).object()
+        path = f"/networks/offergroups/{int(offer_group_id)}"
+        return self._transport.send(self._build("PUT", path, body=body, idempotent=True)).object()
 
     def update_offer(self, offer_id: int, body: dict[str, Any]) -> dict[str, Any]:
         """Replace an offer (``PUT /networks/offers/{id}``).
@@ -776,9 +773,8 @@ class AffiliateNetworkHook(BaseHook):
         :param offer_id: offer ID.
         :param body: the offer object.
         """
-        return self._transport.send(
-            self._build("PUT", f"/networks/offers/{int(offer_id)}", body=body, idempotent=True)
-        ).object()
+        path = f"/networks/offers/{int(offer_id)}"
+        return self._transport.send(self._build("PUT", path, body=body, idempotent=True)).object()
 
     def create_custom_scrub_rate(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a custom scrub rate setting (``POST /networks/custom/scrubrate``).
@@ -813,9 +809,8 @@ class AffiliateNetworkHook(BaseHook):
         :param status: ``active`` or ``inactive``.
         """
         body = {"name": name, "status": status}
-        return self._transport.send(
-            self._build("PUT", f"/networks/channels/{int(channel_id)}", body=body, idempotent=True)
-        ).object()
+        path = f"/networks/channels/{int(channel_id)}"
+        return self._transport.send(self._build("PUT", path, body=body, idempotent=True)).object()
 
     def create_category(self, *, name: str, status: str) -> dict[str, Any]:
         """Create an offer category (``POST /networks/categories``; not idempotent).
@@ -925,18 +920,16 @@ class AffiliateNetworkHook(BaseHook):
 
         :param offer_url_id: offer URL ID.
         """
-        return self._transport.send(
-            self._build("GET", f"/networks/offerurls/{int(offer_url_id)}", idempotent=True)
-        ).object()
+        path = f"/networks/offerurls/{int(offer_url_id)}"
+        return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
     def get_label(self, label: str) -> dict[str, Any]:
         """A label record (``GET /networks/labels/{label}``).
 
         :param label: the label value.
         """
-        return self._transport.send(
-            self._build("GET", f"/networks/labels/{quote(str(label), safe='')}", idempotent=True)
-        ).object()
+        path = f"/networks/labels/{quote(str(label), safe='')}"
+        return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
     # ------------------------------------------------------------------ affiliate portal
     def affiliate_entity_table(
@@ -1044,17 +1037,10 @@ class AffiliateNetworkHook(BaseHook):
         single = RetryPolicy(max_attempts=1, base_delay=0, max_delay=0, jitter=0)
         where = f"{method} {path} at {self.base_url}"
         try:
-            self._transport.send(
-                self._build(
-                    method,
-                    path,
-                    query=params,
-                    body=body,
-                    idempotent=True,
-                    policy=single,
-                    timeout=15,
-                )
+            built = self._build(
+                method, path, query=params, body=body, idempotent=True, policy=single, timeout=15
             )
+            self._transport.send(built)
         except (AuthenticationError, PermissionDeniedError) as exc:
             return False, f"the {portal} API key was refused by {where}: {exc}"
         except NotFoundError as exc:
