@@ -2,20 +2,30 @@
 
 The errors module imports no Airflow (the command lines import it); an error a retry cannot fix
 is a :class:`NonRetryableError`, which the operators' ``execute`` raises as an
-``AirflowFailException``: that is what is checked here, on what an operator raises.
+``AirflowFailException`` (its twin declared in ``operators/failing.py``): that is what is
+checked here, on what an operator raises. Every error class of the package is declared in
+``exceptions.py``, the twins excepted (read from the source: nothing is built at run time).
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import pickle
+from pathlib import Path
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from affiliate_network import exceptions
 from affiliate_network.exceptions import AffiliateNetworkError, NonRetryableError
+from affiliate_network.operators import failing
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+
+PACKAGE_DIR = Path(exceptions.__file__).parent
+#: Where error classes may be declared: the errors module, and the Airflow-facing twins (they
+#: derive from Airflow's exception, which the errors module does not import).
+ERROR_MODULES = {PACKAGE_DIR / "exceptions.py", PACKAGE_DIR / "operators" / "failing.py"}
 
 #: A retry cannot fix these: the same input gives the same error.
 NOT_RETRYABLE = {
@@ -45,6 +55,9 @@ RETRYABLE = {
     "StorageError",
     "DataBaseUnavailableError",
 }
+#: Plain ``ValueError`` subclasses of pure helpers: one bad value (a file's bytes, a field path,
+#: a timezone); the loaders turn them into a ConfigValidationError naming file and field.
+VALUE_ERRORS = {"NotUtf8Error", "PathError", "UnknownTimezoneError"}
 
 
 class _Raising(AffiliateNetworkBaseOperator):
@@ -73,8 +86,62 @@ def _classes() -> dict[str, type]:
     }
 
 
+def _declared_error_classes(path: Path) -> list[str]:
+    """Classes in ``path`` whose bases name an exception (``...Error``, ``...Exception``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        bases = [
+            b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases
+        ]
+        if any(name.endswith(("Error", "Exception")) for name in bases):
+            found.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno} {node.name}")
+    return found
+
+
 def test_every_error_class_lives_in_exceptions_and_is_classified() -> None:
     assert set(_classes()) == NOT_RETRYABLE | RETRYABLE
+    every_exception_class = {
+        name
+        for name, cls in inspect.getmembers(exceptions, inspect.isclass)
+        if issubclass(cls, BaseException) and cls.__module__ == exceptions.__name__
+    }
+    assert every_exception_class == (
+        NOT_RETRYABLE | RETRYABLE | VALUE_ERRORS | {"AffiliateNetworkError", "NonRetryableError"}
+    )
+    for name in VALUE_ERRORS:
+        cls = getattr(exceptions, name)
+        assert issubclass(cls, ValueError)
+        assert not issubclass(cls, AffiliateNetworkError)
+
+
+def test_no_error_class_is_declared_outside_the_errors_module() -> None:
+    # The sandbox (the API's stand-in, no code shared with the client) keeps its own errors; a
+    # module-private class (``_FallBack``) is control flow that never leaves its module.
+    outside = [
+        declared
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        if path not in ERROR_MODULES and "sandbox" not in path.relative_to(PACKAGE_DIR).parts
+        for declared in _declared_error_classes(path)
+        if not declared.split()[-1].startswith("_")
+    ]
+    assert outside == []
+
+
+def test_every_non_retryable_error_has_a_declared_airflow_twin() -> None:
+    needing = {NonRetryableError} | {
+        c for c in _classes().values() if issubclass(c, NonRetryableError)
+    }
+    assert set(failing.TWINS) == needing
+    for cls, twin in failing.TWINS.items():
+        assert twin.__bases__[0] is cls
+        assert issubclass(twin, AirflowFailException)
+        assert (twin.__name__, twin.__module__) == (cls.__name__, failing.__name__)
+        assert failing.twin_of(cls) is twin
+    # Built from the source, never at run time: every twin is a class the module declares.
+    declared = {entry.split()[-1] for entry in _declared_error_classes(Path(failing.__file__))}
+    assert declared == {cls.__name__ for cls in failing.TWINS}
 
 
 @pytest.mark.parametrize("name", sorted(NOT_RETRYABLE))

@@ -36,8 +36,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from affiliate_network import yamlguard
-from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.textfile import NotUtf8Error, read_utf8
+from affiliate_network.exceptions import ConfigValidationError, NotUtf8Error
+from affiliate_network.textfile import read_utf8
 
 #: A place in a document: mapping keys and list indexes, ``("affiliates", 1, "conn_id")``.
 Loc = tuple[Any, ...]

@@ -13,11 +13,23 @@ resource or path, 405 wrong method: the same request gets the same answer). Tran
 retryable. Being non-retryable changes nothing for a caller that handles one of these itself
 (``except InvalidRequestError`` still catches it, inside or outside an operator).
 
-This module imports nothing from Airflow: importing Airflow takes seconds, and the command lines
-(``affiliate-network-rules``, ``affiliate-network-sync``) and job libraries import these errors.
-The operators' base (:mod:`affiliate_network.operators.base`) is where a
-:class:`NonRetryableError` becomes an Airflow ``AirflowFailException`` (the exception Airflow's
-task runner fails without retries on), still an instance of its own class.
+Three errors of pure helpers are plain ``ValueError`` subclasses, not
+:class:`AffiliateNetworkError`: :class:`NotUtf8Error` (decoding a file), :class:`PathError` (a
+rules file's field path) and :class:`UnknownTimezoneError` (the API's timezone table). They say
+what is wrong with one value; the loaders that meet them (settings, rules, desired state) turn
+them into a :class:`ConfigValidationError` naming the file, line and field, and callers that
+catch ``ValueError`` keep catching them. A module-private exception used as control flow inside
+one module (``review.traffic._FallBack``: fall back to a full pull) is never raised out of it,
+so it stays beside its one ``raise`` and ``except``.
+
+This module imports nothing from Airflow (or from the rest of the package): importing Airflow
+takes seconds, and the command lines (``affiliate-network-rules``, ``affiliate-network-sync``)
+and job libraries import these errors. So the one set of error classes that cannot live here
+are the Airflow-facing twins of the non-retryable errors: :mod:`affiliate_network.operators.failing`
+declares, for every :class:`NonRetryableError` class below, a subclass of it and of Airflow's
+``AirflowFailException`` (the exception Airflow's task runner fails without retries on), and the
+operators' base (:func:`affiliate_network.operators.base.fail_fast`) raises those: still an
+instance of the class raised here.
 """
 
 from __future__ import annotations
@@ -50,7 +62,8 @@ class AffiliateNetworkError(Exception):
 class NonRetryableError(AffiliateNetworkError):
     """An error a retry cannot fix: the task fails without using its retries.
 
-    Raised from an operator, it reaches Airflow as an ``AirflowFailException`` (see
+    Raised from an operator, it reaches Airflow as an ``AirflowFailException``: its twin in
+    :mod:`affiliate_network.operators.failing` (see
     :func:`affiliate_network.operators.base.fail_fast`).
     """
 
@@ -210,3 +223,35 @@ class DataBaseUnavailableError(AffiliateNetworkError):
 
     Retryable: a task never falls back to a local default it was not configured with.
     """
+
+
+# ---------------------------------------------------------------------------------------------
+# Value errors of pure helpers (plain ValueError subclasses, see the module docstring)
+# ---------------------------------------------------------------------------------------------
+
+
+class NotUtf8Error(ValueError):
+    """A file's bytes are not UTF-8; the message gives the byte offset and the line.
+
+    Raised by :func:`affiliate_network.textfile.decode_utf8`.
+
+    :param message: what is wrong, with the offset, the line, the byte and a hint.
+    :param offset: 0-based byte offset of the first byte that cannot be decoded.
+    :param line: 1-based line holding that byte.
+    """
+
+    def __init__(self, message: str, offset: int, line: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.line = line
+
+
+class PathError(ValueError):
+    """A field path is malformed or names a field the conversion record does not have.
+
+    Raised by the rules' field paths (``parse_path``, ``describe_path``).
+    """
+
+
+class UnknownTimezoneError(ValueError):
+    """An id or name that is not in the API's timezone table (``affiliate_network.timezones``)."""

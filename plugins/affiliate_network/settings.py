@@ -21,11 +21,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from affiliate_network import config
 from affiliate_network.config import FieldError
-from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.exceptions import ConfigValidationError, UnknownTimezoneError
 from affiliate_network.paths import include_dir
 from affiliate_network.timezones import (
     TIMEZONES,
-    UnknownTimezoneError,
     id_for_name,
     name_for_id,
 )

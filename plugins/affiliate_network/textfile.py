@@ -4,20 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from affiliate_network.exceptions import NotUtf8Error
+
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-
-
-class NotUtf8Error(ValueError):
-    """The file's bytes are not UTF-8; the message gives the byte offset and the line.
-
-    :param offset: 0-based byte offset of the first byte that cannot be decoded.
-    :param line: 1-based line holding that byte.
-    """
-
-    def __init__(self, message: str, offset: int, line: int) -> None:
-        super().__init__(message)
-        self.offset = offset
-        self.line = line
 
 
 def decode_utf8(data: bytes) -> str:

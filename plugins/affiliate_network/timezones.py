@@ -12,7 +12,8 @@ the order of the same published list, which agrees with every id quoted above. T
 ``affiliate-network-sync``/the report operator can compare it with this table
 (:func:`compare_with_api`).
 
-This module is pure data with no imports from the client: the hook, the settings and the DAGs
+This module is data and lookups; its one import is its error class from
+:mod:`affiliate_network.exceptions` (which imports nothing): the hook, the settings and the DAGs
 read this one table. The sandbox, a distribution of its own, serves a copy
 (``affiliate_network_sandbox.timezones``) that a test keeps equal to this one.
 """
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from affiliate_network.exceptions import UnknownTimezoneError
 
 #: timezone_id -> IANA name, as published by the API (1..99).
 TIMEZONES: dict[int, str] = {
@@ -136,10 +139,6 @@ UTC_ID = 67
 
 # Names people write for UTC; the table spells it "UTC".
 _UTC_ALIASES = frozenset({"UTC", "Etc/UTC", "Etc/GMT", "GMT", "Z", "Zulu", "Etc/Zulu"})
-
-
-class UnknownTimezoneError(ValueError):
-    """An id or name that is not in the API's timezone table."""
 
 
 def name_for_id(tz_id: int) -> str:

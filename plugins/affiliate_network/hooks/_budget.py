@@ -446,15 +446,17 @@ class SharedBudget:
             return
         self._limit = int(header)
 
-    def acquire(self, path: str) -> str | None:
-        """Wait for a reporting lease (``/networks/reporting/*``) and a pacer slot.
+    def acquire(self, *, reporting: bool) -> str | None:
+        """Wait for a pacer slot, and for a reporting lease when ``reporting``.
 
+        :param reporting: the request is one of the concurrency-capped reporting calls
+            (``/networks/reporting/*``, see :data:`REPORTING_PREFIX`).
         :return: the lease to give back with :meth:`release` (``None``: none taken).
         """
         if self.store is None:
             return None
         token = None
-        if path.startswith(REPORTING_PREFIX):
+        if reporting:
             token = uuid.uuid4().hex
             while not self.store.enter(
                 token, self.settings.reporting_concurrency, self._slot_ttl_s

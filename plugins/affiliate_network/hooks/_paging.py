@@ -317,17 +317,22 @@ class PagedIterator(Iterator[dict[str, Any]]):
             got=got if type(got) is int else None,
         )
 
+    def _expect(self, got: Any, expected: int, message: str) -> None:
+        """Stop the pull (:class:`PullShiftedError` saying ``message``) unless ``got`` is
+        ``expected``: a count the pages must keep while the result set holds still."""
+        if got != expected:
+            raise self._shifted(message, expected=expected, got=got)
+
     def _check_rows(self, page: int, rows: int, last_page: int, page_size: int, total: int) -> None:
         """A page holds ``page_size`` records, the last one the rest of ``total_count``: fewer
         means records moved to a page already served (lost), more means pages overlap."""
         want = page_size if page < last_page else total - (last_page - 1) * page_size
-        if rows != want:
-            raise self._shifted(
-                f"page {page} of {last_page} has {rows} records where total_count {total} at "
-                f"page_size {page_size} means {want}",
-                expected=want,
-                got=rows,
-            )
+        self._expect(
+            rows,
+            want,
+            f"page {page} of {last_page} has {rows} records where total_count {total} at "
+            f"page_size {page_size} means {want}",
+        )
 
     def _check_unique(self, records: list[Any], page: int) -> None:
         """No record key twice in one pull (parsed records with ``unique_key`` only)."""
@@ -371,15 +376,14 @@ class PagedIterator(Iterator[dict[str, Any]]):
                 "server ignores the page parameter, so the pull stops here"
             )
         later_total = paging.get("total_count")
-        if later_total != total:
-            # A conversion arrived (or left) after page 1: every page behind the change is
-            # shifted, so rows were skipped or served twice even if the counts add up.
-            raise self._shifted(
-                f"total_count changed from {total} at page 1 to {str(later_total)[:40]} at "
-                f"page {page} of {last_page}",
-                expected=total,
-                got=later_total,
-            )
+        # A conversion arrived (or left) after page 1: every page behind the change is
+        # shifted, so rows were skipped or served twice even if the counts add up.
+        self._expect(
+            later_total,
+            total,
+            f"total_count changed from {total} at page 1 to {str(later_total)[:40]} at "
+            f"page {page} of {last_page}",
+        )
         self._check_rows(page, self._count(records), last_page, page_size, total)
         self._check_unique(records, page)
         return records, digest

@@ -2,9 +2,11 @@
 
 One :class:`Transport` per hook, built once the connection is read. It knows nothing of the
 API's endpoints: :class:`~affiliate_network.hooks.affiliate_network.AffiliateNetworkHook`
-builds paths and bodies and calls :meth:`Transport.send`. The retry rules (what may be re-sent
-after a timeout, a dropped connection, a 429 or a 5xx) are described in the hook's module
-docstring and :mod:`affiliate_network.hooks._retry`.
+builds each call as one :class:`Request` (path, query, encoded body, what it may re-send, which
+quota it draws on, timeout) and hands it to :meth:`Transport.send`, which does the rest
+(session, retries, throttle, shared budget, error mapping, logging). The retry rules (what may
+be re-sent after a timeout, a dropped connection, a 429 or a 5xx) are described in the hook's
+module docstring and :mod:`affiliate_network.hooks._retry`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import queue
 import random
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -24,6 +26,7 @@ import urllib3
 from requests_toolbelt.adapters.socket_options import TCPKeepAliveAdapter
 
 from affiliate_network.exceptions import (
+    AffiliateNetworkError,
     OutcomeUnknownError,
     TransportError,
     error_for_status,
@@ -36,7 +39,6 @@ from affiliate_network.hooks._retry import (
     parse_retry_after,
     was_never_sent,
 )
-from affiliate_network.report_columns import granular_columns
 from affiliate_network.tasklog import TaskLog
 
 API_KEY_HEADER = "X-Svc-Api-Key"
@@ -54,24 +56,89 @@ TRANSPORT_EXTRAS = ("stream", "cert", "proxies", "proxy", "verify", "verify_ssl"
 
 
 @dataclass(frozen=True)
+class Request:
+    """One request as the hook built it: everything :meth:`Transport.send` needs.
+
+    :param method: HTTP method (upper case).
+    :param path: path after the base URL (its portal already checked against the key's).
+    :param query: query string (``page``/``page_size`` of a paged pull), or ``None``.
+    :param data: the JSON body, encoded, or ``None`` (no body).
+    :param idempotent: whether it may be re-sent after it may have arrived.
+    :param reporting: whether it holds one of the network's reporting-concurrency slots while
+        in flight (``/networks/reporting/*``).
+    :param granular: whether each attempt counts against the granular-query quota (the body
+        names a granular column).
+    :param policy: attempts and backoff.
+    :param timeout_s: read timeout in seconds (the connect timeout is at most
+        :data:`CONNECT_TIMEOUT_S`).
+    :param cancel: set when nobody waits for the answer any more (no further retries).
+    """
+
+    method: str
+    path: str
+    query: Mapping[str, Any] | None
+    data: bytes | None
+    idempotent: bool
+    reporting: bool
+    granular: bool
+    policy: RetryPolicy
+    timeout_s: float
+    cancel: threading.Event | None = None
+
+    @property
+    def what(self) -> str:
+        """``METHOD /path``, for errors and warnings."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def shown(self) -> str:
+        """Path and query, for the debug log."""
+        return f"{self.path}?{urlencode(self.query)}" if self.query else self.path
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the caller stopped waiting (a closed paged pull)."""
+        return self.cancel is not None and self.cancel.is_set()
+
+    def page(self, number: int, size: int) -> Request:
+        """The same request for one page of a paged pull (paging travels in the query)."""
+        return replace(self, query={"page": number, "page_size": size})
+
+
+@dataclass(frozen=True)
 class Reply:
-    """A 2xx answer: status, whole body, and the retries it took."""
+    """A 2xx answer: status, whole body, the retries it took, and what was asked."""
 
     status: int
     content: bytes
     retries: int
+    what: str
 
+    def json(self) -> Any:
+        """The parsed body (``None`` when empty).
 
-@dataclass(frozen=True)
-class _Request:
-    method: str
-    path: str
-    url: str
-    params: Mapping[str, Any] | None
-    data: bytes | None
-    headers: dict[str, str] | None
-    timeouts: tuple[float, float]
-    shown: str  # path and query, for the debug log
+        :raises AffiliateNetworkError: the body is not JSON.
+        """
+        if not self.content:
+            return None
+        try:
+            return orjson.loads(self.content)
+        except orjson.JSONDecodeError:
+            raise AffiliateNetworkError(f"{self.what}: the response is not JSON") from None
+
+    def object(self) -> dict[str, Any]:
+        """The body of an endpoint that answers one JSON object (``{}`` when empty).
+
+        :raises AffiliateNetworkError: the body is not JSON, or JSON but not an object.
+        """
+        doc = self.json()
+        if doc is None:
+            return {}
+        if not isinstance(doc, dict):
+            raise AffiliateNetworkError(
+                f"{self.what}: the response is a JSON {type(doc).__name__}, not an object"
+            )
+        return doc
 
 
 def read_body(response: requests.Response) -> bytes:
@@ -121,7 +188,6 @@ class Transport:
     :param api_key: the portal's API key (already registered with the secrets masker).
     :param extras: the connection's transport extras (see :data:`TRANSPORT_EXTRAS`).
     :param adapter: ``requests`` adapter mounted on every session (default: TCP keep-alive).
-    :param timeout_s: read timeout per request in seconds.
     :param throttle: the hook's rate-limit throttle.
     :param budget: the network's quota shared with every other process (paces requests,
         caps reporting concurrency, counts granular queries).
@@ -138,7 +204,6 @@ class Transport:
         api_key: str,
         extras: Mapping[str, Any],
         adapter: requests.adapters.HTTPAdapter | None,
-        timeout_s: float,
         throttle: RateLimitThrottle,
         budget: SharedBudget,
         sleep: Callable[[float], None],
@@ -147,7 +212,6 @@ class Transport:
         log: TaskLog,
     ) -> None:
         self.base_url = base_url
-        self.timeout_s = timeout_s
         self._api_key = api_key
         self._extras = {k: extras[k] for k in TRANSPORT_EXTRAS if k in extras}
         self._adapter = adapter
@@ -201,53 +265,21 @@ class Transport:
         return reason or f"HTTP {status}"
 
     # ------------------------------------------------------------------ sending
-    def send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: Any = None,
-        idempotent: bool,
-        policy: RetryPolicy,
-        timeout: float | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Reply:
-        """Send one request with the retry policy; return the 2xx reply or raise.
+    def send(self, request: Request) -> Reply:
+        """Send ``request`` with its retry policy; return the 2xx reply or raise.
 
-        :param method: HTTP method.
-        :param path: path after the base URL.
-        :param params: query string.
-        :param body: JSON body.
-        :param idempotent: whether it may be re-sent after it may have arrived.
-        :param policy: attempts and backoff.
-        :param timeout: read timeout (default: :attr:`timeout_s`).
-        :param cancel: set when nobody waits for the answer any more (no further retries).
-        :raises GranularQuotaError: a granular query (a body naming a granular column) that
-            the network's rolling-hour quota has no room for; nothing was sent.
+        :raises GranularQuotaError: a granular query that the network's rolling-hour quota has
+            no room for; nothing was sent.
         :raises OutcomeUnknownError: a non-idempotent request may have been applied.
         :raises TransportError: no answer after the last attempt.
         :raises AffiliateNetworkError: the error class of the final HTTP status.
         """
-        data = orjson.dumps(body) if body is not None else None
-        read_timeout = timeout or self.timeout_s
-        request = _Request(
-            method=method,
-            path=path,
-            url=self.base_url + path,
-            params=params,
-            data=data,
-            headers={"Content-Type": "application/json"} if data is not None else None,
-            timeouts=(min(CONNECT_TIMEOUT_S, read_timeout), read_timeout),
-            shown=f"{path}?{urlencode(params)}" if params else path,
-        )
-        granular = isinstance(body, dict) and bool(granular_columns(body.get("columns")))
         attempt = 0
         while True:
             attempt += 1
-            if granular:  # each attempt may be counted by the server: count each here too
-                self.budget.take_granular(1, f"{method} {path}")
-            lease = self.budget.acquire(path)
+            if request.granular:  # each attempt may be counted by the server: count each here too
+                self.budget.take_granular(1, request.what)
+            lease = self.budget.acquire(reporting=request.reporting)
             failure: requests.RequestException | None = None
             try:
                 self._throttle.acquire()
@@ -260,38 +292,35 @@ class Transport:
             finally:
                 self.budget.release(lease)  # answered (or failed): no longer in flight
             if failure is not None:
-                self._give_up_on_exception(
-                    failure, request, attempt, policy, idempotent, cancel, started
-                )
-                self._sleep(policy.backoff(attempt, self._rng.random()))
+                self._give_up_on_exception(failure, request, attempt, started)
+                self._sleep(request.policy.backoff(attempt, self._rng.random()))
                 continue
             self.budget.observe_limit(headers.get("X-RateLimit-Limit"))
-            retry_after = self._account(request, status, headers, started, attempt, policy)
+            retry_after = self._account(request, status, headers, started, attempt)
             if 200 <= status < 300:
-                return Reply(status, content, attempt - 1)
+                return Reply(status, content, attempt - 1, request.what)
             message = self.error_message(content, reason, status)
             del content
-            delay = self._retry_delay(
-                request, status, message, retry_after, attempt, policy, idempotent, cancel
-            )
+            delay = self._retry_delay(request, status, message, retry_after, attempt)
             if delay is None:
                 error = error_for_status(status, message)
-                error.method, error.path = method, path
+                error.method, error.path = request.method, request.path
                 raise error
             self._sleep(delay)
 
-    def _exchange(self, request: _Request) -> tuple[int, str | None, Mapping[str, str], bytes]:
+    def _exchange(self, request: Request) -> tuple[int, str | None, Mapping[str, str], bytes]:
         """One HTTP exchange: status, reason, headers and the whole body."""
+        data = request.data
         with self.session() as session:
             # allow_redirects=False: requests would forward X-Svc-Api-Key to any host a
             # redirect names.
             response = session.request(
                 request.method,
-                request.url,
-                params=request.params,
-                data=request.data,
-                headers=request.headers,
-                timeout=request.timeouts,
+                self.base_url + request.path,
+                params=request.query,
+                data=data,
+                headers={"Content-Type": "application/json"} if data is not None else None,
+                timeout=(min(CONNECT_TIMEOUT_S, request.timeout_s), request.timeout_s),
                 allow_redirects=False,
                 stream=True,
             )
@@ -301,47 +330,43 @@ class Transport:
     def _give_up_on_exception(
         self,
         exc: requests.RequestException,
-        request: _Request,
+        request: Request,
         attempt: int,
-        policy: RetryPolicy,
-        idempotent: bool,
-        cancel: threading.Event | None,
         started: float,
     ) -> None:
         """Raise when a request that got no answer may not (or need not) be sent again."""
-        method, path = request.method, request.path
         kind = "timeout" if isinstance(exc, requests.Timeout) else "connection error"
+        max_attempts = request.policy.max_attempts
         self.log.debug(
             "%s %s -> %s after %.3fs (attempt %d/%d)",
-            method,
+            request.method,
             request.shown,
             kind,
             self._clock() - started,
             attempt,
-            policy.max_attempts,
+            max_attempts,
         )
         # The requests exception holds the prepared request (and so the key header): it is
         # summarised, never chained.
         detail = self.scrub(f"{type(exc).__name__}: {exc}")
-        if not idempotent and not was_never_sent(exc):
+        if not request.idempotent and not was_never_sent(exc):
             raise OutcomeUnknownError(
-                f"{method} {path}: {kind} after the request was sent; the server may "
+                f"{request.what}: {kind} after the request was sent; the server may "
                 f"have applied it. It was not re-sent: check the current state before "
                 f"trying again ({detail})"
             ) from None
-        if attempt >= policy.max_attempts or (cancel is not None and cancel.is_set()):
+        if attempt >= max_attempts or request.cancelled:
             raise TransportError(
-                f"{method} {path}: {kind} on attempt {attempt} of {policy.max_attempts} ({detail})"
+                f"{request.what}: {kind} on attempt {attempt} of {max_attempts} ({detail})"
             ) from None
 
     def _account(
         self,
-        request: _Request,
+        request: Request,
         status: int,
         headers: Mapping[str, str],
         started: float,
         attempt: int,
-        policy: RetryPolicy,
     ) -> float | None:
         """Feed the throttle, log the exchange; the ``Retry-After`` to honour (capped)."""
         remaining_header = headers.get("X-RateLimit-Remaining") or ""
@@ -351,9 +376,8 @@ class Transport:
         )
         if retry_after is not None and retry_after > RETRY_AFTER_CAP_S:
             self.log.warning(
-                "%s %s: %d with Retry-After %.0f s, capped at %.0f s (the spec's backoff ceiling)",
-                request.method,
-                request.path,
+                "%s: %d with Retry-After %.0f s, capped at %.0f s (the spec's backoff ceiling)",
+                request.what,
                 status,
                 retry_after,
                 RETRY_AFTER_CAP_S,
@@ -369,36 +393,32 @@ class Transport:
             status,
             self._clock() - started,
             attempt,
-            policy.max_attempts,
+            request.policy.max_attempts,
         )
         return retry_after
 
     def _retry_delay(
         self,
-        request: _Request,
+        request: Request,
         status: int,
         message: str,
         retry_after: float | None,
         attempt: int,
-        policy: RetryPolicy,
-        idempotent: bool,
-        cancel: threading.Event | None,
     ) -> float | None:
         """Seconds to wait before re-sending after an error status; None: raise it."""
         if not is_retryable_status(status):
             return None
-        method, path = request.method, request.path
-        if not idempotent and status not in SAFE_RESEND_STATUSES:
+        if not request.idempotent and status not in SAFE_RESEND_STATUSES:
             raise OutcomeUnknownError(
-                f"{method} {path}: {status} {message}; the server may have applied "
+                f"{request.what}: {status} {message}; the server may have applied "
                 "it. It was not re-sent: check the current state before trying again",
                 status,
             )
-        if attempt < policy.max_attempts and not (cancel is not None and cancel.is_set()):
+        if attempt < request.policy.max_attempts and not request.cancelled:
             if retry_after is not None:
                 return retry_after
-            return policy.backoff(attempt, self._rng.random())
+            return request.policy.backoff(attempt, self._rng.random())
         self.log.warning(
-            "%s %s: giving up after %d attempts, last status %d", method, path, attempt, status
+            "%s: giving up after %d attempts, last status %d", request.what, attempt, status
         )
         return None

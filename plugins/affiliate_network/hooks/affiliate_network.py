@@ -3,7 +3,10 @@
 It stands on Airflow's :class:`~airflow.sdk.BaseHook` (connection lookup, logging) with its own
 ``requests`` sessions (:mod:`affiliate_network.hooks._transport`: auth header, retries, throttle),
 and adds what the API specification (``affiliate-network-api.md``) asks of a client; this module
-holds the connection parsing and the endpoint methods:
+holds the connection parsing and the endpoint methods. A call takes two steps: the hook builds
+one :class:`~affiliate_network.hooks._transport.Request` (:meth:`AffiliateNetworkHook._build`:
+portal check, query, encoded body, idempotency, the quota it draws on, timeout) and the
+transport sends it (:meth:`~affiliate_network.hooks._transport.Transport.send`).
 
 * Auth: the API key (connection password) goes in ``X-Svc-Api-Key``; it is registered with the
   secrets masker the moment it is read. Connection extras are never sent as headers; only the
@@ -48,6 +51,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -68,6 +72,7 @@ from affiliate_network.exceptions import (
     ReportRowLimitError,
 )
 from affiliate_network.hooks._budget import (
+    REPORTING_PREFIX,
     GranularBudget,
     QuotaSettings,
     SharedBudget,
@@ -81,10 +86,10 @@ from affiliate_network.hooks._transport import (
     CONNECT_TIMEOUT_S,
     RETRY_AFTER_CAP_S,
     SAFE_RESEND_STATUSES,
-    Reply,
+    Request,
     Transport,
 )
-from affiliate_network.report_columns import column_count_problem
+from affiliate_network.report_columns import column_count_problem, granular_columns
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -204,6 +209,17 @@ def _conversion_filters(
     return [dict(item) for item in filters]
 
 
+@dataclass(frozen=True)
+class _Connected:
+    """What the connection gave, read once: the portal, the paging settings and the transport."""
+
+    portal: str
+    page_size: int
+    concurrency: int
+    timeout_s: float
+    transport: Transport
+
+
 class AffiliateNetworkHook(BaseHook):
     """Client of the affiliate tracking network API (network, affiliate, advertiser, marketplace).
 
@@ -270,82 +286,84 @@ class AffiliateNetworkHook(BaseHook):
             reserve=rate_limit_reserve, clock=clock, sleep=sleep, enabled=throttle
         )
         self._load_lock = threading.Lock()
-        self._transport: Transport | None = None
-        self._portal = ""
+        self._connected: _Connected | None = None
         self._extras: dict[str, Any] = {}
-        self._page_size = DEFAULT_PAGE_SIZE
-        self._concurrency = DEFAULT_CONCURRENCY
 
     def __repr__(self) -> str:
         # Never the connection (its repr shows the password).
         return f"<AffiliateNetworkHook conn_id={self.affiliate_network_conn_id!r}>"
 
     # ------------------------------------------------------------------ connection
-    def _load(self) -> None:
-        """Read the connection once: mask the key, validate extras, pick the base URL."""
-        if self._transport is not None:
-            return
-        with self._load_lock:
-            if self._transport is not None:
-                return
-            conn_id = self.affiliate_network_conn_id
-            try:
-                conn = self.get_connection(conn_id)
-            except AirflowNotFoundException:
-                raise ConnectionConfigError(f"connection {conn_id!r} is not defined") from None
-            key = conn.password or ""
-            if key and not _is_masked(key):
-                # Airflow's own connection lookup registers the password with the masker (and,
-                # in a task, with the supervisor). Register it again only when that has not
-                # happened (a connection built some other way): every registration crosses to
-                # the supervisor, and the in-process one (dag.test / `airflow dags test`) logs
-                # the message, key included, at DEBUG.
-                mask_secret(key)
-            # extra_dejson registers the extras with the masker on every access: read it once.
-            extras = dict(conn.extra_dejson or {})
-            portal = str(extras.get("portal") or "").strip().lower()
-            if portal not in PORTAL_PREFIXES:
-                # Never the value given: it may be the API key typed into the wrong field.
-                raise ConnectionConfigError(
-                    f"connection {conn_id!r}: extra 'portal' must be one of "
-                    f"{sorted(PORTAL_PREFIXES)}" + (" (it is empty)" if not portal else "")
-                )
-            if not key:
-                raise ConnectionConfigError(
-                    f"connection {conn_id!r}: the API key (password field) is empty"
-                )
-            self._portal = portal
-            self._extras = extras
-            timeout_s = self._number_setting(
-                "timeout", self._timeout_arg, DEFAULT_TIMEOUT_S, 0.001, 3600.0, float
+    @property
+    def _ready(self) -> _Connected:
+        """The connection as read once (see :meth:`_connect`)."""
+        connected = self._connected
+        if connected is None:
+            with self._load_lock:
+                if self._connected is None:
+                    self._connected = self._connect()
+                connected = self._connected
+        return connected
+
+    def _connect(self) -> _Connected:
+        """Read the connection: mask the key, validate extras, pick the base URL."""
+        conn_id = self.affiliate_network_conn_id
+        try:
+            conn = self.get_connection(conn_id)
+        except AirflowNotFoundException:
+            raise ConnectionConfigError(f"connection {conn_id!r} is not defined") from None
+        key = conn.password or ""
+        if key and not _is_masked(key):
+            # Airflow's own connection lookup registers the password with the masker (and,
+            # in a task, with the supervisor). Register it again only when that has not
+            # happened (a connection built some other way): every registration crosses to
+            # the supervisor, and the in-process one (dag.test / `airflow dags test`) logs
+            # the message, key included, at DEBUG.
+            mask_secret(key)
+        # extra_dejson registers the extras with the masker on every access: read it once.
+        extras = dict(conn.extra_dejson or {})
+        portal = str(extras.get("portal") or "").strip().lower()
+        if portal not in PORTAL_PREFIXES:
+            # Never the value given: it may be the API key typed into the wrong field.
+            raise ConnectionConfigError(
+                f"connection {conn_id!r}: extra 'portal' must be one of "
+                f"{sorted(PORTAL_PREFIXES)}" + (" (it is empty)" if not portal else "")
             )
-            self._page_size = self._number_setting(
-                "page_size", self._page_size_arg, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE, int
+        if not key:
+            raise ConnectionConfigError(
+                f"connection {conn_id!r}: the API key (password field) is empty"
             )
-            self._concurrency = self._number_setting(
-                "concurrency", self._concurrency_arg, DEFAULT_CONCURRENCY, 1, MAX_CONCURRENCY, int
-            )
-            base_url = self._base_url_from(conn)
-            settings = QuotaSettings.from_extras(extras, conn_id)
-            budget = SharedBudget(
-                open_store(settings, base_url, portal),
-                settings,
-                portal,
-                slot_ttl_s=timeout_s + CONNECT_TIMEOUT_S + 10.0,
-            )
-            self._transport = Transport(
-                base_url=base_url,
-                api_key=key,
-                extras=extras,
-                adapter=self._adapter,
-                timeout_s=timeout_s,
-                throttle=self._throttle,
-                budget=budget,
-                sleep=self._sleep,
-                clock=self._clock,
-                rng=self._rng,
-                log=self.log,
-            )
+        self._extras = extras
+        timeout_s = self._number_setting(
+            "timeout", self._timeout_arg, DEFAULT_TIMEOUT_S, 0.001, 3600.0, float
+        )
+        page_size = self._number_setting(
+            "page_size", self._page_size_arg, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE, int
+        )
+        concurrency = self._number_setting(
+            "concurrency", self._concurrency_arg, DEFAULT_CONCURRENCY, 1, MAX_CONCURRENCY, int
+        )
+        base_url = self._base_url_from(conn)
+        settings = QuotaSettings.from_extras(extras, conn_id)
+        budget = SharedBudget(
+            open_store(settings, base_url, portal),
+            settings,
+            portal,
+            slot_ttl_s=timeout_s + CONNECT_TIMEOUT_S + 10.0,
+        )
+        transport = Transport(
+            base_url=base_url,
+            api_key=key,
+            extras=extras,
+            adapter=self._adapter,
+            throttle=self._throttle,
+            budget=budget,
+            sleep=self._sleep,
+            clock=self._clock,
+            rng=self._rng,
+            log=self.log,
+        )
+        return _Connected(portal, page_size, concurrency, timeout_s, transport)
 
     def _number_setting(
         self,
@@ -444,49 +462,41 @@ class AffiliateNetworkHook(BaseHook):
 
         :param headers: extra headers for this session.
         """
-        session = self._loaded_transport().new_session()
+        session = self._ready.transport.new_session()
         if headers:
             session.headers.update(headers)
         return session
 
-    def _loaded_transport(self) -> Transport:
-        self._load()
-        assert self._transport is not None
-        return self._transport
-
     def close(self) -> None:
         """Close the pooled sessions (the hook stays usable: new ones are made on demand)."""
-        if self._transport is not None:
-            self._transport.close()
+        if self._connected is not None:
+            self._connected.transport.close()
 
     @property
     def base_url(self) -> str:
         """Base URL every path is appended to (the EU one for ``region: eu``), read lazily."""
-        return self._loaded_transport().base_url
+        return self._ready.transport.base_url
 
     @property
     def portal(self) -> str:
         """The connection's portal (``network``, ``affiliate``, ``advertiser``, ``marketplace``)."""
-        self._load()
-        return self._portal
+        return self._ready.portal
 
     @property
     def page_size(self) -> int:
         """Rows per page of paged pulls."""
-        self._load()
-        return self._page_size
+        return self._ready.page_size
 
     @property
     def concurrency(self) -> int:
         """Pages fetched at once after page 1."""
-        self._load()
-        return self._concurrency
+        return self._ready.concurrency
 
     @property
     def budget(self) -> SharedBudget:
         """The network's quota shared with every other process (README "Sharing one network's
         quota"): pacing, reporting concurrency, granular queries."""
-        return self._loaded_transport().budget
+        return self._ready.transport.budget
 
     def granular_budget(self) -> GranularBudget:
         """The network's granular-query quota now: budget, used in the rolling hour, left."""
@@ -508,82 +518,62 @@ class AffiliateNetworkHook(BaseHook):
         return self._throttle
 
     # ------------------------------------------------------------------ core request
-    def _guard(self, method: str, path: str) -> None:
-        self._load()
-        wanted = portal_of(path)
-        if wanted is not None and wanted != self._portal:
-            raise PortalMismatchError(
-                f"{method} {path} belongs to the {wanted} portal, but connection "
-                f"{self.affiliate_network_conn_id!r} is for the {self._portal} portal; "
-                "nothing was sent"
-            )
-
-    def _scrub(self, text: str) -> str:
-        return self._transport.scrub(text) if self._transport is not None else text
-
-    def _send(
+    def _build(
         self,
         method: str,
         path: str,
         *,
-        params: Mapping[str, Any] | None = None,
+        query: Mapping[str, Any] | None = None,
         body: Any = None,
         idempotent: bool,
         policy: RetryPolicy | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
-    ) -> Reply:
-        """Send one request with the retry policy (portal guard first); the 2xx reply or raise."""
-        self._guard(method, path)
-        return self._loaded_transport().send(
-            method,
-            path,
-            params=params,
-            body=body,
+    ) -> Request:
+        """The one place a request is built; :meth:`Transport.send` sends what it returns.
+
+        Checks the path's portal against the connection's before anything is sent, encodes the
+        body, and decides what the request draws on: a reporting slot (``/networks/reporting/*``)
+        and, when the body names a granular column, the granular-query quota.
+
+        :param method: HTTP method (upper case).
+        :param path: path after the base URL.
+        :param query: query string.
+        :param body: JSON body (``None``: no body).
+        :param idempotent: whether it may be re-sent after it may have arrived.
+        :param policy: attempts and backoff (default: the hook's).
+        :param timeout: read timeout in seconds (default: the connection's).
+        :param cancel: set when nobody waits for the answer any more (no further retries).
+        :raises PortalMismatchError: the path belongs to another portal; nothing was sent.
+        """
+        ready = self._ready
+        wanted = portal_of(path)
+        if wanted is not None and wanted != ready.portal:
+            raise PortalMismatchError(
+                f"{method} {path} belongs to the {wanted} portal, but connection "
+                f"{self.affiliate_network_conn_id!r} is for the {ready.portal} portal; "
+                "nothing was sent"
+            )
+        return Request(
+            method=method,
+            path=path,
+            query=query,
+            data=orjson.dumps(body) if body is not None else None,
             idempotent=idempotent,
+            reporting=path.startswith(REPORTING_PREFIX),
+            granular=isinstance(body, dict) and bool(granular_columns(body.get("columns"))),
             policy=policy or self.retry_policy,
-            timeout=timeout,
+            timeout_s=timeout or ready.timeout_s,
             cancel=cancel,
         )
 
-    def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: Any = None,
-        idempotent: bool,
-    ) -> Any:
-        reply = self._send(method, path, params=params, body=body, idempotent=idempotent)
-        if not reply.content:
-            return None
-        try:
-            return orjson.loads(reply.content)
-        except orjson.JSONDecodeError:
-            raise AffiliateNetworkError(f"{method} {path}: the response is not JSON") from None
+    @property
+    def _transport(self) -> Transport:
+        """The transport that sends what :meth:`_build` built (reads the connection once)."""
+        return self._ready.transport
 
-    def _call_object(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: Any = None,
-        idempotent: bool,
-    ) -> dict[str, Any]:
-        """:meth:`_call` for endpoints that answer one JSON object (``{}`` when the body is empty).
-
-        :raises AffiliateNetworkError: the body is JSON but not an object.
-        """
-        doc = self._call(method, path, params=params, body=body, idempotent=idempotent)
-        if doc is None:
-            return {}
-        if not isinstance(doc, dict):
-            raise AffiliateNetworkError(
-                f"{method} {path}: the response is a JSON {type(doc).__name__}, not an object"
-            )
-        return doc
+    def _scrub(self, text: str) -> str:
+        return self._connected.transport.scrub(text) if self._connected is not None else text
 
     def request(
         self,
@@ -607,7 +597,8 @@ class AffiliateNetworkHook(BaseHook):
         method = method.upper()
         if idempotent is None:
             idempotent = method in self.IDEMPOTENT_METHODS
-        return self._call(method, path, params=params, body=json, idempotent=idempotent)
+        built = self._build(method, path, query=params, body=json, idempotent=idempotent)
+        return self._transport.send(built).json()
 
     def iter_pages(
         self,
@@ -637,28 +628,24 @@ class AffiliateNetworkHook(BaseHook):
         :param unique_key: record field that must not repeat within the pull (parsed records).
         :param label: what is pulled, for log lines and errors (default: method and path).
         """
-        self._guard(method, path)  # fail at the call, not at the first next()
-        size = self._page_size if page_size is None else int(page_size)
+        cancel = threading.Event()
+        # Built (and its portal checked) at the call, not at the first next(); paged
+        # endpoints only read, so every page may be re-sent.
+        request = self._build(method, path, body=body, idempotent=True, cancel=cancel)
+        size = self._ready.page_size if page_size is None else int(page_size)
         if not 1 <= size <= MAX_PAGE_SIZE:
             raise InvalidRequestError(f"page_size must be 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
-        cancel = threading.Event()
+        transport = self._transport
 
         def fetch(page: int, size_: int) -> RawPage:
-            reply = self._send(
-                method,
-                path,
-                params={"page": page, "page_size": size_},
-                body=body,
-                idempotent=True,  # paged endpoints only read
-                cancel=cancel,
-            )
+            reply = transport.send(request.page(page, size_))
             return RawPage(reply.content, reply.retries)
 
         return PagedIterator(
             fetch,
             key=key,
             page_size=size,
-            concurrency=self._concurrency,
+            concurrency=self._ready.concurrency,
             label=label or f"{method} {path}",
             log=self.log,
             cancel=cancel,
@@ -744,7 +731,9 @@ class AffiliateNetworkHook(BaseHook):
             "on_hold_conversion_ids": [str(i) for i in on_hold_conversion_ids],
             "status": status,
         }
-        doc = self._call_object("PATCH", "/networks/reporting/onhold", body=body, idempotent=True)
+        doc = self._transport.send(
+            self._build("PATCH", "/networks/reporting/onhold", body=body, idempotent=True)
+        ).object()
         return bool(doc.get("result"))
 
     def set_sale_amount(
@@ -758,7 +747,7 @@ class AffiliateNetworkHook(BaseHook):
         """
         path = f"/networks/reporting/conversions/{quote(str(conversion_id), safe='')}/saleamount"
         body = {"sale_amount": sale_amount, "is_event": bool(is_event)}
-        doc = self._call_object("PUT", path, body=body, idempotent=True)
+        doc = self._transport.send(self._build("PUT", path, body=body, idempotent=True)).object()
         return bool(doc.get("result"))
 
     def get_transaction_flowchart(self, transaction_id: str) -> dict[str, Any]:
@@ -767,7 +756,7 @@ class AffiliateNetworkHook(BaseHook):
         :param transaction_id: transaction ID.
         """
         path = f"/networks/reporting/transactions/{quote(str(transaction_id), safe='')}/flowchart"
-        return self._call_object("GET", path, idempotent=True)
+        return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
     # ------------------------------------------------------------------ network: objects
     def update_offer_group(self, offer_group_id: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -776,9 +765,8 @@ class AffiliateNetworkHook(BaseHook):
         :param offer_group_id: offer group ID.
         :param body: the full offer group body.
         """
-        return self._call_object(
-            "PUT", f"/networks/offergroups/{int(offer_group_id)}", body=body, idempotent=True
-        )
+        path = f"/networks/offergroups/{int(offer_group_id)}"
+        return self._transport.send(self._build("PUT", path, body=body, idempotent=True)).object()
 
     def update_offer(self, offer_id: int, body: dict[str, Any]) -> dict[str, Any]:
         """Replace an offer (``PUT /networks/offers/{id}``).
@@ -786,9 +774,8 @@ class AffiliateNetworkHook(BaseHook):
         :param offer_id: offer ID.
         :param body: the offer object.
         """
-        return self._call_object(
-            "PUT", f"/networks/offers/{int(offer_id)}", body=body, idempotent=True
-        )
+        path = f"/networks/offers/{int(offer_id)}"
+        return self._transport.send(self._build("PUT", path, body=body, idempotent=True)).object()
 
     def create_custom_scrub_rate(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a custom scrub rate setting (``POST /networks/custom/scrubrate``).
@@ -799,7 +786,9 @@ class AffiliateNetworkHook(BaseHook):
         :param body: network_offer_id, network_affiliate_id, name, custom_setting_status,
             scrub_rate_percentage (0-100), scrub_rate_status, optional variables and ruleset.
         """
-        return self._call_object("POST", "/networks/custom/scrubrate", body=body, idempotent=False)
+        return self._transport.send(
+            self._build("POST", "/networks/custom/scrubrate", body=body, idempotent=False)
+        ).object()
 
     def assign_affiliate_tracking_domain(
         self, affiliate_id: int, body: dict[str, Any]
@@ -811,7 +800,7 @@ class AffiliateNetworkHook(BaseHook):
             network_affiliate_tracking_domain_id, is_apply_all_offers, network_offer_id.
         """
         path = f"/networks/affiliates/{int(affiliate_id)}/trackingdomains"
-        return self._call_object("PUT", path, body=body, idempotent=True)
+        return self._transport.send(self._build("PUT", path, body=body, idempotent=True)).object()
 
     def update_channel(self, channel_id: int, *, name: str, status: str) -> dict[str, Any]:
         """Replace a channel (``PUT /networks/channels/{id}``; both fields required).
@@ -821,9 +810,8 @@ class AffiliateNetworkHook(BaseHook):
         :param status: ``active`` or ``inactive``.
         """
         body = {"name": name, "status": status}
-        return self._call_object(
-            "PUT", f"/networks/channels/{int(channel_id)}", body=body, idempotent=True
-        )
+        path = f"/networks/channels/{int(channel_id)}"
+        return self._transport.send(self._build("PUT", path, body=body, idempotent=True)).object()
 
     def create_category(self, *, name: str, status: str) -> dict[str, Any]:
         """Create an offer category (``POST /networks/categories``; not idempotent).
@@ -832,7 +820,9 @@ class AffiliateNetworkHook(BaseHook):
         :param status: ``active`` or ``inactive``.
         """
         body = {"name": name, "status": status}
-        return self._call_object("POST", "/networks/categories", body=body, idempotent=False)
+        return self._transport.send(
+            self._build("POST", "/networks/categories", body=body, idempotent=False)
+        ).object()
 
     def bulk_edit_offer_urls(
         self,
@@ -856,9 +846,11 @@ class AffiliateNetworkHook(BaseHook):
         }
         # overwrite/delete/clear converge when repeated; append may not.
         idempotent = all(item.get("operator") != "append" for item in items)
-        doc = self._call_object(
-            "PATCH", "/networks/patch/offerurls/apply", body=body, idempotent=idempotent
-        )
+        doc = self._transport.send(
+            self._build(
+                "PATCH", "/networks/patch/offerurls/apply", body=body, idempotent=idempotent
+            )
+        ).object()
         return bool(doc.get("result"))
 
     def iter_tiered_commissions(
@@ -920,23 +912,25 @@ class AffiliateNetworkHook(BaseHook):
         """
         params = {"relationship": "all"} if expand_all else None
         path = f"/networks/custom/payoutrevenue/{int(setting_id)}"
-        return self._call_object("GET", path, params=params, idempotent=True)
+        return self._transport.send(
+            self._build("GET", path, query=params, idempotent=True)
+        ).object()
 
     def get_offer_url(self, offer_url_id: int) -> dict[str, Any]:
         """An offer URL (``GET /networks/offerurls/{id}``).
 
         :param offer_url_id: offer URL ID.
         """
-        return self._call_object("GET", f"/networks/offerurls/{int(offer_url_id)}", idempotent=True)
+        path = f"/networks/offerurls/{int(offer_url_id)}"
+        return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
     def get_label(self, label: str) -> dict[str, Any]:
         """A label record (``GET /networks/labels/{label}``).
 
         :param label: the label value.
         """
-        return self._call_object(
-            "GET", f"/networks/labels/{quote(str(label), safe='')}", idempotent=True
-        )
+        path = f"/networks/labels/{quote(str(label), safe='')}"
+        return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
     # ------------------------------------------------------------------ affiliate portal
     def affiliate_entity_table(
@@ -974,9 +968,9 @@ class AffiliateNetworkHook(BaseHook):
         }
         if currency_id:
             body["currency_id"] = currency_id
-        doc = self._call_object(
-            "POST", "/affiliates/reporting/entity/table", body=body, idempotent=True
-        )
+        doc = self._transport.send(
+            self._build("POST", "/affiliates/reporting/entity/table", body=body, idempotent=True)
+        ).object()
         table = doc.get("table")
         if not isinstance(table, list):
             raise AffiliateNetworkError("entity table response has no 'table' list")
@@ -1001,7 +995,9 @@ class AffiliateNetworkHook(BaseHook):
         :return: ``[{"decoded": int, "encoded": str}, ...]``, one per ID.
         """
         body = {"type": type, "ids": [int(i) for i in ids]}
-        doc = self._call_object("POST", "/affiliates/encode", body=body, idempotent=True)
+        doc = self._transport.send(
+            self._build("POST", "/affiliates/encode", body=body, idempotent=True)
+        ).object()
         return list(doc.get("values") or [])
 
     # ------------------------------------------------------------------ network and metadata
@@ -1012,7 +1008,7 @@ class AffiliateNetworkHook(BaseHook):
         ``reporting_timezone_id``) is the reporting timezone a report request without
         ``timezone_id`` uses.
         """
-        return self._call_object("GET", "/networks", idempotent=True)
+        return self._transport.send(self._build("GET", "/networks", idempotent=True)).object()
 
     def timezones(self) -> list[dict[str, Any]]:
         """The API's timezone table (``GET /meta/timezones``; any portal's key).
@@ -1021,7 +1017,7 @@ class AffiliateNetworkHook(BaseHook):
         :data:`affiliate_network.timezones.TIMEZONES` through
         :func:`affiliate_network.timezones.compare_with_api`.
         """
-        doc = self._call_object("GET", "/meta/timezones", idempotent=True)
+        doc = self._transport.send(self._build("GET", "/meta/timezones", idempotent=True)).object()
         return list(doc.get("timezones") or [])
 
     # ------------------------------------------------------------------ test button
@@ -1035,22 +1031,23 @@ class AffiliateNetworkHook(BaseHook):
         ``[core] test_connection = Enabled``.
         """
         try:
-            self._load()
+            portal = self._ready.portal
         except Exception as exc:  # any set-up problem is a failed test, not a crash
             return False, self._scrub(str(exc))
-        method, path, params, body = _CHEAP_CALLS[self._portal]
+        method, path, params, body = _CHEAP_CALLS[portal]
         single = RetryPolicy(max_attempts=1, base_delay=0, max_delay=0, jitter=0)
         where = f"{method} {path} at {self.base_url}"
         try:
-            self._send(
-                method, path, params=params, body=body, idempotent=True, policy=single, timeout=15
+            built = self._build(
+                method, path, query=params, body=body, idempotent=True, policy=single, timeout=15
             )
+            self._transport.send(built)
         except (AuthenticationError, PermissionDeniedError) as exc:
-            return False, f"the {self._portal} API key was refused by {where}: {exc}"
+            return False, f"the {portal} API key was refused by {where}: {exc}"
         except NotFoundError as exc:
             return False, f"{where} answered 404 ({exc.message}): the key could not be verified"
         except AffiliateNetworkError as exc:
-            return False, f"the {self._portal} portal at {self.base_url} failed the test: {exc}"
+            return False, f"the {portal} portal at {self.base_url} failed the test: {exc}"
         except Exception as exc:
             return False, self._scrub(f"{where} failed: {type(exc).__name__}: {exc}")
-        return True, f"Connected to the {self._portal} portal: {where} succeeded"
+        return True, f"Connected to the {portal} portal: {where} succeeded"

@@ -4,49 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache, cached_property
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
 from affiliate_network.compat import AirflowFailException
 from affiliate_network.exceptions import NonRetryableError
+from affiliate_network.operators.failing import twin_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-
-
-@cache
-def _failing_class(cls: type[NonRetryableError]) -> type[NonRetryableError]:
-    """``cls`` that is also Airflow's ``AirflowFailException`` (built once per error class).
-
-    Same name and module as ``cls``: ``except GuardrailError`` still catches it, and
-    ``AirflowException.serialize`` names the package's class.
-    """
-    return type(
-        cls.__name__,
-        (cls, AirflowFailException),
-        {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__reduce__": _reduce},
-    )
-
-
-def _reduce(err: NonRetryableError) -> tuple[Any, ...]:
-    # Pickled (a callback, a listener) as the failing variant of the package's own class.
-    base = type(err).__mro__[1]
-    return (_rebuild, (base, err.args, dict(err.__dict__)))
-
-
-def _rebuild(
-    cls: type[NonRetryableError], args: tuple[Any, ...], state: dict[str, Any]
-) -> NonRetryableError:
-    # mypy checks a class object against Hashable with the instance's __hash__ signature and
-    # rejects it; classes hash by identity, which is what the cache needs.
-    failing = _failing_class(cls)  # type: ignore[arg-type]  # see above
-    err = failing.__new__(failing, *args)
-    err.__dict__.update(state)
-    return err
 
 
 def fail_fast(err: NonRetryableError) -> NonRetryableError:
@@ -55,15 +25,20 @@ def fail_fast(err: NonRetryableError) -> NonRetryableError:
     Airflow's task runner (``airflow.sdk.execution_time.task_runner``) marks a task FAILED at
     once only for ``AirflowFailException`` (and sensor timeouts); any other exception goes
     through the retry check. The errors module stays free of Airflow imports (the command lines
-    import it), so the operators make the conversion here. The result is still an instance of
-    ``type(err)`` with the same message and attributes (nothing is added: no key can leak).
+    import it), so the operators make the conversion here, to the error's twin declared in
+    :mod:`affiliate_network.operators.failing`. The result is still an instance of ``type(err)``
+    (of its nearest ancestor with a twin, for a class declared outside the package) with the
+    same message and attributes (nothing is added: no key can leak).
 
     :param err: a package error a retry cannot fix.
     :returns: a copy of ``err`` whose class also derives from ``AirflowFailException``.
     """
     if isinstance(err, AirflowFailException):
         return err
-    return _rebuild(type(err), err.args, dict(err.__dict__))
+    twin = twin_of(type(err))
+    copy = twin.__new__(twin, *err.args)
+    copy.__dict__.update(err.__dict__)
+    return copy
 
 
 @contextmanager

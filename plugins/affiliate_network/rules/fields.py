@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from affiliate_network.exceptions import PathError
 from affiliate_network.record_fields import (
     BOOLEAN_FIELDS,
     INTEGER_FIELDS,
@@ -65,10 +66,6 @@ class Segment:
 
     key: str
     index: int | Literal["*"] | None = None
-
-
-class PathError(ValueError):
-    """A field path is malformed or names a field the conversion record does not have."""
 
 
 @functools.lru_cache(maxsize=4096)

@@ -22,7 +22,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from affiliate_network.rules.fields import PathError, describe_path
+from affiliate_network.exceptions import PathError
+from affiliate_network.rules.fields import describe_path
 
 Action = Literal["approve", "reject", "review", "hold"]
 ACTIONS: tuple[str, ...] = ("approve", "reject", "review", "hold")

@@ -1,0 +1,106 @@
+"""The Airflow-facing twins of the package's non-retryable errors.
+
+Airflow's task runner (``airflow.sdk.execution_time.task_runner``) fails a task at once, without
+its retries, only for ``AirflowFailException`` (and sensor timeouts).
+:mod:`affiliate_network.exceptions` imports nothing of Airflow (the command lines import it), so its
+:class:`~affiliate_network.exceptions.NonRetryableError` classes cannot derive from that
+exception. Each one has a twin here that derives from both: same name, same constructor, still
+caught by ``except GuardrailError`` (the package's class); the operators raise the twin
+(:func:`affiliate_network.operators.base.fail_fast`).
+
+The twins are plain module-level classes, so a raised one pickles by reference (a callback, a
+listener) and ``AirflowException.serialize`` names an importable class.
+"""
+
+from __future__ import annotations
+
+from affiliate_network import exceptions as errors
+from affiliate_network.compat import AirflowFailException
+
+
+# The package's ``status_code`` (``int | None``: the HTTP status, if any) is not the type of
+# Airflow's class-level ``HTTPStatus`` one; the package's wins (first base), as it always did.
+class NonRetryableError(errors.NonRetryableError, AirflowFailException):
+    """Twin of :class:`affiliate_network.exceptions.NonRetryableError`; base of the others."""
+
+    status_code: int | None  # type: ignore[assignment]  # see above
+
+
+class InvalidRequestError(errors.InvalidRequestError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.InvalidRequestError`."""
+
+
+class AuthenticationError(errors.AuthenticationError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.AuthenticationError`."""
+
+
+class PermissionDeniedError(errors.PermissionDeniedError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.PermissionDeniedError`."""
+
+
+class NotFoundError(errors.NotFoundError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.NotFoundError`."""
+
+
+class MethodNotAllowedError(errors.MethodNotAllowedError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.MethodNotAllowedError`."""
+
+
+class ReportRowLimitError(errors.ReportRowLimitError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.ReportRowLimitError`."""
+
+
+class PortalMismatchError(errors.PortalMismatchError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.PortalMismatchError`."""
+
+
+class ConnectionConfigError(errors.ConnectionConfigError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.ConnectionConfigError`."""
+
+
+class ConfigValidationError(errors.ConfigValidationError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.ConfigValidationError`."""
+
+
+class GuardrailError(errors.GuardrailError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.GuardrailError`."""
+
+
+class SyncBlockedError(errors.SyncBlockedError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.SyncBlockedError`."""
+
+
+class SchemaMismatchError(errors.SchemaMismatchError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.SchemaMismatchError`."""
+
+
+#: The package's class -> its twin (each twin's first base is the class it stands for).
+TWINS: dict[type[BaseException], type[errors.NonRetryableError]] = {
+    twin.__bases__[0]: twin
+    for twin in (
+        NonRetryableError,
+        InvalidRequestError,
+        AuthenticationError,
+        PermissionDeniedError,
+        NotFoundError,
+        MethodNotAllowedError,
+        ReportRowLimitError,
+        PortalMismatchError,
+        ConnectionConfigError,
+        ConfigValidationError,
+        GuardrailError,
+        SyncBlockedError,
+        SchemaMismatchError,
+    )
+}
+
+
+def twin_of(cls: type[errors.NonRetryableError]) -> type[errors.NonRetryableError]:
+    """The twin of ``cls``; for a class without one (a subclass declared elsewhere), the twin
+    of its nearest ancestor that has one (at worst :class:`NonRetryableError`'s).
+    """
+    for ancestor in cls.__mro__:
+        twin = TWINS.get(ancestor)
+        if twin is not None:
+            return twin
+    return NonRetryableError  # not reached: every NonRetryableError has that ancestor
