@@ -45,13 +45,14 @@ SANDBOX_DEMO = ("demo.py", "demo_connections.py")
 JOB_LIBRARIES = ("reports", "review", "sync")
 #: The rules language: a library below the review job, with no hook and no Airflow.
 RULES = "rules"
-#: What the rules language may import of the package: itself, the bottom modules, and
+#: What the rules language may import of the package: itself, the bottom modules (``config`` is
+#: the one YAML loader of every file, itself built on bottom modules only), and
 #: ``paths``: the loader asks it for the include folder (a file there is the deployment's own and
 #: its values may be quoted in errors). Its one Airflow import, the DAGs folder of an installed
 #: wheel, is inside a function, and the loader treats an ImportError as "not in the folder".
 RULES_MAY_IMPORT = frozenset(
     {RULES, "exceptions", "record_fields", "report_columns", "timezones", "yamlguard", "textfile"}
-    | {"gcpause", "paths"}
+    | {"gcpause", "paths", "config"}
 )
 #: Airflow names a job library may use: a storage path, not the task context.
 JOB_LIBRARY_AIRFLOW_NAMES = frozenset({"airflow.sdk.ObjectStoragePath"})

@@ -57,7 +57,7 @@ RETRYABLE = {
 }
 #: Plain ``ValueError`` subclasses of pure helpers: one bad value (a file's bytes, a field path,
 #: a timezone); the loaders turn them into a ConfigValidationError naming file and field.
-VALUE_ERRORS = {"NotUtf8Error", "PathError", "UnknownTimezoneError"}
+VALUE_ERRORS = {"NotUtf8Error", "PathError", "UnknownTimezoneError", "FieldError"}
 
 
 class _Raising(AffiliateNetworkBaseOperator):

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from affiliate_network import yamlguard
-from affiliate_network.exceptions import ConfigValidationError, NotUtf8Error
+from affiliate_network.exceptions import ConfigValidationError, FieldError, NotUtf8Error
 from affiliate_network.textfile import read_utf8
 
 #: A place in a document: mapping keys and list indexes, ``("affiliates", 1, "conn_id")``.
@@ -70,21 +70,6 @@ class Problem:
         return (
             f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
         )
-
-
-class FieldError(ValueError):
-    """Raised by a model's validator to name the field a cross-field check is about.
-
-    Pydantic places an error from a model validator at the model itself; :func:`load` reads
-    the ``loc`` of this error and reports the field's own line instead.
-
-    :param loc: the field's place relative to the model being validated.
-    :param message: what is wrong.
-    """
-
-    def __init__(self, loc: Loc, message: str) -> None:
-        super().__init__(message)
-        self.loc = tuple(loc)
 
 
 def field_path(loc: Iterable[Any]) -> str:

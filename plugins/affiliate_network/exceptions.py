@@ -13,9 +13,10 @@ resource or path, 405 wrong method: the same request gets the same answer). Tran
 retryable. Being non-retryable changes nothing for a caller that handles one of these itself
 (``except InvalidRequestError`` still catches it, inside or outside an operator).
 
-Three errors of pure helpers are plain ``ValueError`` subclasses, not
+Four errors of pure helpers are plain ``ValueError`` subclasses, not
 :class:`AffiliateNetworkError`: :class:`NotUtf8Error` (decoding a file), :class:`PathError` (a
-rules file's field path) and :class:`UnknownTimezoneError` (the API's timezone table). They say
+rules file's field path), :class:`UnknownTimezoneError` (the API's timezone table) and
+:class:`FieldError` (a config model's cross-field check, raised inside pydantic). They say
 what is wrong with one value; the loaders that meet them (settings, rules, desired state) turn
 them into a :class:`ConfigValidationError` naming the file, line and field, and callers that
 catch ``ValueError`` keep catching them. A module-private exception used as control flow inside
@@ -255,3 +256,19 @@ class PathError(ValueError):
 
 class UnknownTimezoneError(ValueError):
     """An id or name that is not in the API's timezone table (``affiliate_network.timezones``)."""
+
+
+class FieldError(ValueError):
+    """Raised by a config model's validator to name the field a cross-field check is about.
+
+    Pydantic places an error from a model validator at the model itself;
+    :func:`affiliate_network.config.load` reads the ``loc`` of this error and reports the
+    field's own line instead.
+
+    :param loc: the field's place relative to the model being validated.
+    :param message: what is wrong.
+    """
+
+    def __init__(self, loc: tuple[str | int, ...] | list[str | int], message: str) -> None:
+        super().__init__(message)
+        self.loc = tuple(loc)

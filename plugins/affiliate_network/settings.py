@@ -20,8 +20,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from affiliate_network import config
-from affiliate_network.config import FieldError
-from affiliate_network.exceptions import ConfigValidationError, UnknownTimezoneError
+from affiliate_network.exceptions import ConfigValidationError, FieldError, UnknownTimezoneError
 from affiliate_network.paths import include_dir
 from affiliate_network.timezones import (
     TIMEZONES,
