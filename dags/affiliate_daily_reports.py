@@ -16,6 +16,7 @@ import pendulum
 # serialization modules into every parse (about half a second here).
 from airflow.sdk import CronDataIntervalTimetable, Param, dag
 
+from affiliate_network.notify import attach_notifications
 from affiliate_network.operators.conversion_report import (
     AffiliateReportOperator,
     ConversionReportOperator,
@@ -125,4 +126,5 @@ def affiliate_daily_reports() -> None:
     ).expand_kwargs(targets.output)
 
 
-affiliate_daily_reports()
+# Notifiers and the deadline alert of include/notifications.yaml (none unless enabled there).
+attach_notifications(affiliate_daily_reports())
