@@ -15,9 +15,12 @@ dependency. The layers, and what each may import from the package:
   documented timezone table (spec data the sandbox serves as ``GET /meta/timezones``; the
   module imports nothing of the package, so no client code comes with it).
 * operators: anything below them, never the sandbox or the demo.
-* DAG files: operators, settings, and job libraries (a ``@task`` in a DAG file is an inline
-  operator, and the human-review form takes its vocabulary from ``review.requests``); never a
-  hook, the sandbox or the demo.
+* notify (notifiers and deadline alerts, issue 28): settings and exceptions only; Airflow-aware
+  like the operators, but nothing imports it except the DAG files (job libraries, hooks and
+  operators never notify anyone themselves: failures reach it through Airflow's callbacks).
+* DAG files: operators, settings, job libraries and ``notify`` (a ``@task`` in a DAG file is an
+  inline operator, and the human-review form takes its vocabulary from ``review.requests``);
+  never a hook, the sandbox or the demo.
 """
 
 from __future__ import annotations
@@ -156,8 +159,20 @@ def test_the_client_imports_no_sandbox_and_no_demo() -> None:
     assert wrong == []
 
 
+def test_notify_imports_settings_and_exceptions_only_and_only_dag_files_import_it() -> None:
+    notify = _package_imports(_files("notify"))
+    assert {imp.area for imp in notify} >= {"settings"}  # the scan sees it
+    assert [
+        str(imp) for imp in notify if imp.area not in ("notify", "settings", "exceptions")
+    ] == []
+    others = [
+        f for f in PACKAGE_DIR.rglob("*.py") if f.relative_to(PACKAGE_DIR).parts[0] != "notify"
+    ]
+    assert [str(imp) for imp in _package_imports(others) if imp.area == "notify"] == []
+
+
 def test_dag_files_import_operators_settings_and_job_libraries_only() -> None:
-    allowed = ("operators", "settings", *JOB_LIBRARIES)
+    allowed = ("operators", "settings", "notify", *JOB_LIBRARIES)
     dag_files = sorted(DAGS_DIR.glob("*.py"))
     assert dag_files
     wrong = [str(imp) for imp in _package_imports(dag_files) if imp.area not in allowed]

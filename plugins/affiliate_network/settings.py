@@ -5,7 +5,8 @@ The network's reporting timezone is named by IANA name; its API id comes from th
 the API's timezone ids (:mod:`affiliate_network.timezones`). An explicit ``timezone_id`` is
 allowed but must agree with the name.
 
-Read at run time only (never at DAG parse time).
+Read at run time only (never at DAG parse time), except ``include/notifications.yaml``: the DAG
+files read it when parsed, for the deadline alert (:func:`load_notification_settings`).
 """
 
 from __future__ import annotations

@@ -62,7 +62,10 @@ class SmtpSink:
         sink = self
 
         class Handler:
-            async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+            # aiosmtpd's hook name.
+            async def handle_DATA(  # noqa: N802
+                self, server: Any, session: Any, envelope: Any
+            ) -> str:
                 parsed = message_from_bytes(envelope.content, policy=policy.default)
                 sink.messages.append((envelope.rcpt_tos, parsed))
                 return "250 Message accepted"

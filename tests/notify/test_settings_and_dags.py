@@ -50,9 +50,7 @@ def test_no_file_is_off(notify_include) -> None:
 def test_each_dag_carries_the_configured_notifiers_and_deadline(notify_include, dag_id) -> None:
     from airflow.sdk.definitions.deadline import DagRunQueuedAtDeadline
 
-    notify_include(
-        {"enabled": True, "webhook": {"conn_id": "chat"}, "late_after_minutes": DAGS}
-    )
+    notify_include({"enabled": True, "webhook": {"conn_id": "chat"}, "late_after_minutes": DAGS})
     dag = load_dag(DAGS_DIR / f"{dag_id}.py", dag_id)
 
     [alert] = dag.deadline

@@ -236,7 +236,8 @@ def _guardrail(context: Mapping[str, Any], error: BaseException, runbook: str) -
         at_stake=tuple(facts),
         to_do="Check the top rejecting rules against the audit file (or the traffic). Fix the "
         "rule, or, only if the volume is expected, raise the ceiling "
-        "(AFFILIATE_ONHOLD_MAX_REJECT_SHARE, ..._MAX_REJECT_COUNT, ..._MAX_APPROVED_PAYOUT) and "
+        "(AFFILIATE_ONHOLD_MAX_REJECT_SHARE, AFFILIATE_ONHOLD_MAX_REJECT_COUNT, "
+        "AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT) and "
         'clear the task. A run with conf {"dry_run": true} shows the decisions without writing.',
         runbook=runbook_link(runbook, "guardrail_tripped"),
         link=link,
@@ -350,6 +351,14 @@ def describe_late(context: Mapping[str, Any], late_after_minutes: int, runbook: 
         facts.append(
             f"data interval {run.get('data_interval_start')} .. {run.get('data_interval_end')}"
         )
+    link = ""
+    if dag_id != "?" and run_id != "?":
+        from urllib.parse import quote
+
+        from airflow.sdk.configuration import conf
+
+        base = conf.get("api", "base_url", fallback="http://localhost:8080/")
+        link = f"{base.rstrip('/')}/dags/{dag_id}/runs/{quote(str(run_id))}"
     return Message(
         event="run_late",
         title=f"[affiliate-network] Run late: {dag_id} {run_id}",
@@ -361,6 +370,6 @@ def describe_late(context: Mapping[str, Any], late_after_minutes: int, runbook: 
         "the quota wait); a human-review task is waiting for an answer. A failed run already "
         "sent its own notice.",
         runbook=runbook_link(runbook, "run_late"),
-        link="",
+        link=link,
         where={"dag_id": dag_id, "run_id": run_id},
     )
