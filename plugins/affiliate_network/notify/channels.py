@@ -83,7 +83,16 @@ def _send_email(message: Message, channel: EmailChannel) -> None:
 
 def _post(message: Message, channel: WebhookChannel) -> None:
     from airflow.providers.http.hooks.http import HttpHook
+    from airflow.sdk import BaseHook
+    from airflow.sdk.log import mask_secret
 
+    # A chat webhook's URL holds its secret in the path, and the HTTP hook logs the URL when
+    # the receiver is down: mask it like a password.
+    host = BaseHook.get_connection(channel.conn_id).host or ""
+    path = host.split("://", 1)[-1].partition("/")[2]
+    if len(path) >= 8:  # requests' errors name the path alone
+        mask_secret(host)
+        mask_secret(f"/{path}")
     payload = message.fields() if channel.format == "json" else {"text": message.text()}
     HttpHook(method="POST", http_conn_id=channel.conn_id).run(
         channel.endpoint,
