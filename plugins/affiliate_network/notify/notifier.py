@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseNotifier
 
+from affiliate_network.exceptions import ConfigValidationError
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -28,12 +30,15 @@ class AffiliateNetworkNotifier(BaseNotifier):
 
     :param kind: ``failure`` (an ``on_failure_callback``: guardrail tripped, sync blocked, day
         not reconciled, any other failure) or ``review_waiting`` (a HITL task's ``notifiers``).
+    :raises ConfigValidationError: another kind.
     """
 
     def __init__(self, kind: str = ON_FAILURE, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if kind not in (ON_FAILURE, ON_REVIEW_WAITING):
-            raise ValueError(f"kind must be {ON_FAILURE!r} or {ON_REVIEW_WAITING!r}, got {kind!r}")
+            raise ConfigValidationError(
+                f"notifier kind must be {ON_FAILURE!r} or {ON_REVIEW_WAITING!r}, got {kind!r}"
+            )
         self.kind = kind
 
     def notify(self, context: Context) -> None:
