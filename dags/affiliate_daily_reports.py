@@ -16,6 +16,7 @@ from airflow.sdk import Param, dag
 # The Task SDK's timetable where the release has it (3.2+): the core class pulls the scheduler's
 # serialization modules into every parse (about half a second here). compat knows where it is.
 from affiliate_network.compat import CronDataIntervalTimetable
+from affiliate_network.notify import attach_notifications
 from affiliate_network.operators.conversion_report import (
     AffiliateReportOperator,
     ConversionReportOperator,
@@ -125,4 +126,5 @@ def affiliate_daily_reports() -> None:
     ).expand_kwargs(targets.output)
 
 
-affiliate_daily_reports()
+# Notifiers and the deadline alert of include/notifications.yaml (none unless enabled there).
+attach_notifications(affiliate_daily_reports())

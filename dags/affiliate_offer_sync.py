@@ -12,6 +12,8 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
+from affiliate_network.notify import attach_notifications
+
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
 from affiliate_network.operators.offer_state_sync import (
@@ -118,4 +120,5 @@ def affiliate_offer_sync() -> None:
     validate >> plan >> caps >> payouts >> scrub >> catalog
 
 
-affiliate_offer_sync()
+# Notifiers and the deadline alert of include/notifications.yaml (none unless enabled there).
+attach_notifications(affiliate_offer_sync())

@@ -17,6 +17,8 @@ import pendulum
 from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param, TriggerRule, dag
 
+from affiliate_network.notify import attach_notifications
+
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
@@ -244,4 +246,5 @@ def affiliate_onhold_review() -> None:
     )
 
 
-affiliate_onhold_review()
+# Notifiers and the deadline alert of include/notifications.yaml (none unless enabled there).
+attach_notifications(affiliate_onhold_review())

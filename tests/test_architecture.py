@@ -16,9 +16,12 @@ dependency. The layers, and what each may import from the package:
   its data paths).
 * exceptions: nothing of the package (the bottom layer).
 * operators: anything below them.
-* DAG files: operators, settings, and job libraries (a ``@task`` in a DAG file is an inline
-  operator, and the human-review form takes its vocabulary from ``review.requests``); never a
-  hook.
+* notify (notifiers and deadline alerts, issue 28): settings and exceptions only; Airflow-aware
+  like the operators, but nothing imports it except the DAG files (job libraries, hooks and
+  operators never notify anyone themselves: failures reach it through Airflow's callbacks).
+* DAG files: operators, settings, job libraries, ``compat`` and ``notify`` (a ``@task`` in a
+  DAG file is an inline operator, and the human-review form takes its vocabulary from
+  ``review.requests``); never a hook.
 
 The sandbox is a distribution of its own (``plugins/affiliate_network_sandbox``): nothing of the
 provider or the DAGs imports it, and it imports nothing of the provider (it implements the spec,
@@ -221,8 +224,20 @@ def test_the_provider_and_the_dags_import_nothing_of_the_sandbox() -> None:
     assert [str(imp) for imp in _top_level_imports(files, SANDBOX_PKG)] == []
 
 
+def test_notify_imports_settings_and_exceptions_only_and_only_dag_files_import_it() -> None:
+    notify = _package_imports(_files("notify"))
+    assert {imp.area for imp in notify} >= {"settings"}  # the scan sees it
+    assert [
+        str(imp) for imp in notify if imp.area not in ("notify", "settings", "exceptions")
+    ] == []
+    others = [
+        f for f in PACKAGE_DIR.rglob("*.py") if f.relative_to(PACKAGE_DIR).parts[0] != "notify"
+    ]
+    assert [str(imp) for imp in _package_imports(others) if imp.area == "notify"] == []
+
+
 def test_dag_files_import_operators_settings_and_job_libraries_only() -> None:
-    allowed = ("operators", "settings", "compat", *JOB_LIBRARIES)
+    allowed = ("operators", "settings", "compat", "notify", *JOB_LIBRARIES)
     dag_files = sorted(DAGS_DIR.glob("*.py"))
     assert dag_files
     wrong = [str(imp) for imp in _package_imports(dag_files) if imp.area not in allowed]

@@ -170,14 +170,64 @@ class LeaseLostError(AffiliateNetworkError):
 
 
 class GuardrailError(NonRetryableError):
-    """A safety ceiling (reject share/count, approved payout) was crossed: nothing was written."""
+    """A safety ceiling (reject share/count, approved payout) was crossed: nothing was written.
+
+    The fields say what was at stake, for a notification (``affiliate_network.notify``) that
+    should not parse the message; all default to "unknown" so older callers stay valid.
+
+    :param message: what was crossed, the top rejecting rules and what to do.
+    :param status_code: always ``None`` (no HTTP answer is involved).
+    :param rejections: rejections in the run's plan.
+    :param decided: conversions of the plan a rule decided.
+    :param rejected_payout: payout of the plan's rejections.
+    :param approved_payout: payout of the plan's approvals.
+    :param currencies: currency codes of those payouts.
+    :param top_rules: ``(rule id, rejections)`` of the top rejecting rules.
+    :param conversion_ids: ids of the rejections with the highest payout (a sample; the audit
+        file lists all).
+    :param audit_path: the run's audit file (set by the review job).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        status_code: int | None = None,
+        *,
+        rejections: int | None = None,
+        decided: int | None = None,
+        rejected_payout: float | None = None,
+        approved_payout: float | None = None,
+        currencies: Sequence[str] = (),
+        top_rules: Sequence[tuple[str, int]] = (),
+        conversion_ids: Sequence[str] = (),
+        audit_path: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code)
+        self.rejections = rejections
+        self.decided = decided
+        self.rejected_payout = rejected_payout
+        self.approved_payout = approved_payout
+        self.currencies = tuple(currencies)
+        self.top_rules = tuple(top_rules)
+        self.conversion_ids = tuple(conversion_ids)
+        self.audit_path = audit_path
 
 
 class SyncBlockedError(NonRetryableError):
     """A sync section holds unresolved or drifted create-only objects: nothing of it was sent.
 
     A person must decide (see the runbook), so the task fails at once.
+
+    :param message: every blocked object with what to do about it.
+    :param status_code: always ``None``.
+    :param blocked: keys of the blocked objects (empty when the whole ledger is in question).
     """
+
+    def __init__(
+        self, message: str, status_code: int | None = None, *, blocked: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message, status_code)
+        self.blocked = tuple(blocked)
 
 
 class StorageError(AffiliateNetworkError):

@@ -8,15 +8,17 @@ by IANA name; its API id comes from the one table of the API's timezone ids
 (:mod:`affiliate_network.timezones`). An explicit ``timezone_id`` is allowed but must agree
 with the name.
 
-Read at run time only (never at DAG parse time).
+Read at run time only (never at DAG parse time), except ``include/notifications.yaml``: the DAG
+files read it when parsed, for the deadline alert (:func:`load_notification_settings`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
+import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from affiliate_network import config
@@ -361,3 +363,112 @@ def load_affiliate_report_targets() -> list[dict[str, Any]]:
             }
         )
     return targets
+
+
+# -- notifications.yaml ------------------------------------------------------------------------
+# The one place that says who hears about what (affiliate_network.notify). Read when a DAG file
+# is parsed (the deadline alert is part of the DAG; one small file) and when a notification is
+# sent (channel settings take effect without a re-parse).
+
+NOTIFICATIONS_CONFIG_FILE = "notifications.yaml"
+
+#: What a person can be told about (``events`` in the file; all of them by default).
+NotificationEvent = Literal[
+    "guardrail_tripped",
+    "sync_blocked",
+    "reconciliation_failed",
+    "task_failed",
+    "review_waiting",
+    "run_late",
+]
+NOTIFICATION_EVENTS: tuple[str, ...] = get_args(NotificationEvent)
+
+
+class EmailChannel(pydantic.BaseModel):
+    """E-mail through an Airflow SMTP connection (``apache-airflow-providers-smtp``).
+
+    :param conn_id: the SMTP connection (host, port, login; TLS flags in its extras).
+    :param to: recipients.
+    :param from_email: sender; default the connection's ``from_email`` extra.
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    conn_id: str = pydantic.Field("smtp_default", min_length=1)
+    to: list[str] = pydantic.Field(min_length=1)
+    from_email: str | None = None
+
+
+class WebhookChannel(pydantic.BaseModel):
+    """A chat webhook through an Airflow HTTP connection (``apache-airflow-providers-http``).
+
+    :param conn_id: the HTTP connection; its host holds the webhook URL (the secret part of a
+        chat webhook URL belongs there, not in this file).
+    :param endpoint: path appended to the connection's URL (not secret).
+    :param format: ``text`` posts ``{"text": ...}`` (Slack, Mattermost, Rocket.Chat, Google Chat
+        incoming webhooks); ``json`` posts the message's fields.
+    :param timeout_s: longest wait for the receiver.
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    conn_id: str = pydantic.Field(min_length=1)
+    endpoint: str = ""
+    format: Literal["text", "json"] = "text"
+    timeout_s: float = pydantic.Field(10.0, gt=0, le=120)
+
+
+class NotificationSettings(pydantic.BaseModel):
+    """``include/notifications.yaml``: off unless ``enabled: true`` with a channel.
+
+    :param enabled: the master switch (default off: the DAGs get no notifier and no deadline).
+    :param email: the e-mail channel, or None.
+    :param webhook: the chat webhook channel, or None.
+    :param events: which events are sent (default all of :data:`NOTIFICATION_EVENTS`).
+    :param late_after_minutes: ``{dag_id: minutes}``: a run not finished this long after it was
+        queued is late (a deadline alert); a DAG not listed has none.
+    :param late_backfill_runs: also announce late backfill runs (queued together, they wait for
+        each other: off by default).
+    :param runbook_url: where the "what to do" sections live (docs/notifications.md, or its URL).
+    :param source: the file read (empty when there is none).
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = False
+    email: EmailChannel | None = None
+    webhook: WebhookChannel | None = None
+    events: list[NotificationEvent] = pydantic.Field(
+        default_factory=lambda: list(get_args(NotificationEvent))
+    )
+    late_after_minutes: dict[str, pydantic.PositiveInt] = pydantic.Field(default_factory=dict)
+    late_backfill_runs: bool = False
+    runbook_url: str = "docs/notifications.md"
+    source: str = ""
+
+    @pydantic.model_validator(mode="after")
+    def _a_channel_when_enabled(self) -> NotificationSettings:
+        if self.enabled and self.email is None and self.webhook is None:
+            raise ValueError("enabled: true needs a channel (email, webhook or both)")
+        return self
+
+    def wants(self, event: str) -> bool:
+        """True when notifications are on and ``event`` is one of ``events``."""
+        return self.enabled and event in self.events
+
+    def late_after(self, dag_id: str) -> dt.timedelta | None:
+        """The DAG's deadline after its run is queued, or None (no deadline alert)."""
+        minutes = self.late_after_minutes.get(dag_id)
+        return dt.timedelta(minutes=minutes) if self.enabled and minutes else None
+
+
+def load_notification_settings() -> NotificationSettings:
+    """``include/notifications.yaml``, validated (:class:`NotificationSettings`).
+
+    No file, or ``enabled: false``: notifications are off and nothing is attached to the DAGs.
+
+    :raises ConfigValidationError: a wrong type, an unknown field or event, ``enabled`` without a
+        channel; the message names file, line and field.
+    """
+    path = include_dir() / NOTIFICATIONS_CONFIG_FILE
+    if not path.is_file():
+        return NotificationSettings()
+    settings = config.load(path, NotificationSettings)
+    return settings.model_copy(update={"source": str(path)})

@@ -93,5 +93,36 @@ class Guardrails:
                 "On-hold review stopped before any write: "
                 + "; ".join(problems)
                 + f". Top rejecting rules: {top_text}. Check those rules (or the traffic), then "
-                "rerun; raise the ceiling only if the volume is expected."
+                "rerun; raise the ceiling only if the volume is expected.",
+                **_at_stake(evaluation, records, rejects),
+                top_rules=top,
             )
+
+
+#: Rejected conversion ids a :class:`GuardrailError` carries (highest payout first).
+SAMPLE_IDS = 10
+
+
+def _at_stake(
+    evaluation: Evaluation, records: Sequence[dict[str, Any]], rejects: Sequence[Any]
+) -> dict[str, Any]:
+    """What a tripped guardrail held back: counts, payouts, a sample of ids (for notifications)."""
+
+    def payout(index: int) -> float:
+        return float(records[index].get("payout") or 0)
+
+    approved = [d for d in evaluation.decisions if d.action == "approve"]
+    sample = sorted(rejects, key=lambda d: payout(d.index), reverse=True)[:SAMPLE_IDS]
+    currencies = {
+        str(records[d.index]["currency_id"])
+        for d in (*rejects, *approved)
+        if records[d.index].get("currency_id")
+    }
+    return {
+        "rejections": len(rejects),
+        "decided": len(evaluation.decisions),
+        "rejected_payout": round(sum(payout(d.index) for d in rejects), 2),
+        "approved_payout": round(sum(payout(d.index) for d in approved), 2),
+        "currencies": sorted(currencies),
+        "conversion_ids": [str(records[d.index].get("conversion_id")) for d in sample],
+    }

@@ -321,6 +321,7 @@ def _check_guardrails(
         guardrails.check(evaluation, records)
     except GuardrailError as err:
         if not dry_run:
+            err.audit_path = str(run.audit_path)  # a notification points to it
             finish_rows(rows, {}, "guardrail tripped: nothing written")
             write_jsonl_atomic(run.audit_path, rows)
             log.error("%s Audit: %s", err, run.audit_path)

@@ -67,7 +67,7 @@ def check_not_blocked(plan: Plan, sections: Iterable[str]) -> None:
         parts.append(f"- {item.key}:")
         parts += [f"    {change.render()}" for change in item.changes if item.action == "drift"]
         parts += [f"    {line}" for line in item.message.splitlines()]
-    raise SyncBlockedError("\n".join(parts))
+    raise SyncBlockedError("\n".join(parts), blocked=[item.key for item in blocked])
 
 
 def apply_sections(

@@ -1,0 +1,123 @@
+"""``include/notifications.yaml``: off by default, validated with file and line, and what the
+DAGs carry when it is on (notifiers on every task and the human review, a deadline alert)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.notify import LATE_CALLBACK, attach_notifications
+from affiliate_network.notify.notifier import AffiliateNetworkNotifier
+from affiliate_network.settings import NOTIFICATION_EVENTS, load_notification_settings
+from tests.support.dag_files import DAGS_DIR, load_dag
+
+DAGS = {
+    "affiliate_daily_reports": 180,
+    "affiliate_onhold_review": 55,
+    "affiliate_offer_sync": 60,
+}
+
+
+def _ours(callbacks) -> list:
+    return [c for c in callbacks or [] if isinstance(c, AffiliateNetworkNotifier)]
+
+
+def test_the_shipped_file_is_off_and_valid() -> None:
+    settings = load_notification_settings()
+    assert settings.enabled is False
+    assert settings.source.endswith("include/notifications.yaml")
+    assert set(settings.events) == set(NOTIFICATION_EVENTS)
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAGS))
+def test_off_by_default_the_dags_carry_nothing(dag_id: str) -> None:
+    dag = load_dag(DAGS_DIR / f"{dag_id}.py", dag_id)
+    assert not dag.deadline
+    for task in dag.tasks:
+        assert _ours(task.on_failure_callback) == [], task.task_id
+        assert _ours(getattr(task, "partial_kwargs", {}).get("notifiers")) == []
+
+
+def test_no_file_is_off(notify_include) -> None:
+    folder = notify_include({"enabled": True, "webhook": {"conn_id": "chat"}})
+    (folder / "notifications.yaml").unlink()
+    assert load_notification_settings().enabled is False
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAGS))
+def test_each_dag_carries_the_configured_notifiers_and_deadline(notify_include, dag_id) -> None:
+    from airflow.sdk.definitions.deadline import DagRunQueuedAtDeadline
+
+    notify_include({"enabled": True, "webhook": {"conn_id": "chat"}, "late_after_minutes": DAGS})
+    dag = load_dag(DAGS_DIR / f"{dag_id}.py", dag_id)
+
+    [alert] = dag.deadline
+    assert isinstance(alert.reference, DagRunQueuedAtDeadline)
+    assert alert.interval == dt.timedelta(minutes=DAGS[dag_id])
+    assert alert.callback.path == LATE_CALLBACK
+    assert alert.callback.kwargs == {"late_after_minutes": DAGS[dag_id]}
+    for task in dag.tasks:
+        assert len(_ours(task.on_failure_callback)) == 1, task.task_id
+    if dag_id == "affiliate_onhold_review":
+        human = dag.get_task("human_review")
+        [waiting] = _ours(human.partial_kwargs["notifiers"])
+        assert waiting.kind == "review_waiting"
+    # What the scheduler stores: the deadline is part of the serialized DAG.
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    assert LATE_CALLBACK in str(DagSerialization.to_dict(dag))
+
+
+def test_a_dag_not_listed_gets_no_deadline(notify_include) -> None:
+    notify_include({"enabled": True, "webhook": {"conn_id": "chat"}})
+    dag = load_dag(DAGS_DIR / "affiliate_offer_sync.py", "affiliate_offer_sync")
+    assert not dag.deadline
+    assert all(_ours(t.on_failure_callback) for t in dag.tasks)
+
+
+def test_attaching_twice_keeps_other_callbacks(notify_include) -> None:
+    from airflow.sdk import DAG, BaseOperator
+
+    def mine(context) -> None:
+        pass
+
+    with DAG("x", schedule=None) as dag:
+        BaseOperator(task_id="t", on_failure_callback=mine)
+    notify_include({"enabled": True, "email": {"to": ["ops@example.com"]}})
+    attach_notifications(dag)
+    callbacks = dag.get_task("t").on_failure_callback
+    assert callbacks[0] is mine
+    assert len(_ours(callbacks)) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "says"),
+    [
+        ("enabled: true\n", "notifications.yaml:1", "needs a channel"),
+        (
+            "enabled: true\nwebhook:\n  conn_id: chat\nevents: [guardrail_tripped, lunch]\n",
+            "notifications.yaml:4: events[1]",
+            "guardrail_tripped",
+        ),
+        ("enabled: true\nwebhok:\n  conn_id: chat\n", "notifications.yaml:2: webhok", "xtra"),
+        (
+            "enabled: true\nemail:\n  to: []\n",
+            "notifications.yaml:3: email.to",
+            "at least 1",
+        ),
+        (
+            "enabled: true\nwebhook: {conn_id: chat}\nlate_after_minutes:\n  x: 0\n",
+            "notifications.yaml:4: late_after_minutes.x",
+            "greater than 0",
+        ),
+    ],
+)
+def test_an_invalid_file_names_file_line_and_field(notify_include, text, where, says) -> None:
+    folder = notify_include({})
+    (folder / "notifications.yaml").write_text(text)
+    with pytest.raises(ConfigValidationError) as error:
+        load_notification_settings()
+    assert where in str(error.value)
+    assert says in str(error.value)
