@@ -237,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         "same setup, with the sandbox behind the connections; Ctrl-C stops everything",
     )
     parser.add_argument("--ui-port", type=int, default=8080)
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="the on-hold review and the offer sync only plan (dry_run): nothing is written to "
+        "the sandbox and no human review is asked (the older-Airflow smoke stage uses it)",
+    )
     args = parser.parse_args(argv)
 
     root = _project_root()
@@ -271,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             return _standalone(airflow, args.ui_port, root)
 
         failures = 0
-        for dag_id, conf in DEMO_DAGS:
+        for dag_id, demo_conf in DEMO_DAGS:
+            conf = {**demo_conf, "dry_run": True} if args.dry_run and demo_conf else demo_conf
             if args.dags and dag_id not in args.dags:
                 continue
             log_path = log_dir / f"{dag_id}.log"
