@@ -36,14 +36,21 @@ os.environ.setdefault("AFFILIATE_NETWORK_INCLUDE_DIR", str(PROJECT_ROOT / "inclu
 _ONE_WORKER = ("tests/e2e/", "tests/ui/", "tests/test_demo.py")
 
 
-# tryfirst: xdist's own hook reads the xdist_group markers (and renames the items by group) in
-# its collection_modifyitems; ours must have added them before, or the marks are ignored.
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        if path.startswith(_ONE_WORKER):
-            item.add_marker(pytest.mark.xdist_group("deployments"))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's scheduler, with the deployment tests as one scope (one worker, in order).
+
+    ``--dist loadgroup`` with ``xdist_group`` marks does not group on pytest 9 (xdist 3.8 renames
+    ``item._nodeid``, which pytest 9 no longer reads), so the grouping is done here, through
+    xdist's hook for a custom scheduler: every other test is a scope of its own, as in
+    ``loadgroup``.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _DeploymentsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "deployments" if nodeid.startswith(_ONE_WORKER) else nodeid
+
+    return _DeploymentsTogether(config, log)
 
 
 #: Seed and size of the session sandbox. Tests that need another world call ``sandbox.reset(...)``.
