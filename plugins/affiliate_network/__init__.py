@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+# The version lives with the provider metadata, so that module imports nothing back up.
+from affiliate_network.provider_info import VERSION
+
+__version__ = VERSION
+
+__all__ = ["__version__", "get_provider_info"]
 
 
 def get_provider_info() -> dict[str, Any]:

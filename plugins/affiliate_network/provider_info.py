@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from affiliate_network import __version__
+#: The provider's version (``affiliate_network.__version__``; the manifests record it).
+VERSION = "0.1.0"
+
 
 CONN_TYPE = "affiliate_network"
 
@@ -16,7 +18,7 @@ PROVIDER_INFO: dict[str, Any] = {
     "name": "Affiliate Network",
     "description": "Hook, operators and a local sandbox for an affiliate tracking network API "
     "(network, affiliate, advertiser and marketplace portals).",
-    "versions": [__version__],
+    "versions": [VERSION],
     "connection-types": [
         {
             "connection-type": CONN_TYPE,
