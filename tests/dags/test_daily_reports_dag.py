@@ -136,7 +136,9 @@ def test_dag_run_lands_conversions_and_affiliate_reports(airflow_db, sandbox, tm
         assert manifest.request["currency_id"] == "USD"
 
     # The run's day was reconciled with the network's report, beside its manifest.
-    comparison = json.loads((base / "conversions" / f"date={day}" / "_reconciliation.json").read_text())
+    comparison = json.loads(
+        (base / "conversions" / f"date={day}" / "_reconciliation.json").read_text()
+    )
     assert comparison["reconciled"] is True
     assert comparison["differing"] == []
     assert int(comparison["totals"]["network"]["cv"]) > 0

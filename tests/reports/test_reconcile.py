@@ -148,7 +148,8 @@ def test_a_dropped_page_fails_naming_the_cell(hook, tmp_path, day) -> None:
     err = info.value
     assert err.day == day.isoformat()
     assert cell in str(err)
-    assert err.differences and err.differences == len(err.cells)
+    assert err.differences
+    assert err.differences == len(err.cells)
     named = {(c["affiliate"], c["offer"]) for c in err.cells}
     key = (first["affiliate"]["network_affiliate_id"], first["offer"]["network_offer_id"])
     assert key in named
@@ -181,9 +182,11 @@ def test_a_status_changed_after_landing_fails_naming_the_cell(hook, sandbox, tmp
     assert held, "the sandbox day has on-hold conversions"
     target = held[0]
     rel = target["relationship"]
-    on_hold_id = rel["on_hold_snapshots"][0]["on_hold_conversion_id"] if isinstance(
-        rel.get("on_hold_snapshots"), list
-    ) else None
+    on_hold_id = (
+        rel["on_hold_snapshots"][0]["on_hold_conversion_id"]
+        if isinstance(rel.get("on_hold_snapshots"), list)
+        else None
+    )
     assert on_hold_id
     # The network approves it after the day landed: its report counts it, the partition not.
     assert hook.set_on_hold_status([on_hold_id], "approved") is True

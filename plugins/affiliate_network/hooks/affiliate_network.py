@@ -991,9 +991,10 @@ class AffiliateNetworkHook(BaseHook):
     ) -> list[dict[str, Any]]:
         """The network's aggregated report (``POST /networks/reporting/entity/table``).
 
-        Not in the spec; the public reference's "Aggregated Data Reports" (``docs/api-decisions.md``):
-        the affiliate table's body, rows ``{"columns": [{column_type, id, label}], "reporting":
-        {cv, event, payout, revenue, ...}}``, at most 10,000 rows. It counts as a reporting
+        Not in the spec; the public reference's "Aggregated Data Reports"
+        (``docs/api-decisions.md``): the affiliate table's body, rows ``{"columns":
+        [{column_type, id, label}], "reporting": {cv, event, payout, revenue, ...}}``, at most
+        10,000 rows. It counts as a reporting
         request (the 10-concurrent cap) and spends a granular query only when a column is
         granular (``report_columns.GRANULAR_COLUMNS``; ``offer`` and ``affiliate`` are not).
 

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.tasklog import TaskLog
 
 #: The comparison file beside ``_manifest.json`` (leading ``_``: no reader takes it for data).
 COMPARISON_NAME = "_reconciliation.json"
@@ -98,8 +99,8 @@ class Tolerance:
 
     def allows(self, field: str, difference: Decimal | int) -> bool:
         """Whether ``difference`` of ``field`` is within the tolerance."""
-        limit = self.count if field == "cv" else self.money
-        return abs(difference) <= limit
+        magnitude = Decimal(difference).copy_abs()
+        return magnitude <= (self.count if field == "cv" else self.money)
 
 
 def _check_on_mismatch(value: str) -> OnMismatch:
@@ -279,7 +280,7 @@ def reconcile_day(
     tolerance: Tolerance | None = None,
     on_mismatch: str = "fail",
     max_cells: int = DEFAULT_MAX_CELLS,
-    log: logging.Logger | logging.LoggerAdapter[Any] = log,
+    log: TaskLog = log,
 ) -> dict[str, Any]:
     """Compare one landed day with the network's aggregated report; write the comparison.
 
@@ -302,7 +303,9 @@ def reconcile_day(
 
     mode = _check_on_mismatch(on_mismatch)
     tolerance = tolerance or Tolerance()
-    day_text = day.isoformat() if isinstance(day, dt.date) else dt.date.fromisoformat(day).isoformat()
+    day_text = (
+        day.isoformat() if isinstance(day, dt.date) else dt.date.fromisoformat(day).isoformat()
+    )
     part = partition_path(base, dataset, date=day_text)
     manifest = read_manifest(part)
     if manifest is None:
@@ -395,10 +398,14 @@ def reconcile_day(
         message,
         day=day_text,
         cells=[
-            {"affiliate": r["affiliate"], "offer": r["offer"], **{
-                f: {k: r[k][f] for k in ("landed", "network", "difference")}
-                for f in r["beyond_tolerance"]
-            }}
+            {
+                "affiliate": r["affiliate"],
+                "offer": r["offer"],
+                **{
+                    f: {k: r[k][f] for k in ("landed", "network", "difference")}
+                    for f in r["beyond_tolerance"]
+                },
+            }
             for r in named
         ],
         differences=len(differing),
