@@ -397,17 +397,7 @@ def reconcile_day(
     raise ReconciliationError(
         message,
         day=day_text,
-        cells=[
-            {
-                "affiliate": r["affiliate"],
-                "offer": r["offer"],
-                **{
-                    f: {k: r[k][f] for k in ("landed", "network", "difference")}
-                    for f in r["beyond_tolerance"]
-                },
-            }
-            for r in named
-        ],
+        cells=[_cell_line(r) for r in named],
         differences=len(differing),
         totals={k: result["totals"][k] for k in ("landed", "network", "difference")},
         comparison_path=str(comparison),
