@@ -22,6 +22,7 @@ from affiliate_network.operators.conversion_report import (
     ConversionReportOperator,
     dataset_asset,
 )
+from affiliate_network.operators.reconciliation import ReconciliationOperator
 
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
@@ -44,6 +45,11 @@ run's data interval is the whole previous day), this DAG lands:
 - `repull_trailing_window`: the `trailing_days` days before it (param, default 7), one pull
   per day, so on-hold approvals/rejections and sale-amount corrections reach the partitions
   they belong to.
+- `reconcile_conversions`: compares the run's day with the network's own aggregated report
+  (per affiliate and offer: approved conversions, payout, revenue; no granular query), writes
+  `_reconciliation.json` beside the day's manifest, and emits the `conversions` asset event
+  with `"reconciled": true`. Beyond the tolerance (exact by default) it fails naming the cells
+  (param `on_mismatch`: `fail`, or `warn` to land and flag `"reconciled": false`).
 - `affiliate_report_targets`: reads `include/reports.yaml` (one entry per affiliate
   connection, with its columns).
 - `affiliate_report` (mapped, one task per affiliate; a failing affiliate is retried alone):
@@ -96,17 +102,33 @@ default_args = {
             minimum=0,
             maximum=60,
             description="Days before the run's day to pull again (late status changes).",
-        )
+        ),
+        "on_mismatch": Param(
+            "fail",
+            type="string",
+            enum=["fail", "warn"],
+            description="A day that differs from the network's report: fail the task, or warn.",
+        ),
     },
 )
 def affiliate_daily_reports() -> None:
     conversions = dataset_asset("conversions")
+    # The run's day is announced by its reconciliation (extra "reconciled"), not by the pull:
+    # a downstream DAG scheduled on the asset hears of the day once it matches the network.
     pull = ConversionReportOperator(
         task_id="pull_conversions",
         show_conversions=True,
         show_events=True,
-        outlets=[conversions],
+        outlets=[],
     )
+    reconcile = ReconciliationOperator(
+        task_id="reconcile_conversions",
+        on_mismatch="{{ params.on_mismatch }}",
+        outlets=[conversions],
+        # A difference is not transient: re-pull the day instead (ReconciliationError fails
+        # without retries); transport trouble still gets the default retries.
+    )
+    pull >> reconcile
     repull = ConversionReportOperator(
         task_id="repull_trailing_window",
         lookback_days="{{ params.trailing_days }}",

@@ -32,6 +32,7 @@ NOT_RETRYABLE = {
     "ConfigValidationError",
     "GuardrailError",
     "SyncBlockedError",
+    "ReconciliationError",  # a real difference: re-pull the day or ask a person, not retry
     "ReportRowLimitError",
     "SchemaMismatchError",
     "AuthenticationError",

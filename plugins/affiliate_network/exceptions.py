@@ -230,6 +230,42 @@ class SyncBlockedError(NonRetryableError):
         self.blocked = tuple(blocked)
 
 
+class ReconciliationError(NonRetryableError):
+    """A landed day differs from the network's own aggregated report beyond the tolerance.
+
+    Non-retryable: running the comparison again meets the same difference; what fixes it is a
+    re-pull of the day (a lost page, a late status change) or a person (a difference that
+    persists). The fields are what a notification lists (``affiliate_network.notify``).
+
+    :param message: the day, the differing cells and what to do.
+    :param status_code: always ``None``.
+    :param day: the day compared (``YYYY-MM-DD``).
+    :param cells: the first differing cells, one line each (``affiliate 2001 offer 7: cv landed
+        41 network 43 (difference 2)``); the comparison file has every cell.
+    :param differences: how many cells differ beyond the tolerance.
+    :param totals: the day's totals (``landed``, ``network``, ``difference``), amounts as text.
+    :param comparison_path: the comparison file written beside the day's manifest.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        status_code: int | None = None,
+        *,
+        day: str | None = None,
+        cells: Sequence[str] = (),
+        differences: int | None = None,
+        totals: dict[str, object] | None = None,
+        comparison_path: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code)
+        self.day = day
+        self.cells = tuple(cells)
+        self.differences = differences
+        self.totals = dict(totals or {})
+        self.comparison_path = comparison_path
+
+
 class StorageError(AffiliateNetworkError):
     """A partition could not be written, published or read back consistently."""
 

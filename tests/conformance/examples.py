@@ -58,3 +58,29 @@ def entity_table_request(day: str, timezone_id: int = 67) -> dict[str, Any]:
         "columns": [{"column": "offer"}, {"column": "date"}],
         "query": {"filters": []},
     }
+
+
+def network_entity_table_request(day: str, timezone_id: int = 67) -> dict[str, Any]:
+    """ "Aggregated Data Reports" (network reporting, ``POST /networks/reporting/entity/table``):
+    the affiliate table's body; ``affiliate`` and ``offer`` give one row per couple."""
+    return {
+        "from": day,
+        "to": day,
+        "timezone_id": timezone_id,
+        "currency_id": "USD",
+        "columns": [{"column": "affiliate"}, {"column": "offer"}],
+        "query": {"filters": []},
+    }
+
+
+#: "Aggregated Data Reports" / "Get Reporting Summary" (network): metrics a row's ``reporting``
+#: carries that the reconciliation reads, and the on-hold ones beside them.
+NETWORK_REPORTING_METRICS = {
+    "cv",
+    "event",
+    "payout",
+    "revenue",
+    "on_hold_conversion_count",
+    "on_hold_potential_payout",
+    "on_hold_potential_revenue",
+}

@@ -303,3 +303,67 @@ def test_a_capped_entity_table_says_incomplete_results(sandbox, make_connection)
                 columns=["sub2"],
                 timezone_id=67,
             )
+
+
+def test_network_entity_table_example_counts_what_the_conversion_report_serves(hook, day) -> None:
+    """The network key's aggregated report (public "Aggregated Data Reports"): one row per
+    affiliate/offer couple with ``columns`` items ``{column_type, id, label}`` and ``reporting``
+    metrics; ``cv`` counts the approved base conversions the conversion report serves, money
+    sums the approved rows (conversions and events), on-hold counts the pending conversions."""
+    from decimal import Decimal
+
+    doc = hook.request(
+        "POST",
+        "/networks/reporting/entity/table",
+        json=examples.network_entity_table_request(day.isoformat()),
+    )
+    assert doc["table"]
+    expected: dict[tuple[str, str], dict[str, Decimal]] = {}
+    for r in hook.iter_conversions(from_date=day, to_date=day, timezone_id=67, show_events=True):
+        rel = r["relationship"]
+        key = (str(rel["affiliate"]["network_affiliate_id"]), str(rel["offer"]["network_offer_id"]))
+        cell = expected.setdefault(key, dict.fromkeys(("cv", "oh", "payout", "revenue"), Decimal()))
+        if r["status"] == "approved":
+            cell["cv"] += 0 if r["is_event"] else 1
+            cell["payout"] += Decimal(str(r["payout"]))
+            cell["revenue"] += Decimal(str(r["revenue"]))
+        elif r["status"] == "pending":
+            cell["oh"] += 1
+    got = {}
+    for row in doc["table"]:
+        assert all(set(c) == {"column_type", "id", "label"} for c in row["columns"])
+        assert [c["column_type"] for c in row["columns"]] == ["affiliate", "offer"]
+        assert set(row["reporting"]) >= examples.NETWORK_REPORTING_METRICS
+        m = row["reporting"]
+        got[(row["columns"][0]["id"], row["columns"][1]["id"])] = {
+            "cv": Decimal(m["cv"]),
+            "oh": Decimal(m["on_hold_conversion_count"]),
+            "payout": Decimal(str(m["payout"])),
+            "revenue": Decimal(str(m["revenue"])),
+        }
+    assert got == expected
+    # Through the client: the same rows.
+    assert (
+        hook.network_entity_table(
+            from_date=day, to_date=day, columns=["affiliate", "offer"], timezone_id=67
+        )
+        == doc["table"]
+    )
+
+
+def test_a_capped_network_entity_table_is_refused(sandbox, network_conn) -> None:
+    sandbox.reset(days=3, conversions_per_day=32_000, event_share=0.0)
+    cat = sandbox.catalog()
+    h = AffiliateNetworkHook(network_conn, **FAST)
+    try:
+        with pytest.raises(
+            ReportRowLimitError, match=r"network entity table.*incomplete_results=True"
+        ):
+            h.network_entity_table(
+                from_date=cat["first_date"],
+                to_date=cat["last_date"],
+                columns=["sub2"],
+                timezone_id=67,
+            )
+    finally:
+        h.close()

@@ -50,6 +50,7 @@ def test_tasks_retries_and_mapping(dag) -> None:
     assert set(dag.task_ids) == {
         "pull_conversions",
         "repull_trailing_window",
+        "reconcile_conversions",
         "affiliate_report_targets",
         "affiliate_report",
     }
@@ -64,10 +65,16 @@ def test_tasks_retries_and_mapping(dag) -> None:
     # operator's __init__ runs only at execution: an outlet set there never reached the
     # Assets view).
     assert [a.name for a in mapped.outlets] == ["affiliate_network_affiliate_reports"]
-    assert [a.name for a in dag.get_task("pull_conversions").outlets] == [
+    # The run's day is announced by its reconciliation (extra "reconciled"), not by the pull.
+    assert dag.get_task("pull_conversions").outlets == []
+    reconcile = dag.get_task("reconcile_conversions")
+    assert reconcile.upstream_task_ids == {"pull_conversions"}
+    assert [a.name for a in reconcile.outlets] == ["affiliate_network_conversions"]
+    assert [a.name for a in dag.get_task("repull_trailing_window").outlets] == [
         "affiliate_network_conversions"
     ]
     assert dag.params["trailing_days"] == 7
+    assert dag.params["on_mismatch"] == "fail"
 
 
 def test_include_config_is_valid() -> None:
@@ -127,6 +134,15 @@ def test_dag_run_lands_conversions_and_affiliate_reports(airflow_db, sandbox, tm
         assert manifest.row_count == sandbox.truth(d, d, timezone_id=67)["total"]
         assert manifest.request["show_events"] is True
         assert manifest.request["currency_id"] == "USD"
+
+    # The run's day was reconciled with the network's report, beside its manifest.
+    comparison = json.loads(
+        (base / "conversions" / f"date={day}" / "_reconciliation.json").read_text()
+    )
+    assert comparison["reconciled"] is True
+    assert comparison["differing"] == []
+    assert int(comparison["totals"]["network"]["cv"]) > 0
+    assert "reconcile_conversions" in output
 
     # The same days pulled one run at a time (a backfill) land the same partitions.
     singles = tmp_path / "singles"

@@ -120,3 +120,34 @@ def test_backfill_estimate_counts_granular_affiliates_per_day():
     assert (est.queries, est.min_duration_s) == (1500, 3600.0)
     assert "takes at least 1.0 h under the granular quota" in str(est)
     assert estimate_granular_backfill(30, targets[:1]).min_duration_s == 0
+
+
+def test_network_report_spends_granular_queries_only_for_granular_columns(
+    sandbox, make_connection, make_hook, tmp_path
+):
+    """The network's aggregated report by affiliate and offer (reconciliation) spends none of
+    the hourly granular quota; the same report with a granular column spends one and is
+    refused before sending when the hour is spent."""
+    import datetime as dt
+
+    conn = make_connection(
+        "affiliate_network_quota_network_table",
+        host=sandbox.base_url,
+        key=sandbox.keys["network"],
+        quota_dir=str(tmp_path),
+        granular_per_hour=1,
+    )
+    hook = make_hook(conn)
+    day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    for _ in range(3):
+        assert hook.network_entity_table(
+            from_date=day, to_date=day, columns=["affiliate", "offer"], timezone_id=67
+        )
+    assert hook.granular_budget().used == 0
+    granular = {"from_date": day, "to_date": day, "columns": ["affiliate", "sub1"]}
+    assert hook.network_entity_table(**granular, timezone_id=67)
+    assert hook.granular_budget().used == 1
+    sent = len(sandbox.requests_log())
+    with pytest.raises(GranularQuotaError):
+        hook.network_entity_table(**granular, timezone_id=67)
+    assert len(sandbox.requests_log()) == sent  # nothing was sent

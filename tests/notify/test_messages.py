@@ -74,3 +74,28 @@ def test_a_receiver_that_is_down_is_logged_and_nothing_raises(
     from airflow.sdk.log import redact
 
     assert "hooks/secret" not in str(redact("Max retries exceeded with url: /hooks/secret"))
+
+
+def test_the_reconciliation_tasks_own_error_lists_its_cells(
+    notify_include, webhook, chat_conn
+) -> None:
+    """The real class (``affiliate_network.exceptions``) found by the same describer."""
+    from affiliate_network.exceptions import ReconciliationError as TaskError
+
+    notify_include({"enabled": True, "webhook": {"conn_id": chat_conn, "format": "json"}})
+    error = TaskError(
+        "2026-11-20 does not reconcile with the network's report: 1 of 96 cells differ",
+        day="2026-11-20",
+        cells=["affiliate 2001 offer 104: cv landed 4 network 5 (difference 1)"],
+        differences=1,
+        totals={"difference": {"cv": 1, "payout": "30.5", "revenue": "41"}},
+        comparison_path="data/conversions/date=2026-11-20/_reconciliation.json",
+    )
+    AffiliateNetworkNotifier()({"exception": error})
+    [body] = webhook.bodies
+    assert body["event"] == "reconciliation_failed"
+    stake = "\n".join(body["at_stake"])
+    assert "day: 2026-11-20" in stake
+    assert "affiliate 2001 offer 104: cv landed 4 network 5 (difference 1)" in stake
+    assert "differences: 1" in stake
+    assert "_reconciliation.json" in stake

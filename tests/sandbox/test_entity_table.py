@@ -124,3 +124,49 @@ def test_table_is_cut_at_10000_rows(api, sandbox):
     assert len(table) == 10_000
     small = _table(api, key, day, ["country"]).json()["table"]
     assert len(small) < 10_000
+
+
+NETWORK_TABLE = "/networks/reporting/entity/table"
+
+
+def test_network_table_is_the_network_keys_and_takes_the_affiliate_column(api, sandbox, day):
+    body = day_body(day, columns=[{"column": "affiliate"}, {"column": "offer"}])
+    resp = api.call("POST", NETWORK_TABLE, json=body)
+    assert resp.status_code == 200, resp.text
+    table = resp.json()["table"]
+    affiliates = {row["columns"][0]["id"] for row in table}
+    assert len(affiliates) > 1  # every affiliate, not one
+    # An affiliate's key may not call it (network portal only).
+    _, key = _aff(sandbox)
+    assert api.call("POST", NETWORK_TABLE, key=key, json=body).status_code in (401, 403, 404)
+    # The affiliate column is the network table's only: the affiliate table refuses it.
+    assert api.call("POST", TABLE, key=key, json=body).status_code == 400
+
+
+def test_network_table_follows_a_status_change(api, sandbox, day):
+    body = day_body(day, columns=[{"column": "affiliate"}, {"column": "offer"}])
+    before = {
+        tuple(c["id"] for c in row["columns"]): row["reporting"]
+        for row in api.call("POST", NETWORK_TABLE, json=body).json()["table"]
+    }
+    held = [r for r in api.all_conversions(day_body(day)) if r["status"] == "pending"]
+    assert held
+    target = held[0]
+    rel = target["relationship"]
+    ohid = rel["on_hold_snapshots"][0]["on_hold_conversion_id"]
+    resp = api.call(
+        "PATCH",
+        "/networks/reporting/onhold",
+        json={"on_hold_conversion_ids": [ohid], "status": "approved"},
+    )
+    assert resp.status_code == 200, resp.text
+    after = {
+        tuple(c["id"] for c in row["columns"]): row["reporting"]
+        for row in api.call("POST", NETWORK_TABLE, json=body).json()["table"]
+    }
+    key = (str(rel["affiliate"]["network_affiliate_id"]), str(rel["offer"]["network_offer_id"]))
+    assert after[key]["cv"] == before[key]["cv"] + 1
+    assert after[key]["on_hold_conversion_count"] == before[key]["on_hold_conversion_count"] - 1
+    assert round(after[key]["payout"] - before[key]["payout"], 2) == target["payout"]
+    others = {k: v for k, v in after.items() if k != key}
+    assert others == {k: v for k, v in before.items() if k != key}

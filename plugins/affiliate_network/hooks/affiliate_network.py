@@ -932,6 +932,92 @@ class AffiliateNetworkHook(BaseHook):
         path = f"/networks/labels/{quote(str(label), safe='')}"
         return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
+    # ------------------------------------------------------------------ aggregated reports
+    def _entity_table(
+        self,
+        path: str,
+        what: str,
+        *,
+        from_date: str | dt.date,
+        to_date: str | dt.date,
+        columns: Sequence[str | Mapping[str, Any]],
+        timezone_id: int,
+        currency_id: str | None,
+        filters: Sequence[Mapping[str, Any]] | None,
+    ) -> list[dict[str, Any]]:
+        """Build and send one entity-table request (both portals take the same body) and
+        refuse a capped answer; ``what`` names the report in the error."""
+        cols = [dict(c) if isinstance(c, Mapping) else {"column": str(c)} for c in columns]
+        problem = column_count_problem([str(c.get("column")) for c in cols])
+        if problem is not None:
+            raise InvalidRequestError(f"columns: {problem}")
+        start, end = _as_date(from_date, "from_date"), _as_date(to_date, "to_date")
+        body: dict[str, Any] = {
+            "from": start,
+            "to": end,
+            "timezone_id": int(timezone_id),
+            "columns": cols,
+            "query": {"filters": [dict(f) for f in filters or ()]},
+        }
+        if currency_id:
+            body["currency_id"] = currency_id
+        # Read-only: re-sent after a timeout. _build decides the quota it draws on: a
+        # reporting slot under /networks/reporting/, the granular quota only when a column
+        # is granular.
+        doc = self._transport.send(self._build("POST", path, body=body, idempotent=True)).object()
+        table = doc.get("table")
+        if not isinstance(table, list):
+            raise AffiliateNetworkError("entity table response has no 'table' list")
+        # The documented signal is ``incomplete_results: true``; a table at the cap without
+        # it is treated the same (10,000 rows exactly cannot be told from truncation).
+        if doc.get("incomplete_results") is True or len(table) >= ENTITY_TABLE_ROW_CAP:
+            raise ReportRowLimitError(
+                f"the {what} for {start}..{end} returned {len(table)} rows, the "
+                f"{ENTITY_TABLE_ROW_CAP:,}-row cap (incomplete_results="
+                f"{doc.get('incomplete_results')!r}): the result is incomplete; use fewer "
+                "columns, narrower filters or a shorter date range"
+            )
+        return table
+
+    def network_entity_table(
+        self,
+        *,
+        from_date: str | dt.date,
+        to_date: str | dt.date,
+        columns: Sequence[str | Mapping[str, Any]],
+        timezone_id: int,
+        currency_id: str | None = None,
+        filters: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The network's aggregated report (``POST /networks/reporting/entity/table``).
+
+        Not in the spec; the public reference's "Aggregated Data Reports"
+        (``docs/api-decisions.md``): the affiliate table's body, rows ``{"columns":
+        [{column_type, id, label}], "reporting": {cv, event, payout, revenue, ...}}``, at most
+        10,000 rows. It counts as a reporting
+        request (the 10-concurrent cap) and spends a granular query only when a column is
+        granular (``report_columns.GRANULAR_COLUMNS``; ``offer`` and ``affiliate`` are not).
+
+        :param from_date: first day.
+        :param to_date: last day (inclusive).
+        :param columns: 1 to 10 column names (or ``{"column": name}``), at most one time column.
+        :param timezone_id: timezone of the dates.
+        :param currency_id: currency code.
+        :param filters: filter items ``{"resource_type", "filter_id_value"}``.
+        :raises ReportRowLimitError: the answer says ``incomplete_results: true`` or reached the
+            10,000-row cap; narrow it.
+        """
+        return self._entity_table(
+            "/networks/reporting/entity/table",
+            "network entity table",
+            from_date=from_date,
+            to_date=to_date,
+            columns=columns,
+            timezone_id=timezone_id,
+            currency_id=currency_id,
+            filters=filters,
+        )
+
     # ------------------------------------------------------------------ affiliate portal
     def affiliate_entity_table(
         self,
@@ -954,36 +1040,16 @@ class AffiliateNetworkHook(BaseHook):
         :raises ReportRowLimitError: the answer says ``incomplete_results: true`` or reached the
             10,000-row cap (10,000 exactly is indistinguishable from truncation); narrow it.
         """
-        cols = [dict(c) if isinstance(c, Mapping) else {"column": str(c)} for c in columns]
-        problem = column_count_problem([str(c.get("column")) for c in cols])
-        if problem is not None:
-            raise InvalidRequestError(f"columns: {problem}")
-        start, end = _as_date(from_date, "from_date"), _as_date(to_date, "to_date")
-        body: dict[str, Any] = {
-            "from": start,
-            "to": end,
-            "timezone_id": int(timezone_id),
-            "columns": cols,
-            "query": {"filters": [dict(f) for f in filters or ()]},
-        }
-        if currency_id:
-            body["currency_id"] = currency_id
-        doc = self._transport.send(
-            self._build("POST", "/affiliates/reporting/entity/table", body=body, idempotent=True)
-        ).object()
-        table = doc.get("table")
-        if not isinstance(table, list):
-            raise AffiliateNetworkError("entity table response has no 'table' list")
-        # The documented signal is ``incomplete_results: true``; a table at the cap without
-        # it is treated the same (10,000 rows exactly cannot be told from truncation).
-        if doc.get("incomplete_results") is True or len(table) >= ENTITY_TABLE_ROW_CAP:
-            raise ReportRowLimitError(
-                f"the affiliate entity table for {start}..{end} returned {len(table)} rows, the "
-                f"{ENTITY_TABLE_ROW_CAP:,}-row cap (incomplete_results="
-                f"{doc.get('incomplete_results')!r}): the result is incomplete; use fewer "
-                "columns, narrower filters or a shorter date range"
-            )
-        return table
+        return self._entity_table(
+            "/affiliates/reporting/entity/table",
+            "affiliate entity table",
+            from_date=from_date,
+            to_date=to_date,
+            columns=columns,
+            timezone_id=timezone_id,
+            currency_id=currency_id,
+            filters=filters,
+        )
 
     def encode_ids(
         self, ids: Sequence[int], *, type: str = "tracking_link_affiliate"

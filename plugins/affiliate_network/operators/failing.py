@@ -70,6 +70,10 @@ class SyncBlockedError(errors.SyncBlockedError, NonRetryableError):
     """Twin of :class:`affiliate_network.exceptions.SyncBlockedError`."""
 
 
+class ReconciliationError(errors.ReconciliationError, NonRetryableError):
+    """Twin of :class:`affiliate_network.exceptions.ReconciliationError`."""
+
+
 class SchemaMismatchError(errors.SchemaMismatchError, NonRetryableError):
     """Twin of :class:`affiliate_network.exceptions.SchemaMismatchError`."""
 
@@ -90,6 +94,7 @@ TWINS: dict[type[BaseException], type[errors.NonRetryableError]] = {
         ConfigValidationError,
         GuardrailError,
         SyncBlockedError,
+        ReconciliationError,
         SchemaMismatchError,
     )
 }

@@ -178,6 +178,10 @@ ROUTES: list[Route] = [
         {"GET": (lambda c: c.w.flowchart(c.params["id"]), False)},
     ),
     Route(
+        "/networks/reporting/entity/table",
+        {"POST": (lambda c: c.w.network_entity_table(c.body), False)},
+    ),
+    Route(
         "/affiliates/reporting/entity/table",
         {"POST": (lambda c: c.w.entity_table(c.p.entity_id, c.body), False)},
     ),

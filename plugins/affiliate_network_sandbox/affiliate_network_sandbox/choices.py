@@ -273,6 +273,31 @@ MAX_TABLE_ROWS = 10_000
 #: CLICKS_PER_CONVERSION_RANGE clicks, 92% unique, 2% invalid; imp = 20 x total_click.
 CLICKS_PER_CONVERSION_RANGE = (8, 32)
 
+# --- POST /networks/reporting/entity/table (the network's aggregated report) --------------------
+#: Documented (public reference, "Aggregated Data Reports" / network "Reporting" pages): the
+#: network key's entity table takes the same body as the affiliate one (``from``, ``to``,
+#: ``timezone_id``, ``currency_id``, ``columns`` 1..10 with at most one time column,
+#: ``query.filters``), groups by the columns (``offer`` and ``affiliate`` give one row per
+#: offer/affiliate couple), answers ``{"table": [{"columns": [{"column_type", "id", "label"}],
+#: "reporting": {...}}]}`` and caps the table at 10,000 rows with ``incomplete_results: true``.
+#: The metrics ``cv`` ("the total count of base conversions", metrics dictionary), ``event``,
+#: ``payout``, ``revenue``, ``on_hold_conversion_count``, ``on_hold_potential_payout`` and
+#: ``on_hold_potential_revenue`` are named there. The affiliate column is accepted here (the
+#: network key sees every affiliate); the other columns are the affiliate table's.
+NETWORK_ENTITY_COLUMNS = (*ENTITY_COLUMNS, "affiliate")
+#: Which statuses count (sandbox choice where the pages are silent; the on-hold help page says a
+#: held conversion is "only nominally" a conversion until it is realised):
+#: - ``cv`` counts base conversions whose *current* status is ``approved`` (an on-hold
+#:   conversion later approved counts from then on; a rejected one never counts);
+#: - ``payout`` and ``revenue`` sum the payout and revenue of those conversions and of the
+#:   approved events (events count in money, not in ``cv``; their count is ``event``);
+#: - ``on_hold_conversion_count`` / ``on_hold_potential_payout`` / ``on_hold_potential_revenue``
+#:   count the conversions currently ``pending`` (on hold) and their amounts;
+#: - rejected conversions appear in no metric. Amounts are rounded to 2 decimals only after
+#:   summing (sums of the stored amounts; every generated amount has at most 2 decimals).
+NETWORK_COUNTED_STATUS = STATUS_APPROVED
+NETWORK_ON_HOLD_STATUS = STATUS_PENDING
+
 # --- Authentication ------------------------------------------------------------------------------
 #: Permission scope names (not shown). The sandbox's restricted network key has only ``read``;
 #: every write endpoint needs ``write`` and answers 403 ``Insufficient permissions`` otherwise.

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import zoneinfo
+from decimal import Decimal
 from typing import Any
 
 from affiliate_network_sandbox import choices
@@ -387,9 +388,88 @@ class ReportingArea(WorldBase):
             doc["incomplete_results"] = True
         return doc
 
+    # ============================================================================================
+    # POST /networks/reporting/entity/table
+    # ============================================================================================
+
+    def network_entity_table(self, body: Any) -> dict[str, Any]:
+        """The network's aggregated report, computed from the same records the conversion
+        report serves, with their current statuses (``choices.NETWORK_COUNTED_STATUS``)."""
+        body = v.obj(body)
+        t0, t1 = self.window(body, "aggregate")
+        _, tzname = self.timezone(body)
+        currency = self.currency(body)
+        rate = choices.CURRENCY_RATES[currency]
+        cols_raw = v.req(body, "columns")
+        if not isinstance(cols_raw, list) or not 1 <= len(cols_raw) <= choices.MAX_COLUMNS:
+            raise invalid(f"columns must hold 1 to {choices.MAX_COLUMNS} items")
+        cols: list[str] = []
+        for item in cols_raw:
+            name = item.get("column") if isinstance(item, dict) else None
+            if name not in choices.NETWORK_ENTITY_COLUMNS and name not in choices.TIME_COLUMNS:
+                raise invalid(f"unknown column {name!r}")
+            if name in cols:
+                raise invalid(f"duplicate column {name!r}")
+            cols.append(name)
+        if sum(1 for c in cols if c in choices.TIME_COLUMNS) > 1:
+            raise invalid("at most one time column")
+        query = body.get("query") or {}
+        if not isinstance(query, dict):
+            raise invalid("query must be an object")
+        flt = self.filters(query.get("filters"), choices.CONVERSION_FILTER_FIELDS)
+
+        tz = zoneinfo.ZoneInfo(tzname)
+        gen = self.gen
+        cat = self.catalog
+        money = ("payout", "revenue", "oh_payout", "oh_revenue")
+        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+        labels: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for seg in gen.segments(t0, t1, conversions=True, events=True):
+            c, kind = seg.ctx, seg.kind
+            for idx in range(seg.lo, seg.hi):
+                if flt:
+                    q = self.quick(kind, c, idx)
+                    if not all(q[k] in vals for k, vals in flt.items()):
+                        continue
+                rec = gen.to_dict(gen.values(kind, c, idx, rate), currency)
+                key_parts = []
+                col_objs = []
+                for col in cols:
+                    cid, label = self._column_value(col, rec, tz, cat)
+                    key_parts.append(cid)
+                    col_objs.append({"column_type": col, "id": cid, "label": label})
+                key = tuple(key_parts)
+                agg = groups.get(key)
+                if agg is None:
+                    agg = groups[key] = {"cv": 0, "event": 0, **dict.fromkeys(money, Decimal(0))}
+                    agg["oh"] = 0
+                    labels[key] = col_objs
+                # Exact sums of the amounts as served (their shortest text), rounded once.
+                payout, revenue = Decimal(repr(rec["payout"])), Decimal(repr(rec["revenue"]))
+                status = rec["status"]
+                if status == choices.NETWORK_COUNTED_STATUS:
+                    agg["event" if kind == KIND_EVENT else "cv"] += 1
+                    agg["payout"] += payout
+                    agg["revenue"] += revenue
+                elif status == choices.NETWORK_ON_HOLD_STATUS and kind == KIND_CONVERSION:
+                    agg["oh"] += 1
+                    agg["oh_payout"] += payout
+                    agg["oh_revenue"] += revenue
+        rows = [
+            {"columns": labels[key], "reporting": _network_reporting(groups[key])}
+            for key in sorted(groups)[: choices.MAX_TABLE_ROWS]
+        ]
+        doc: dict[str, Any] = {"table": rows}
+        if len(groups) > choices.MAX_TABLE_ROWS:
+            doc["incomplete_results"] = True
+        return doc
+
     @staticmethod
     def _column_value(col: str, rec: dict[str, Any], tz: Any, cat: Catalog) -> tuple[str, str]:
         rel = rec["relationship"]
+        if col == "affiliate":
+            aff = rel["affiliate"]
+            return str(aff["network_affiliate_id"]), aff["name"]
         if col == "offer":
             return str(rel["offer"]["network_offer_id"]), rel["offer"]["name"]
         if col == "advertiser":
@@ -439,6 +519,29 @@ def _reporting(a: dict[str, float]) -> dict[str, float]:
         "redirect_traffic_revenue": 0,
         "on_hold_conversion_count": int(a["oh"]),
         "on_hold_potential_revenue": round(a["oh_rev"], 2),
+    }
+
+
+def _amount(value: Decimal) -> float:
+    """A summed amount as the JSON number the API prints (2 decimals)."""
+    return float(value.quantize(Decimal("0.01")))
+
+
+def _network_reporting(a: dict[str, Any]) -> dict[str, Any]:
+    """The network report's metrics of one row (``choices.NETWORK_COUNTED_STATUS``)."""
+    cv, event = int(a["cv"]), int(a["event"])
+    payout, revenue = _amount(a["payout"]), _amount(a["revenue"])
+    return {
+        "cv": cv,
+        "total_cv": cv,
+        "view_through_cv": 0,
+        "event": event,
+        "payout": payout,
+        "revenue": revenue,
+        "profit": _amount(a["revenue"] - a["payout"]),
+        "on_hold_conversion_count": int(a["oh"]),
+        "on_hold_potential_payout": _amount(a["oh_payout"]),
+        "on_hold_potential_revenue": _amount(a["oh_revenue"]),
     }
 
 
