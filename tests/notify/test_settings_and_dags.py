@@ -101,7 +101,11 @@ def test_attaching_twice_keeps_other_callbacks(notify_include) -> None:
             "notifications.yaml:4: events[1]",
             "guardrail_tripped",
         ),
-        ("enabled: true\nwebhok:\n  conn_id: chat\n", "notifications.yaml:2: webhok", "xtra"),
+        (
+            "enabled: true\nwebhok:\n  conn_id: chat\n",
+            "notifications.yaml:2: webhok",
+            "did you mean 'webhook'",
+        ),
         (
             "enabled: true\nemail:\n  to: []\n",
             "notifications.yaml:3: email.to",
