@@ -368,3 +368,23 @@ def test_network_status_reads_the_last_on_hold_snapshot_then_the_status(
 )
 def test_agreement_mapping(action, network, score) -> None:
     assert agreement(action, network) == score
+
+
+def test_the_backtest_imports_no_airflow(landed, rules) -> None:
+    """It reads the partitions with pyarrow: a local copy of the data needs no Airflow."""
+    import subprocess
+    import sys
+
+    base, _ = landed
+    day = str(FIRST + dt.timedelta(days=8))
+    probe = (
+        "import sys\n"
+        "from affiliate_network.rules.cli import main\n"
+        f"code = main(['backtest', {str(rules)!r}, '--records', {str(base)!r}, "
+        f"'--from', {day!r}, '--to', {day!r}])\n"
+        "print(code, 'airflow' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "0 False"
