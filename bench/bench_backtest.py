@@ -37,11 +37,29 @@ CONN = "bench_backtest"
 RULES = ROOT / "include" / "onhold_rules.yaml"
 
 
+def peak_rss_mb() -> float:
+    """This process's own peak RSS in MB: ``VmHWM`` of its address space.
+
+    Not ``getrusage``: Linux carries a parent's high-water mark across fork and exec into
+    ``ru_maxrss``, so a worker started by this (much larger) driver would report the driver's.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    from _measure import peak_rss_mb as from_rusage  # bench/ is sys.path[0]
+
+    return from_rusage()
+
+
 def worker(argv: list[str]) -> None:
     """Run the backtest in this process; print its output, then one JSON line of figures."""
-    import pyarrow.parquet  # noqa: F401 - loaded before the baseline: what the run adds is data
-    from _measure import peak_rss_mb  # bench/ is sys.path[0]
+    # Loaded before the baseline, so that "peak minus imports" is what the run adds: data.
+    import pyarrow.parquet  # noqa: F401
 
+    from affiliate_network.rules import backtest, engine  # noqa: F401
     from affiliate_network.rules.cli import main as rules_main
 
     imported = peak_rss_mb()
