@@ -214,6 +214,7 @@ class Backtest:
             {*(p.split(".", 1)[0] for p in ruleset.prefetch), *_KEEP_FIELDS, "extra_fields"}
         )
         self.members = frozenset({*ruleset.relationship_members(), "on_hold_snapshots"})
+        self.member_keys = _member_keys(ruleset.prefetch, self.members)
 
     def plan(self, day: dt.date) -> RunPlan:
         """The run deciding ``day``: the review's window as of that run (``review_window``)."""
@@ -253,7 +254,9 @@ class Backtest:
             compact = {k: record[k] for k in fields if k in record}
             rel = record.get("relationship")
             if isinstance(rel, dict):
-                compact["relationship"] = {m: rel[m] for m in members if m in rel}
+                compact["relationship"] = {
+                    m: _pruned(rel[m], self.member_keys.get(m)) for m in members if m in rel
+                }
             compact[_EXACT_PAYOUT] = _exact(payout)
             out.append(compact)
         return out
@@ -365,6 +368,34 @@ class Backtest:
             per_rule=per_rule,
             missing_days=missing,
         )
+
+
+def _member_keys(
+    prefetch: Iterable[str], members: Iterable[str]
+) -> dict[str, frozenset[str] | None]:
+    """Per ``relationship`` member, the keys the rules read when they read it only through
+    plain ``relationship.M.K`` paths; ``None`` (keep it whole) when a path stops at the member
+    (a list walked or indexed, ``on_hold_snapshots``, a derived field's need)."""
+    keys: dict[str, set[str] | None] = {m: set() for m in members}
+    keys["on_hold_snapshots"] = None
+    for path in prefetch:
+        parts = path.split(".")
+        if parts[0] != "relationship" or len(parts) < 2:
+            continue
+        known = keys.get(parts[1], set())
+        if len(parts) == 2 or known is None:
+            keys[parts[1]] = None
+        else:
+            known.add(parts[2])
+            keys[parts[1]] = known
+    return {m: None if k is None or not k else frozenset(k) for m, k in keys.items()}
+
+
+def _pruned(value: Any, keys: frozenset[str] | None) -> Any:
+    """A member object kept to ``keys`` (the window's records are held for days: memory)."""
+    if keys is None or type(value) is not dict:
+        return value
+    return {k: value[k] for k in keys if k in value}
 
 
 def _ts(record: dict[str, Any]) -> float | None:
