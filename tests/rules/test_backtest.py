@@ -388,3 +388,29 @@ def test_the_backtest_imports_no_airflow(landed, rules) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "0 False"
+
+
+@pytest.mark.parametrize("timezone_id", [67, 80, 5])
+@pytest.mark.parametrize("after_hours", [None, 1.0, 72.0])
+def test_each_run_is_the_review_window_of_that_instant(timezone_id, after_hours) -> None:
+    """The backtest re-states the review's window (the rules language imports no job
+    library): the run deciding a day has the window ``review_window`` gives for its instant,
+    across DST changes too (America/New_York falls back on 2026-11-01, Auckland springs
+    forward on 2026-09-27)."""
+    from affiliate_network.review.window import review_window
+    from affiliate_network.rules.backtest import Backtest
+    from affiliate_network.timezones import TIMEZONES
+
+    ruleset = RuleSet(loads_rules(RULES))
+    backtest = Backtest(ruleset, timezone=TIMEZONES[timezone_id], decide_after_hours=after_hours)
+    for day in [dt.date(2026, 9, 25) + dt.timedelta(days=k) for k in range(45)]:
+        plan = backtest.plan(day)
+        window = review_window(
+            timezone_id=timezone_id,
+            lookback_days=backtest.lookback_days,
+            to_date=None,
+            as_of=plan.as_of.isoformat(),
+            horizon_hours=ruleset.horizon_hours,
+        )
+        assert window.decide_from <= day <= window.to_date
+        assert plan.span == (window.pull_from_ts, float(int(window.pull_to_ts)) + 1.0)
