@@ -23,6 +23,7 @@ BENCHES: dict[str, tuple[str, list[str]]] = {
     "report": ("bench_report.py", ["--rows", "100000"]),
     "rules": ("bench_rules.py", ["--records", "20000"]),
     "review": ("bench_review.py", ["--quick"]),
+    "backtest": ("bench_backtest.py", ["--quick"]),
     "parse": ("bench_parse.py", ["--runs", "2"]),
     "quota": ("bench_quota.py", ["--pages", "90", "--processes", "3,6"]),
 }

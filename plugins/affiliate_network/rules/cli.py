@@ -11,9 +11,14 @@ Commands:
   folder ``date=YYYY-MM-DD``, or a dataset folder of them) or rows exported from it (JSON Lines
   or a JSON array, optionally gzipped). ``--decisions`` writes one line per record
   (``conversion_id``, ``rule``, ``action``).
+* ``backtest FILE --records DATASET --from D1 --to D2`` - decide the landed history day by day
+  as the on-hold review would, and print per rule and per day the conversions and payout at
+  stake beside what the network decided (see :mod:`affiliate_network.rules.backtest` and
+  ``backtest --help``); ``--decisions OUT.csv|OUT.jsonl`` writes one row per conversion.
 
 Also runs as ``python -m affiliate_network.rules``. Help, ``validate`` and ``fields`` import no
-Airflow (seconds to import); ``evaluate`` of Parquet imports pyarrow.
+Airflow (seconds to import); ``evaluate`` of Parquet and ``backtest`` import pyarrow, never
+Airflow (:mod:`affiliate_network.rules.landed` reads the partitions).
 """
 
 from __future__ import annotations
@@ -240,6 +245,202 @@ def _evaluate(rules: str, records_path: str, now: float | None, decisions: str |
     return 0
 
 
+BACKTEST_HELP = """\
+Decide landed conversions day by day as the on-hold review would, and compare with what the
+network decided.
+
+For each day D of --from..--to (local days of the network's timezone) the review run that
+decides D is replayed: it runs --decide-after-hours after D ends (default: the rules' widest
+within_hours, at least --min-age-hours), its aggregates count ALL landed traffic of its window
+(--lookback-days days ending with its day, plus the horizon before), and it decides the
+conversions of D that have been on hold (whatever their landed state) and are old enough.
+Partitions outside --from..--to are read for that look-back (and look-ahead) only.
+
+Network status (the landed on-hold state: rel_on_hold_status, else status):
+  approved   the network approved it
+  rejected   the network rejected it (any final on-hold status other than approved)
+  on_hold    still on hold (status pending)
+  other      no status landed
+
+Agreement of a rule's action with the network status:
+  agree      approve & approved, reject & rejected
+  disagree   approve & rejected, reject & approved
+  open       approve or reject, but the network has not decided (still on hold)
+  none       review, hold or no rule: the rules take no side (counted, not scored)
+
+Output: one line per day and rule (count, payout at stake, network statuses, agree,
+disagree, open), then the totals per rule. Exit 1 on a bad date range, a missing records
+folder or an invalid rules file.
+"""
+
+
+def _date_arg(value: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a YYYY-MM-DD date") from None
+
+
+def _env_number(name: str, default: float) -> float:
+    """The review DAG's setting from its environment variable, as the DAG reads it."""
+    import os
+
+    value = os.environ.get(name, "")
+    try:
+        return float(value) if value.strip() and value.lower() != "none" else default
+    except ValueError:
+        return default
+
+
+def _money(value: Decimal) -> str:
+    """An exact amount for people: cents when exact to the cent, every digit otherwise."""
+    cents = value.quantize(Decimal("0.01"))
+    return f"{cents:.2f}" if cents == value else f"{value.normalize():f}"
+
+
+_COLUMNS = ("approved", "rejected", "on_hold", "other", "agree", "disagree", "open")
+
+
+def _tally_line(label: str, rule: str, action: str, tally: Any, width: int) -> str:
+    counts = [*(tally.network[c] for c in _COLUMNS[:4]), *(tally.scores[c] for c in _COLUMNS[4:])]
+    cells = "".join(f"{n:>9}" for n in counts)
+    return (
+        f"{label:<10}  {rule:<{width}}  {action:<7} {tally.count:>7} {_money(tally.payout):>13}"
+        f"{cells}"
+    )
+
+
+class _DecisionWriter:
+    """``--decisions``: CSV when the name ends in ``.csv``, else JSON Lines."""
+
+    FIELDS = (
+        "conversion_id",
+        "on_hold_conversion_id",
+        "day",
+        "rule",
+        "action",
+        "network_status",
+        "agreement",
+        "payout",
+    )
+
+    def __init__(self, out: str) -> None:
+        import csv
+
+        self.handle = open(out, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed in close()
+        self.csv = csv.writer(self.handle) if out.lower().endswith(".csv") else None
+        if self.csv is not None:
+            self.csv.writerow(self.FIELDS)
+
+    def write(self, row: Any) -> None:
+        values = [getattr(row, name) for name in self.FIELDS]
+        values[-1] = f"{row.payout:f}"  # exact text: no binary float on the way
+        if self.csv is not None:
+            self.csv.writerow(values)
+        else:
+            self.handle.write(json.dumps(dict(zip(self.FIELDS, values, strict=True))) + "\n")
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _backtest(args: argparse.Namespace) -> int:
+    from affiliate_network.rules.backtest import NO_RULE, Backtest, Tally
+    from affiliate_network.rules.engine import RuleSet
+    from affiliate_network.rules.landed import landed_days
+    from affiliate_network.timezones import TIMEZONES
+
+    writer: _DecisionWriter | None = None
+    try:
+        if args.date_from > args.date_to:
+            raise ConfigValidationError(f"--from {args.date_from} is after --to {args.date_to}")
+        ruleset = RuleSet.from_file(args.rules)
+        probe = Backtest(
+            ruleset,
+            timezone="UTC",
+            lookback_days=args.lookback_days,
+            min_age_hours=args.min_age_hours,
+            decide_after_hours=args.decide_after_hours,
+        )
+        # Widened by a day each side: the partitions' timezone is known once they are listed.
+        need_first, need_last = probe.days_needed(args.date_from, args.date_to)
+        days = landed_days(
+            args.records, need_first - dt.timedelta(days=1), need_last + dt.timedelta(days=1)
+        )
+        in_range = [d for d in days if args.date_from <= d.day <= args.date_to]
+        if not in_range:
+            raise StorageError(
+                f"{args.records}: no complete partition from {args.date_from} to {args.date_to}"
+            )
+        tz_id = args.timezone_id
+        if tz_id is None:
+            landed_tz = {d.timezone_id for d in days if d.timezone_id is not None}
+            if len(landed_tz) > 1:
+                raise StorageError(
+                    f"{args.records}: days landed in several timezones {sorted(landed_tz)}; "
+                    "choose one with --timezone-id"
+                )
+            tz_id = landed_tz.pop() if landed_tz else 67
+        if tz_id not in TIMEZONES:
+            raise ConfigValidationError(f"--timezone-id {tz_id} is not an API timezone id")
+        backtest = Backtest(
+            ruleset,
+            timezone=TIMEZONES[tz_id],
+            lookback_days=args.lookback_days,
+            min_age_hours=args.min_age_hours,
+            decide_after_hours=args.decide_after_hours,
+        )
+        need_first, need_last = backtest.days_needed(args.date_from, args.date_to)
+        columns = backtest.columns()
+        stream = ((d.day, d.batches(columns)) for d in days if need_first <= d.day <= need_last)
+        if args.decisions:
+            writer = _DecisionWriter(args.decisions)
+        actions = {rule.id: rule.action for rule in ruleset.rules}
+        actions[NO_RULE] = "hold"
+        width = max(len(r) for r in actions)
+        print(
+            f"Backtest of {args.rules} on {args.records}, {args.date_from}..{args.date_to} "
+            f"(timezone {tz_id} {TIMEZONES[tz_id]}; look-back {backtest.lookback_days} days; "
+            f"each day decided {backtest.decide_after_hours:g} h after it ends; on hold >= "
+            f"{backtest.min_age_hours:g} h)"
+        )
+        header = "".join(f"{c:>9}" for c in _COLUMNS)
+        print(f"{'day':<10}  {'rule':<{width}}  {'action':<7} {'count':>7} {'payout':>13}{header}")
+        totals = {rule: Tally() for rule in actions}
+        missing: set[dt.date] = set()
+        decided = 0
+        for result in backtest.run(
+            args.date_from,
+            args.date_to,
+            stream,
+            on_row=writer.write if writer is not None else None,
+        ):
+            missing.update(result.missing_days)
+            decided += result.candidates
+            for rule, tally in result.per_rule.items():
+                totals[rule].merge(tally)
+                if tally.count or args.all_rules:
+                    day = result.day.isoformat()
+                    print(_tally_line(day, rule, actions[rule], tally, width))
+        for rule, tally in totals.items():
+            print(_tally_line("total", rule, actions[rule], tally, width))
+        print(f"{decided} conversions decided over {(args.date_to - args.date_from).days + 1} days")
+        if missing:
+            shown = ", ".join(d.isoformat() for d in sorted(missing))
+            print(
+                f"warning: no complete partition for {shown}: those days' traffic is missing "
+                "from the aggregates (and their conversions from the decisions)",
+                file=sys.stderr,
+            )
+    except (ConfigValidationError, StorageError) as err:
+        print(f"affiliate-network-rules backtest: {err}", file=sys.stderr)
+        return 1
+    finally:
+        if writer is not None:
+            writer.close()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``affiliate-network-rules`` console script."""
     parser = argparse.ArgumentParser(
@@ -260,7 +461,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     evaluate.add_argument(
         "--decisions", metavar="OUT", help="write each record's rule and action as JSON Lines"
     )
+    backtest = sub.add_parser(
+        "backtest",
+        help="decide the landed history as the review would, beside the network's decisions",
+        description=BACKTEST_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    backtest.add_argument("rules", metavar="RULES")
+    backtest.add_argument(
+        "--records", required=True, help="the landed dataset folder, e.g. data/conversions"
+    )
+    backtest.add_argument("--from", dest="date_from", required=True, type=_date_arg, metavar="D1")
+    backtest.add_argument("--to", dest="date_to", required=True, type=_date_arg, metavar="D2")
+    backtest.add_argument(
+        "--lookback-days",
+        type=int,
+        default=int(_env_number("AFFILIATE_ONHOLD_LOOKBACK_DAYS", 7)),
+        help="the review's window in days (default: the DAG's, AFFILIATE_ONHOLD_LOOKBACK_DAYS "
+        "or 7)",
+    )
+    backtest.add_argument(
+        "--min-age-hours",
+        type=float,
+        default=_env_number("AFFILIATE_ONHOLD_MIN_AGE_HOURS", 1.0),
+        help="decide conversions on hold this long (default: the DAG's, "
+        "AFFILIATE_ONHOLD_MIN_AGE_HOURS or 1)",
+    )
+    backtest.add_argument(
+        "--decide-after-hours",
+        type=float,
+        default=None,
+        help="hours after a day ends that its run happens (default: the rules' widest "
+        "within_hours, at least --min-age-hours); raise it for rules on hold_age_hours",
+    )
+    backtest.add_argument(
+        "--timezone-id",
+        type=int,
+        default=None,
+        help="the network timezone of the landed days (default: the manifests' request)",
+    )
+    backtest.add_argument(
+        "--decisions",
+        metavar="OUT",
+        help="write one row per decided conversion: CSV if OUT ends in .csv, else JSON Lines",
+    )
+    backtest.add_argument(
+        "--all-rules", action="store_true", help="print rules that decided nothing on a day too"
+    )
     args = parser.parse_args(argv)
+    if args.command == "backtest":
+        return _backtest(args)
     if args.command == "validate":
         return _validate(args.files)
     if args.command == "fields":

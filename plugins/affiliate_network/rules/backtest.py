@@ -1,0 +1,417 @@
+"""Decide landed history as the on-hold review would, day by day, beside what the network did.
+
+For each decide day ``D`` (a local day of the network's timezone) the backtest replays the
+review run that decides ``D``'s conversions, with the review's own rules for what a run sees
+(``review/window.py``, ``review/candidates.py``; re-stated here because the rules language
+imports no job library):
+
+* **when**: the run as of ``decide_after_hours`` after ``D`` ends (default: the rules' widest
+  ``within_hours``, at least ``min_age_hours``: the first moment every conversion of ``D`` has
+  complete windowed aggregates and is old enough). Age-based fields (``hold_age_hours``) are
+  measured at that instant.
+* **traffic**: every landed conversion of that run's window, whatever its status: the
+  ``lookback_days`` local days ending with the run's day, plus the look-back the aggregates
+  need before them (the local day of the window's first midnight minus the horizon), up to the
+  run's instant. The aggregates count over all of it, like the review's.
+* **candidates**: the conversions of ``D`` that have been on hold (an on-hold snapshot with an
+  on-hold id), whatever their landed state, on hold for ``min_age_hours`` and ``horizon`` old
+  at the run's instant (the review's plan).
+
+Each candidate gets the first matching rule's action (no rule: ``hold``), its ``payout`` (exact)
+and the network's landed decision (:func:`network_status`), and the pair is scored
+(:func:`agreement`). Memory: one decide day at a time; only the landed days of the current
+run's traffic are held (compacted to the fields the rules read), so 30 days take what 7 do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.rules.cli import as_record
+from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_since, on_hold_status
+
+if TYPE_CHECKING:
+    from affiliate_network.rules.engine import RuleSet
+
+#: The review DAG's defaults (``dags/affiliate_onhold_review.py``: the environment variables
+#: ``AFFILIATE_ONHOLD_LOOKBACK_DAYS`` and ``AFFILIATE_ONHOLD_MIN_AGE_HOURS``).
+DEFAULT_LOOKBACK_DAYS = 7
+DEFAULT_MIN_AGE_HOURS = 1.0
+#: The rule column of candidates no rule matched (they stay on hold).
+NO_RULE = "(no rule)"
+#: The network's landed decisions, as reported.
+NETWORK_STATUSES = ("approved", "rejected", "on_hold", "other")
+#: Fields every compact record keeps besides what the rules read.
+_KEEP_FIELDS = ("conversion_id", "conversion_unix_timestamp", "payout", "status", "relationship")
+#: Where a compact record keeps its exact payout (no rule can name it: not a record field).
+_EXACT_PAYOUT = "_backtest_payout"
+
+
+def network_status(record: dict[str, Any]) -> str:
+    """What the network decided, from the landed record.
+
+    The last on-hold snapshot's status (the ``rel_on_hold_status`` column), else the record's
+    ``status``: ``approved``; ``on_hold`` (still on hold: the snapshot says ``on_hold``, the
+    record ``pending``); ``rejected`` (``rejected`` or any other final on-hold status: the
+    rejecting value of a PATCH is a setting); ``other`` (no status at all).
+    """
+    status = on_hold_status(record) or record.get("status")
+    if status in ("on_hold", "pending"):
+        return "on_hold"
+    if status == "approved":
+        return "approved"
+    if not status:
+        return "other"
+    return "rejected"
+
+
+def agreement(action: str, network: str) -> str:
+    """``agree`` (approve/approved, reject/rejected), ``disagree`` (approve/rejected,
+    reject/approved), ``open`` (approve or reject, the network has not decided yet) or
+    ``none`` (``review``/``hold``/no rule: the rules take no side)."""
+    if action not in ("approve", "reject"):
+        return "none"
+    if network not in ("approved", "rejected"):
+        return "open"
+    return (
+        "agree"
+        if (action, network) in (("approve", "approved"), ("reject", "rejected"))
+        else ("disagree")
+    )
+
+
+@dataclass
+class Tally:
+    """Candidates of one rule (one day, or all days).
+
+    :param count: candidates the rule decided.
+    :param payout: their payout, exact.
+    :param network: count per :data:`NETWORK_STATUSES`.
+    :param scores: count per :func:`agreement` outcome.
+    """
+
+    count: int = 0
+    payout: Decimal = Decimal(0)
+    network: Counter[str] = field(default_factory=Counter)
+    scores: Counter[str] = field(default_factory=Counter)
+
+    def add(self, payout: Decimal, network: str, score: str) -> None:
+        self.count += 1
+        self.payout += payout
+        self.network[network] += 1
+        self.scores[score] += 1
+
+    def merge(self, other: Tally) -> None:
+        self.count += other.count
+        self.payout += other.payout
+        self.network.update(other.network)
+        self.scores.update(other.scores)
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One candidate's backtest decision (a line of ``--decisions``)."""
+
+    conversion_id: str | None
+    on_hold_conversion_id: str | None
+    day: str
+    rule: str
+    action: str
+    network_status: str
+    agreement: str
+    payout: Decimal
+
+
+@dataclass
+class DayResult:
+    """The backtest of one decide day.
+
+    :param day: the decide day.
+    :param as_of: the replayed run's instant (aware, network timezone).
+    :param traffic: conversions its aggregates counted over.
+    :param candidates: conversions of the day decided (been on hold, old enough).
+    :param too_young: conversions of the day on hold but not old enough at ``as_of``.
+    :param per_rule: rule id (and :data:`NO_RULE`) -> :class:`Tally`, in rule order.
+    :param missing_days: landed days the run's traffic needs but the records lack.
+    """
+
+    day: dt.date
+    as_of: dt.datetime
+    traffic: int
+    candidates: int
+    too_young: int
+    per_rule: dict[str, Tally]
+    missing_days: list[dt.date]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The review run that decides one day: its instant and the traffic it counts over."""
+
+    day: dt.date
+    as_of: dt.datetime
+    pull_from: dt.date
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """Unix ``[start, end)`` of the run's traffic (the review's pull span)."""
+        start = dt.datetime(
+            self.pull_from.year, self.pull_from.month, self.pull_from.day, tzinfo=self.as_of.tzinfo
+        )
+        return start.timestamp(), float(int(self.as_of.timestamp())) + 1.0
+
+
+def _midnight(day: dt.date, tz: zoneinfo.ZoneInfo) -> dt.datetime:
+    return dt.datetime(day.year, day.month, day.day, tzinfo=tz)
+
+
+class Backtest:
+    """Replays the review over landed days (see the module doc).
+
+    :param ruleset: the rules to try.
+    :param timezone: IANA name of the network's timezone (the landed days' timezone).
+    :param lookback_days: the review's ``lookback_days`` (days of its window).
+    :param min_age_hours: the review's ``min_age_hours``.
+    :param decide_after_hours: hours after a day ends that its run happens (``None``: the
+        rules' horizon, at least ``min_age_hours``).
+    :raises ConfigValidationError: an option out of range, or a run so late that the day has
+        left its window.
+    """
+
+    def __init__(
+        self,
+        ruleset: RuleSet,
+        *,
+        timezone: str,
+        lookback_days: int = DEFAULT_LOOKBACK_DAYS,
+        min_age_hours: float = DEFAULT_MIN_AGE_HOURS,
+        decide_after_hours: float | None = None,
+    ) -> None:
+        if lookback_days < 1:
+            raise ConfigValidationError(f"lookback days must be >= 1, got {lookback_days}")
+        if min_age_hours < 0:
+            raise ConfigValidationError(f"min age hours must be >= 0, got {min_age_hours}")
+        self.ruleset = ruleset
+        self.tz = zoneinfo.ZoneInfo(timezone)
+        self.lookback_days = lookback_days
+        self.min_age_hours = min_age_hours
+        self.horizon_hours = ruleset.horizon_hours
+        after = max(self.horizon_hours, min_age_hours)
+        self.decide_after_hours = after if decide_after_hours is None else decide_after_hours
+        if self.decide_after_hours < 0:
+            raise ConfigValidationError(
+                f"decide after hours must be >= 0, got {self.decide_after_hours}"
+            )
+        self.fields = frozenset(
+            {*(p.split(".", 1)[0] for p in ruleset.prefetch), *_KEEP_FIELDS, "extra_fields"}
+        )
+        self.members = frozenset({*ruleset.relationship_members(), "on_hold_snapshots"})
+        self.member_keys = _member_keys(ruleset.prefetch, self.members)
+
+    def plan(self, day: dt.date) -> RunPlan:
+        """The run deciding ``day``: the review's window as of that run (``review_window``)."""
+        end = _midnight(day + dt.timedelta(days=1), self.tz)
+        as_of = (end.astimezone(dt.UTC) + dt.timedelta(hours=self.decide_after_hours)).astimezone(
+            self.tz
+        )
+        to_date = as_of.date()
+        decide_from = to_date - dt.timedelta(days=self.lookback_days - 1)
+        if day < decide_from:
+            raise ConfigValidationError(
+                f"a run {self.decide_after_hours:g} h after {day} ends has a {self.lookback_days}"
+                f"-day window from {decide_from}: {day} is no longer in it (lower the hours or "
+                "raise the look-back)"
+            )
+        start = _midnight(decide_from, self.tz).astimezone(dt.UTC)
+        pull_from = (start - dt.timedelta(hours=self.horizon_hours)).astimezone(self.tz).date()
+        return RunPlan(day=day, as_of=as_of, pull_from=pull_from)
+
+    def days_needed(self, first: dt.date, last: dt.date) -> tuple[dt.date, dt.date]:
+        """First and last landed day the runs deciding ``first``..``last`` read."""
+        return self.plan(first).pull_from, self.plan(last).as_of.date()
+
+    def columns(self) -> list[str]:
+        """Landed columns to read (the rules' fields, what a decision row reports)."""
+        return sorted(self.fields)
+
+    def compact(self, batch: Any, source: str) -> list[dict[str, Any]]:
+        """Landed rows as the API's records, kept to what the rules and the report read."""
+        rows = batch.to_pylist() if hasattr(batch, "to_pylist") else batch
+        out: list[dict[str, Any]] = []
+        fields, members = self.fields, self.members
+        path = Path(source)
+        for row in rows:
+            payout = row.get("payout")
+            record = as_record(row, path)
+            compact = {k: record[k] for k in fields if k in record}
+            rel = record.get("relationship")
+            if isinstance(rel, dict):
+                compact["relationship"] = {
+                    m: _pruned(rel[m], self.member_keys.get(m)) for m in members if m in rel
+                }
+            compact[_EXACT_PAYOUT] = _exact(payout)
+            out.append(compact)
+        return out
+
+    def run(
+        self,
+        first: dt.date,
+        last: dt.date,
+        days: Iterable[tuple[dt.date, Iterable[Any]]],
+        *,
+        on_row: Callable[[DecisionRow], None] | None = None,
+    ) -> Iterator[DayResult]:
+        """Decide ``first``..``last``, one :class:`DayResult` per day, as the days stream in.
+
+        :param days: landed days in ascending order, each with its record batches (Arrow
+            record batches or lists of row dicts); days absent from it are reported missing.
+        :param on_row: called with each candidate's :class:`DecisionRow`.
+        :raises ConfigValidationError: ``first`` after ``last``.
+        """
+        if first > last:
+            raise ConfigValidationError(f"--from {first} is after --to {last}")
+        source = iter(days)
+        pending: tuple[dt.date, Iterable[Any]] | None = next(source, None)
+        held: OrderedDict[dt.date, list[dict[str, Any]]] = OrderedDict()
+        day = first
+        while day <= last:
+            plan = self.plan(day)
+            until = plan.as_of.date()
+            while pending is not None and pending[0] <= until:
+                landed, batches = pending
+                if landed >= plan.pull_from:
+                    records: list[dict[str, Any]] = []
+                    for batch in batches:
+                        records.extend(self.compact(batch, f"date={landed}"))
+                    held[landed] = records
+                pending = next(source, None)
+            for old in [d for d in held if d < plan.pull_from]:
+                del held[old]  # before this run's traffic: never needed again
+            yield self._decide(plan, held, on_row)
+            day += dt.timedelta(days=1)
+
+    def _decide(
+        self,
+        plan: RunPlan,
+        held: OrderedDict[dt.date, list[dict[str, Any]]],
+        on_row: Callable[[DecisionRow], None] | None,
+    ) -> DayResult:
+        lo, hi = plan.span
+        traffic = [
+            r
+            for records in held.values()
+            for r in records
+            if (at := _ts(r)) is None or lo <= at < hi
+        ]
+        now = plan.as_of.timestamp()
+        day_lo = _midnight(plan.day, self.tz).timestamp()
+        day_hi = _midnight(plan.day + dt.timedelta(days=1), self.tz).timestamp()
+        min_age_s, horizon_s = self.min_age_hours * 3600, self.horizon_hours * 3600
+        eligible: list[int] = []
+        too_young = 0
+        for i, record in enumerate(traffic):
+            at = _ts(record)
+            if at is None or not day_lo <= at < day_hi:
+                continue
+            if on_hold_status(record) is None or not on_hold_conversion_id(record):
+                continue  # never held: nothing for the review to decide
+            if now - (on_hold_since(record) or now) < min_age_s or now - at < horizon_s:
+                too_young += 1
+                continue
+            eligible.append(i)
+        evaluation = self.ruleset.evaluate(traffic, now=now, eligible=eligible)
+        per_rule = {rule.id: Tally() for rule in self.ruleset.rules}
+        per_rule[NO_RULE] = Tally()
+        for i in eligible:
+            record = traffic[i]
+            decision = evaluation.for_index(i)
+            rule = decision.rule_id if decision else NO_RULE
+            action = decision.action if decision else "hold"
+            net = network_status(record)
+            score = agreement(action, net)
+            payout = record[_EXACT_PAYOUT]
+            per_rule[rule].add(payout, net, score)
+            if on_row is not None:
+                cid = record.get("conversion_id")
+                on_row(
+                    DecisionRow(
+                        conversion_id=None if cid is None else str(cid),
+                        on_hold_conversion_id=on_hold_conversion_id(record),
+                        day=plan.day.isoformat(),
+                        rule=rule,
+                        action=action,
+                        network_status=net,
+                        agreement=score,
+                        payout=payout,
+                    )
+                )
+        wanted = plan.pull_from
+        missing = []
+        while wanted <= plan.as_of.date():
+            if wanted not in held:
+                missing.append(wanted)
+            wanted += dt.timedelta(days=1)
+        return DayResult(
+            day=plan.day,
+            as_of=plan.as_of,
+            traffic=len(traffic),
+            candidates=len(eligible),
+            too_young=too_young,
+            per_rule=per_rule,
+            missing_days=missing,
+        )
+
+
+def _member_keys(
+    prefetch: Iterable[str], members: Iterable[str]
+) -> dict[str, frozenset[str] | None]:
+    """Per ``relationship`` member, the keys the rules read when they read it only through
+    plain ``relationship.M.K`` paths; ``None`` (keep it whole) when a path stops at the member
+    (a list walked or indexed, ``on_hold_snapshots``, a derived field's need)."""
+    keys: dict[str, set[str] | None] = {m: set() for m in members}
+    keys["on_hold_snapshots"] = None
+    for path in prefetch:
+        parts = path.split(".")
+        if parts[0] != "relationship" or len(parts) < 2:
+            continue
+        known = keys.get(parts[1], set())
+        if len(parts) == 2 or known is None:
+            keys[parts[1]] = None
+        else:
+            known.add(parts[2])
+            keys[parts[1]] = known
+    return {m: None if k is None or not k else frozenset(k) for m, k in keys.items()}
+
+
+def _pruned(value: Any, keys: frozenset[str] | None) -> Any:
+    """A member object kept to ``keys`` (the window's records are held for days: memory)."""
+    if keys is None or type(value) is not dict:
+        return value
+    return {k: value[k] for k in keys if k in value}
+
+
+def _ts(record: dict[str, Any]) -> float | None:
+    at = record.get("conversion_unix_timestamp")
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+
+
+def _exact(value: Any) -> Decimal:
+    """A landed amount exactly: decimals as stored; an older float column's shortest text."""
+    if isinstance(value, Decimal):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    if isinstance(value, str) and value.strip():
+        try:
+            return Decimal(value.strip())
+        except ArithmeticError:
+            return Decimal(0)
+    return Decimal(0)

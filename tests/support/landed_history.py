@@ -1,0 +1,55 @@
+"""Land a run of sandbox days as the report DAG does (for tests and benches reading landed data)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.reports.landing import land_conversion_day
+
+
+def land_days(
+    conn_id: str, base: Path, first: dt.date, last: dt.date, *, timezone_id: int = 67
+) -> list[dict]:
+    """Land ``first``..``last`` as ``<base>/conversions/date=YYYY-MM-DD/`` Parquet partitions.
+
+    :param conn_id: an Airflow connection to the sandbox's network portal.
+    :param base: the output base.
+    :returns: each day's landing summary.
+    """
+    hook = AffiliateNetworkHook(conn_id)
+    out = []
+    try:
+        day = first
+        while day <= last:
+            request = {
+                "from": day.isoformat(),
+                "to": day.isoformat(),
+                "timezone_id": timezone_id,
+                "currency_id": None,
+                "show_conversions": True,
+                "show_events": False,
+            }
+            out.append(
+                land_conversion_day(
+                    hook,
+                    str(base),
+                    day,
+                    request=request,
+                    dataset="conversions",
+                    format="parquet",
+                    page_size=2000,
+                    row_group_rows=None,
+                    consistency_retries=1,
+                    filters=None,
+                    search_terms=None,
+                    log=logging.getLogger("landed_history"),
+                    consistency_wait_s=0.01,
+                )
+            )
+            day += dt.timedelta(days=1)
+    finally:
+        hook.close()
+    return out
