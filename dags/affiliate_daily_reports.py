@@ -22,6 +22,7 @@ from affiliate_network.operators.conversion_report import (
     ConversionReportOperator,
     dataset_asset,
 )
+from affiliate_network.operators.pools import reporting_pool
 from affiliate_network.operators.reconciliation import ReconciliationOperator
 
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
@@ -117,12 +118,14 @@ def affiliate_daily_reports() -> None:
     # a downstream DAG scheduled on the asset hears of the day once it matches the network.
     pull = ConversionReportOperator(
         task_id="pull_conversions",
+        **reporting_pool(),
         show_conversions=True,
         show_events=True,
         outlets=[],
     )
     reconcile = ReconciliationOperator(
         task_id="reconcile_conversions",
+        **reporting_pool(),
         on_mismatch="{{ params.on_mismatch }}",
         outlets=[conversions],
         # A difference is not transient: re-pull the day instead (ReconciliationError fails
@@ -131,6 +134,7 @@ def affiliate_daily_reports() -> None:
     pull >> reconcile
     repull = ConversionReportOperator(
         task_id="repull_trailing_window",
+        **reporting_pool(),
         lookback_days="{{ params.trailing_days }}",
         show_conversions=True,
         show_events=True,

@@ -23,6 +23,10 @@ from affiliate_network.notify import attach_notifications
 # into every parse (tests/dags/test_dag_integrity.py pins it).
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
+
+# Pool and slots of the tasks that send requests to /networks/reporting/* (off unless the
+# deployment names its pool: AFFILIATE_NETWORK_REPORTING_POOL).
+from affiliate_network.operators.pools import reporting_pool
 from affiliate_network.operators.steps import ReviewRequestsOperator
 from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, REVIEW_OPTIONS
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, rules_file_choices
@@ -205,6 +209,7 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
 def affiliate_onhold_review() -> None:
     review = OnHoldReviewOperator(
         task_id="review",
+        **reporting_pool(),
         affiliate_network_conn_id=CONN_ID,
         rules_file="{{ params.rules_file }}",
         dry_run="{{ dry_run_choice(dag_run.conf, params, dag_run.run_type) }}",
@@ -235,6 +240,7 @@ def affiliate_onhold_review() -> None:
     ).expand_kwargs(requests)
     OnHoldReviewApplyOperator(
         task_id="apply_human_decisions",
+        **reporting_pool(),
         affiliate_network_conn_id=CONN_ID,
         summary=review.output,
         requests=requests,

@@ -72,6 +72,8 @@ def _airflow_env(root: Path) -> dict[str, str]:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AFFILIATE_NETWORK_INCLUDE_DIR": str(root / "include"),
         "AFFILIATE_NETWORK_DATA_BASE": str(root / "data"),
+        # The reporting tasks take slots of the pool the demo creates (REPORTING_POOL).
+        "AFFILIATE_NETWORK_REPORTING_POOL": REPORTING_POOL[0],
         # Airflow's generated default is 16 bytes, below what its HS512 tokens want (PyJWT's
         # InsecureKeyLengthWarning); a fresh 64-byte secret per demo (nothing outlives it).
         "AIRFLOW__API_AUTH__JWT_SECRET": os.environ.get("AIRFLOW__API_AUTH__JWT_SECRET")
