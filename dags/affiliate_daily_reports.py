@@ -22,6 +22,7 @@ from affiliate_network.operators.conversion_report import (
     ConversionReportOperator,
     dataset_asset,
 )
+from affiliate_network.operators.publish import PublishChangesOperator
 
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
@@ -43,7 +44,12 @@ run's data interval is the whole previous day), this DAG lands:
   into `<base>/conversions/date=YYYY-MM-DD/`.
 - `repull_trailing_window`: the `trailing_days` days before it (param, default 7), one pull
   per day, so on-hold approvals/rejections and sale-amount corrections reach the partitions
-  they belong to.
+  they belong to. A day whose content is unchanged is not rewritten; a changed one gets a
+  `_changes-<token>.json` beside its manifest (status transitions, new/removed/updated ids).
+- `publish_conversions`: the `affiliate_network_conversions` asset event, listing the changed
+  days with their transition counts; **skipped** when no day changed (no event, so DAGs
+  scheduled on the asset run only when data changed). The pulls carry no outlet and always
+  end green when they worked.
 - `affiliate_report_targets`: reads `include/reports.yaml` (one entry per affiliate
   connection, with its columns).
 - `affiliate_report` (mapped, one task per affiliate; a failing affiliate is retried alone):
@@ -100,21 +106,24 @@ default_args = {
     },
 )
 def affiliate_daily_reports() -> None:
-    conversions = dataset_asset("conversions")
+    # No outlet on the pulls: the publish step announces only changed days, and is skipped
+    # (no asset event) when none changed, while the pulls themselves end green.
     pull = ConversionReportOperator(
-        task_id="pull_conversions",
-        show_conversions=True,
-        show_events=True,
-        outlets=[conversions],
+        task_id="pull_conversions", show_conversions=True, show_events=True, outlets=[]
     )
     repull = ConversionReportOperator(
         task_id="repull_trailing_window",
         lookback_days="{{ params.trailing_days }}",
         show_conversions=True,
         show_events=True,
-        outlets=[conversions],
+        outlets=[],
     )
-    pull >> repull
+    publish = PublishChangesOperator(
+        task_id="publish_conversions",
+        dataset="conversions",
+        source_task_ids=["pull_conversions", "repull_trailing_window"],
+    )
+    pull >> repull >> publish
 
     # One mapped-task kwargs dict per affiliate connection in include/reports.yaml.
     targets = AffiliateReportTargetsOperator(task_id="affiliate_report_targets")
