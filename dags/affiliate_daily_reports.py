@@ -60,8 +60,9 @@ run's data interval is the whole previous day), this DAG lands:
 
 **Partitions.** A partition is complete iff it holds `_manifest.json` (row count, content
 checksum, request parameters, pull time, package version). Publishing is atomic: a crashed or
-killed task never leaves a partition that looks complete. A rerun replaces the partition
-exactly; the same API data gives the same `content_checksum`.
+killed task never leaves a partition that looks complete. The same API data gives the same
+`content_checksum`: a rerun of an unchanged day leaves its partition as it is, a changed day
+is replaced exactly.
 
 **Backfill.** `airflow backfill create --dag-id affiliate_daily_reports --from-date 2026-01-01
 --to-date 2026-01-31` (dates inclusive): one run per day, each lands its own day (plus its
