@@ -58,6 +58,9 @@ class PartitionChanges:
     :param run_id: the Airflow run that pulled it (``None`` outside Airflow): a rerun of that
         run finds the record and reports the change again (see
         :func:`find_run_changes`).
+    :param layout_changed: the partition was rewritten in another format or schema version
+        (e.g. money as exact decimals); fields whose type changed are not compared, so the
+        counts may all be zero.
     """
 
     partition: dict[str, str]
@@ -73,6 +76,7 @@ class PartitionChanges:
     token: str = ""
     pulled_at: str = ""
     run_id: str | None = None
+    layout_changed: bool = False
     version: int = CHANGES_VERSION
 
     @property
@@ -95,6 +99,7 @@ class PartitionChanges:
             "new": self.new,
             "removed": self.removed,
             "updated": self.updated,
+            "layout_changed": self.layout_changed,
             "changes_file": self.file_name,
         }
 

@@ -741,6 +741,11 @@ class PartitionWriter:
             token=self.token,
             pulled_at=manifest.pulled_at,
             run_id=run_id,
+            layout_changed=previous is not None
+            and (
+                previous.format != manifest.format
+                or previous.schema.get("fingerprint") != manifest.schema.get("fingerprint")
+            ),
         )
 
     def _publish_local(self, manifest: Manifest, changes: PartitionChanges | None) -> None:
