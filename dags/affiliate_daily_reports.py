@@ -45,7 +45,7 @@ run's data interval is the whole previous day), this DAG lands:
 - `repull_trailing_window`: the `trailing_days` days before it (param, default 7), one pull
   per day, so on-hold approvals/rejections and sale-amount corrections reach the partitions
   they belong to. A day whose content is unchanged is not rewritten; a changed one gets a
-  `_changes-<token>.json` beside its manifest (status transitions, new/removed/updated ids).
+  `_changes-<ns>-<token>.json` beside its manifest (status transitions, new/removed/updated ids).
 - `publish_conversions`: the `affiliate_network_conversions` asset event, listing the changed
   days with their transition counts; **skipped** when no day changed (no event, so DAGs
   scheduled on the asset run only when data changed). The pulls carry no outlet and always

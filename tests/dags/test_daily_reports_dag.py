@@ -182,11 +182,18 @@ def _dag_run_env(sandbox, base) -> dict[str, str]:
     return env
 
 
-def _conversion_events(db) -> list[tuple[str, str, str]]:
+def _metadata_db(env: dict[str, str]) -> str:
+    """The SQLite file the ``airflow dags test`` runs wrote to (their environment's)."""
+    url = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert url.startswith("sqlite:///"), url
+    return url.removeprefix("sqlite:///")
+
+
+def _conversion_events(db: str) -> list[tuple[str, str, str]]:
     """``(source run id, source task id, extra)`` of every conversions asset event."""
     import sqlite3
 
-    with sqlite3.connect(db / "airflow.db") as conn:
+    with sqlite3.connect(f"file:{db}?mode=rw", uri=True) as conn:
         return conn.execute(
             "SELECT e.source_run_id, e.source_task_id, e.extra FROM asset_event e "
             "JOIN asset a ON a.id = e.asset_id WHERE a.name = 'affiliate_network_conversions' "
@@ -194,10 +201,10 @@ def _conversion_events(db) -> list[tuple[str, str, str]]:
         ).fetchall()
 
 
-def _task_state(db, logical_day: str, task_id: str) -> str:
+def _task_state(db: str, logical_day: str, task_id: str) -> str:
     import sqlite3
 
-    with sqlite3.connect(db / "airflow.db") as conn:
+    with sqlite3.connect(f"file:{db}?mode=rw", uri=True) as conn:
         run_id = conn.execute(
             "SELECT run_id FROM dag_run WHERE dag_id = ? AND logical_date LIKE ? "
             "ORDER BY id DESC LIMIT 1",
@@ -214,6 +221,7 @@ def test_a_run_that_changes_nothing_emits_no_asset_event(airflow_db, sandbox, tm
     last = dt.date.fromisoformat(sandbox.catalog()["last_date"])
     base = tmp_path / "data"
     env = _dag_run_env(sandbox, base)
+    db = _metadata_db(env)
 
     def run(logical: dt.date, trailing: int) -> None:
         done = subprocess.run(
@@ -224,8 +232,8 @@ def test_a_run_that_changes_nothing_emits_no_asset_event(airflow_db, sandbox, tm
 
     # Run 1 lands last-1 with last-2 and last-3 behind it: three new days, one event.
     run(last, 2)
-    assert _task_state(airflow_db, last.isoformat(), "publish_conversions") == "success"
-    events = _conversion_events(airflow_db)
+    assert _task_state(db, last.isoformat(), "publish_conversions") == "success"
+    events = _conversion_events(db)
     assert events, "the first run announces its days"
     announced = json.loads(events[-1][2])
     assert announced["dataset"] == "conversions"
@@ -236,8 +244,8 @@ def test_a_run_that_changes_nothing_emits_no_asset_event(airflow_db, sandbox, tm
     earlier = last - dt.timedelta(days=1)
     run(earlier, 1)
     for task_id in ("pull_conversions", "repull_trailing_window"):
-        assert _task_state(airflow_db, earlier.isoformat(), task_id) == "success"
-    assert _task_state(airflow_db, earlier.isoformat(), "publish_conversions") == "skipped"
+        assert _task_state(db, earlier.isoformat(), task_id) == "success"
+    assert _task_state(db, earlier.isoformat(), "publish_conversions") == "skipped"
     # No event, so no DAG scheduled on the asset is queued to run.
-    assert _conversion_events(airflow_db) == events
+    assert _conversion_events(db) == events
     assert {p: p.stat().st_mtime_ns for p in files} == files

@@ -68,7 +68,7 @@ class ConversionReportOperator(ReportOperatorBase):
     Change-aware (``only_if_changed``, the default): a day whose pull has the published
     partition's content checksum is not written again (its files and manifest stay byte for
     byte); a changed day is published with a change record beside its manifest
-    (``_changes-<token>.json``: status transitions, new, removed and updated ids). The summary
+    (``_changes-<ns>-<token>.json``: status transitions, new, removed and updated ids). The summary
     says per partition whether it ``changed``; the asset event lists only changed partitions,
     and when none changed a task with an Asset outlet ends **skipped** (no event). In a DAG
     where tasks follow the pull, give it ``outlets=[]`` and announce through

@@ -4,7 +4,7 @@ A re-pull whose content checksum equals the published manifest's changes nothing
 published again (:meth:`~affiliate_network.reports.storage.PartitionWriter.commit` with
 ``only_if_changed``). A changed one is compared with the partition it replaces, record by
 record (by the schema's key field), and the result is written beside the manifest as
-``_changes-<token>.json`` (:data:`CHANGES_PREFIX`; ``_``-prefixed, so query engines and the
+``_changes-<ns>-<token>.json`` (:data:`CHANGES_PREFIX`; ``_``-prefixed, so query engines and the
 readers of :mod:`~affiliate_network.reports.storage`, which read only the files a manifest
 names, never see it). It holds the counts (``transitions`` such as ``"pending->approved": 3``,
 ``new``, ``removed``, ``updated``: same status, another field changed, e.g. the sale amount)
@@ -33,14 +33,14 @@ from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import StorageError
 
-#: Name prefix of a partition's change records (``_changes-<token>.json``).
+#: Name prefix of a partition's change records (``_changes-<ns>-<token>.json``).
 CHANGES_PREFIX = "_changes-"
 CHANGES_VERSION = 1
 
 
 @dataclass
 class PartitionChanges:
-    """One change record: what a pull changed in a partition (``_changes-<token>.json``).
+    """One change record: what a pull changed in a partition (``_changes-<ns>-<token>.json``).
 
     :param partition: partition keys (``{"date": "2026-01-31"}``).
     :param from_checksum: content checksum of the replaced partition (``None``: first landing).
@@ -58,6 +58,8 @@ class PartitionChanges:
     :param run_id: the Airflow run that pulled it (``None`` outside Airflow): a rerun of that
         run finds the record and reports the change again (see
         :func:`find_run_changes`).
+    :param written_ns: when the record was made (ns since the epoch): orders the records
+        (the file name starts with it) where tokens of one second would not.
     :param layout_changed: the partition was rewritten in another format or schema version
         (e.g. money as exact decimals); fields whose type changed are not compared, so the
         counts may all be zero.
@@ -76,13 +78,14 @@ class PartitionChanges:
     token: str = ""
     pulled_at: str = ""
     run_id: str | None = None
+    written_ns: int = 0
     layout_changed: bool = False
     version: int = CHANGES_VERSION
 
     @property
     def file_name(self) -> str:
-        """``_changes-<token>.json``."""
-        return f"{CHANGES_PREFIX}{self.token}.json"
+        """``_changes-<written_ns>-<token>.json`` (sorts by time)."""
+        return f"{CHANGES_PREFIX}{self.written_ns:020d}-{self.token}.json"
 
     @property
     def first_landing(self) -> bool:
@@ -300,6 +303,7 @@ def list_changes(partition: ObjectStoragePath) -> list[PartitionChanges]:
             out.append(PartitionChanges.from_json(child.fs.cat_file(child.path)))
         except (StorageError, FileNotFoundError):
             continue
+    out.sort(key=lambda record: (record.written_ns, record.file_name))
     return out
 
 

@@ -5,6 +5,7 @@ Layout (Hive style, readable by DuckDB/Spark/pyarrow.dataset)::
     <base>/<dataset>/date=YYYY-MM-DD/part-00000.parquet   (or part-00000.jsonl.gz)
     <base>/<dataset>/date=YYYY-MM-DD/part-00001.parquet   (Parquet: one file per 250,000 rows)
     <base>/<dataset>/date=YYYY-MM-DD/_manifest.json
+    <base>/<dataset>/date=YYYY-MM-DD/_changes-<ns>-<token>.json  (what a re-pull changed)
     <base>/<dataset>/_staging/...                          (in-flight writes; ignored by readers)
     <base>/<dataset>/_trash/...                            (replaced partitions being removed)
 
@@ -34,6 +35,11 @@ Rules a reader relies on:
   files of another attempt until the next cleanup.
 * A rerun replaces the partition exactly: the manifest names only the new files, and the
   previous files are removed (at once locally; on an object store once no writer needs them).
+* Change-aware publishing (``commit(only_if_changed=True)``, the conversion landing's): a pull
+  with the published content checksum publishes nothing, and the partition stays byte for
+  byte; a changed one publishes a change record (:mod:`~affiliate_network.reports.changes`)
+  with it. Change records are named by no manifest and are kept: carried into the new folder
+  locally, never removed by the object-store cleanup.
 
 The content checksum identifies the data, not the bytes or the moment: it is a multiset hash
 (sum modulo 2**256 of the SHA-256 of each record's canonical bytes, see
@@ -627,7 +633,7 @@ class PartitionWriter:
         discarded and the partition, manifest included, stays byte for byte as it was. A
         changed one is compared with the partition it replaces and the change record
         (:class:`~affiliate_network.reports.changes.PartitionChanges`) is published with it as
-        ``_changes-<token>.json``, beside the manifest.
+        ``_changes-<ns>-<token>.json``, beside the manifest.
 
         :param request: request parameters to record (must not contain credentials).
         :param stats: extra pull statistics (pages, retries, seconds) for the manifest.
@@ -741,6 +747,7 @@ class PartitionWriter:
             token=self.token,
             pulled_at=manifest.pulled_at,
             run_id=run_id,
+            written_ns=time.time_ns(),
             layout_changed=previous is not None
             and (
                 previous.format != manifest.format
