@@ -23,6 +23,7 @@ from affiliate_network.operators.conversion_report import (
     dataset_asset,
 )
 from affiliate_network.operators.pools import reporting_pool
+from affiliate_network.operators.publish import PublishChangesOperator
 from affiliate_network.operators.reconciliation import ReconciliationOperator
 
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
@@ -45,12 +46,17 @@ run's data interval is the whole previous day), this DAG lands:
   into `<base>/conversions/date=YYYY-MM-DD/`.
 - `repull_trailing_window`: the `trailing_days` days before it (param, default 7), one pull
   per day, so on-hold approvals/rejections and sale-amount corrections reach the partitions
-  they belong to.
+  they belong to. A day whose content is unchanged is not rewritten; a changed one gets a
+  `_changes-<ns>-<token>.json` beside its manifest (status transitions, new/removed/updated ids).
+- `publish_conversions`: the `affiliate_network_conversions` asset event, listing the changed
+  days with their transition counts and the run's reconciliation (`"reconciled"`); **skipped**
+  when no day changed (no event, so DAGs scheduled on the asset run only when data changed).
+  The pulls carry no outlet and always end green when they worked.
 - `reconcile_conversions`: compares the run's day with the network's own aggregated report
   (per affiliate and offer: approved conversions, payout, revenue; no granular query), writes
-  `_reconciliation.json` beside the day's manifest, and emits the `conversions` asset event
-  with `"reconciled": true`. Beyond the tolerance (exact by default) it fails naming the cells
-  (param `on_mismatch`: `fail`, or `warn` to land and flag `"reconciled": false`).
+  `_reconciliation.json` beside the day's manifest; its verdict goes into the publish step's
+  event (`"reconciled": true`). Beyond the tolerance (exact by default) it fails naming the
+  cells (param `on_mismatch`: `fail`, or `warn` to land and flag `"reconciled": false`).
 - `affiliate_report_targets`: reads `include/reports.yaml` (one entry per affiliate
   connection, with its columns).
 - `affiliate_report` (mapped, one task per affiliate; a failing affiliate is retried alone):
@@ -61,8 +67,9 @@ run's data interval is the whole previous day), this DAG lands:
 
 **Partitions.** A partition is complete iff it holds `_manifest.json` (row count, content
 checksum, request parameters, pull time, package version). Publishing is atomic: a crashed or
-killed task never leaves a partition that looks complete. A rerun replaces the partition
-exactly; the same API data gives the same `content_checksum`.
+killed task never leaves a partition that looks complete. The same API data gives the same
+`content_checksum`: a rerun of an unchanged day leaves its partition as it is, a changed day
+is replaced exactly.
 
 **Backfill.** `airflow backfill create --dag-id affiliate_daily_reports --from-date 2026-01-01
 --to-date 2026-01-31` (dates inclusive): one run per day, each lands its own day (plus its
@@ -113,9 +120,10 @@ default_args = {
     },
 )
 def affiliate_daily_reports() -> None:
-    conversions = dataset_asset("conversions")
-    # The run's day is announced by its reconciliation (extra "reconciled"), not by the pull:
-    # a downstream DAG scheduled on the asset hears of the day once it matches the network.
+    # No outlet on the pulls nor on the reconciliation: the publish step announces only changed
+    # days (with the run's reconciliation), and is skipped (no asset event) when none changed,
+    # while the pulls themselves end green. A day that does not reconcile fails its task, so the
+    # publish step is upstream_failed: downstream DAGs never hear of an unreconciled day.
     pull = ConversionReportOperator(
         task_id="pull_conversions",
         **reporting_pool(),
@@ -127,7 +135,7 @@ def affiliate_daily_reports() -> None:
         task_id="reconcile_conversions",
         **reporting_pool(),
         on_mismatch="{{ params.on_mismatch }}",
-        outlets=[conversions],
+        outlets=[],
         # A difference is not transient: re-pull the day instead (ReconciliationError fails
         # without retries); transport trouble still gets the default retries.
     )
@@ -138,9 +146,16 @@ def affiliate_daily_reports() -> None:
         lookback_days="{{ params.trailing_days }}",
         show_conversions=True,
         show_events=True,
-        outlets=[conversions],
+        outlets=[],
     )
-    pull >> repull
+    publish = PublishChangesOperator(
+        task_id="publish_conversions",
+        dataset="conversions",
+        source_task_ids=["pull_conversions", "repull_trailing_window"],
+        reconciliation_task_id="reconcile_conversions",
+    )
+    pull >> repull >> publish
+    reconcile >> publish
 
     # One mapped-task kwargs dict per affiliate connection in include/reports.yaml.
     targets = AffiliateReportTargetsOperator(task_id="affiliate_report_targets")

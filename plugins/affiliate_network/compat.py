@@ -27,11 +27,16 @@ from __future__ import annotations
 from typing import Any
 
 try:  # Airflow 3.2+
-    from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+    from airflow.sdk.exceptions import (
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSkipException,
+    )
 except ImportError:  # Airflow 3.1
     from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
         AirflowFailException,
         AirflowNotFoundException,
+        AirflowSkipException,
     )
 
 try:  # Airflow 3.2+
@@ -44,6 +49,7 @@ except ImportError:  # Airflow 3.1
 __all__ = [
     "AirflowFailException",
     "AirflowNotFoundException",
+    "AirflowSkipException",
     "CronDataIntervalTimetable",
     "add_asset_partitions",
 ]

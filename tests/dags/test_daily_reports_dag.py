@@ -51,6 +51,7 @@ def test_tasks_retries_and_mapping(dag) -> None:
         "pull_conversions",
         "repull_trailing_window",
         "reconcile_conversions",
+        "publish_conversions",
         "affiliate_report_targets",
         "affiliate_report",
     }
@@ -59,20 +60,25 @@ def test_tasks_retries_and_mapping(dag) -> None:
         assert task.retries >= 1
         assert task.retry_exponential_backoff
     assert dag.get_task("repull_trailing_window").upstream_task_ids == {"pull_conversions"}
+    # The conversions event comes from the publish step after both pulls (skipped when no day
+    # changed); the pulls carry no outlet, so they end green whenever they worked.
+    publish = dag.get_task("publish_conversions")
+    assert publish.upstream_task_ids == {"repull_trailing_window", "reconcile_conversions"}
+    assert publish.trigger_rule == "all_success"
+    assert publish.downstream_task_ids == set()
+    assert dag.get_task("pull_conversions").outlets == []
+    assert dag.get_task("repull_trailing_window").outlets == []
     mapped = dag.get_task("affiliate_report")
     assert mapped.is_mapped
     # Every dataset the DAG writes is a registered outlet of its producing task (a mapped
     # operator's __init__ runs only at execution: an outlet set there never reached the
     # Assets view).
     assert [a.name for a in mapped.outlets] == ["affiliate_network_affiliate_reports"]
-    # The run's day is announced by its reconciliation (extra "reconciled"), not by the pull.
-    assert dag.get_task("pull_conversions").outlets == []
+    assert [a.name for a in publish.outlets] == ["affiliate_network_conversions"]
+    # The run's reconciliation feeds the publish step's event; it carries no outlet itself.
     reconcile = dag.get_task("reconcile_conversions")
     assert reconcile.upstream_task_ids == {"pull_conversions"}
-    assert [a.name for a in reconcile.outlets] == ["affiliate_network_conversions"]
-    assert [a.name for a in dag.get_task("repull_trailing_window").outlets] == [
-        "affiliate_network_conversions"
-    ]
+    assert reconcile.outlets == []
     assert dag.params["trailing_days"] == 7
     assert dag.params["on_mismatch"] == "fail"
 
@@ -174,3 +180,87 @@ def _single_run_connection(request, make_connection) -> None:
     if "sandbox" in request.fixturenames:
         sandbox = request.getfixturevalue("sandbox")
         make_connection("dag_test_network", host=sandbox.base_url, key=sandbox.keys["network"])
+
+
+def _dag_run_env(sandbox, base) -> dict[str, str]:
+    env = os.environ.copy()
+    env["AIRFLOW_CONN_AFFILIATE_NETWORK_DEFAULT"] = json.dumps(
+        {"conn_type": "affiliate_network", "host": sandbox.base_url,
+         "password": sandbox.keys["network"], "extra": {"portal": "network"}}
+    )  # fmt: skip
+    for affiliate, key in sandbox.keys["affiliate"].items():
+        env[f"AIRFLOW_CONN_AFFILIATE_NETWORK_AFFILIATE_{affiliate}"] = json.dumps(
+            {"conn_type": "affiliate_network", "host": sandbox.base_url, "password": key,
+             "extra": {"portal": "affiliate"}}
+        )  # fmt: skip
+    env["AFFILIATE_NETWORK_DATA_BASE"] = str(base)
+    return env
+
+
+def _metadata_db(env: dict[str, str]) -> str:
+    """The SQLite file the ``airflow dags test`` runs wrote to (their environment's)."""
+    url = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert url.startswith("sqlite:///"), url
+    return url.removeprefix("sqlite:///")
+
+
+def _conversion_events(db: str) -> list[tuple[str, str, str]]:
+    """``(source run id, source task id, extra)`` of every conversions asset event."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=rw", uri=True) as conn:
+        return conn.execute(
+            "SELECT e.source_run_id, e.source_task_id, e.extra FROM asset_event e "
+            "JOIN asset a ON a.id = e.asset_id WHERE a.name = 'affiliate_network_conversions' "
+            "ORDER BY e.id"
+        ).fetchall()
+
+
+def _task_state(db: str, logical_day: str, task_id: str) -> str:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=rw", uri=True) as conn:
+        run_id = conn.execute(
+            "SELECT run_id FROM dag_run WHERE dag_id = ? AND logical_date LIKE ? "
+            "ORDER BY id DESC LIMIT 1",
+            (DAG_ID, f"{logical_day}%"),
+        ).fetchone()[0]
+        return conn.execute(
+            "SELECT state FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
+            (DAG_ID, run_id, task_id),
+        ).fetchone()[0]
+
+
+def test_a_run_that_changes_nothing_emits_no_asset_event(airflow_db, sandbox, tmp_path) -> None:
+    """Two real runs over the same days: the second lands nothing new and wakes no DAG."""
+    last = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    base = tmp_path / "data"
+    env = _dag_run_env(sandbox, base)
+    db = _metadata_db(env)
+
+    def run(logical: dt.date, trailing: int) -> None:
+        done = subprocess.run(
+            dags_test_command(DAG_ID, logical.isoformat(), conf={"trailing_days": trailing}),
+            env=env, capture_output=True, text=True, timeout=240, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+
+    # Run 1 lands last-1 with last-2 and last-3 behind it: three new days, one event.
+    run(last, 2)
+    assert _task_state(db, last.isoformat(), "publish_conversions") == "success"
+    events = _conversion_events(db)
+    assert events, "the first run announces its days"
+    announced = json.loads(events[-1][2])
+    assert announced["dataset"] == "conversions"
+    assert len(announced["partitions"]) == 3
+    files = {p: p.stat().st_mtime_ns for p in (base / "conversions").rglob("*") if p.is_file()}
+
+    # Run 2 pulls last-2 with last-3 behind it: both already landed, identical.
+    earlier = last - dt.timedelta(days=1)
+    run(earlier, 1)
+    for task_id in ("pull_conversions", "repull_trailing_window"):
+        assert _task_state(db, earlier.isoformat(), task_id) == "success"
+    assert _task_state(db, earlier.isoformat(), "publish_conversions") == "skipped"
+    # No event, so no DAG scheduled on the asset is queued to run.
+    assert _conversion_events(db) == events
+    assert {p: p.stat().st_mtime_ns for p in files} == files

@@ -18,6 +18,8 @@ from typing import Any
 
 import pendulum
 import pytest
+from airflow.sdk import ObjectStoragePath
+from airflow.sdk.exceptions import AirflowSkipException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from affiliate_network.exceptions import (
@@ -30,6 +32,8 @@ from affiliate_network.operators.conversion_report import (
     ConversionReportOperator,
     dataset_asset,
 )
+from affiliate_network.operators.publish import PublishChangesOperator
+from affiliate_network.reports.changes import list_changes
 from affiliate_network.reports.storage import (
     STAGING_DIR,
     is_complete,
@@ -111,13 +115,17 @@ def test_day_matches_truth_with_20pct_faults(sandbox, network_conn, tmp_path, da
 def test_rerun_replaces_partition_with_same_checksum(sandbox, network_conn, tmp_path, day) -> None:
     first = conversions_op(tmp_path).execute(interval_context(day))
     m1 = read_manifest(_partition(tmp_path, day))
-    second = conversions_op(tmp_path).execute(interval_context(day))
+    # No outlet: with the Asset as outlet an unchanged rerun ends skipped (no event).
+    second = conversions_op(tmp_path, outlets=[]).execute(interval_context(day))
+    assert second["partitions"][0]["rewritten"] is False
     m2 = read_manifest(_partition(tmp_path, day))
     assert m1 is not None
     assert m2 is not None
     assert m2.content_checksum == m1.content_checksum
     assert m2.row_count == m1.row_count == first["rows"] == second["rows"]
-    assert sorted(p.name for p in _partition(tmp_path, day).iterdir()) == [
+    assert sorted(
+        p.name for p in _partition(tmp_path, day).iterdir() if "changes" not in p.name
+    ) == [
         "_manifest.json",
         "part-00000.parquet",
     ]
@@ -460,3 +468,137 @@ def test_each_day_landed_is_logged(sandbox, network_conn, tmp_path, day, caplog)
     for i, line in enumerate(published):
         assert f"date={d0 + dt.timedelta(days=i)}" in line
         assert " rows, " in line
+
+
+# -- change-aware re-pulls (issue 28, item 3) --------------------------------------------------
+
+
+def _files_state(part: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of a partition with its bytes and modification time (ns)."""
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(part.iterdir())}
+
+
+def _next_day(day: str, days: int = 1) -> str:
+    return (dt.date.fromisoformat(day) + dt.timedelta(days=days)).isoformat()
+
+
+def test_unchanged_repull_rewrites_nothing_and_emits_no_event(
+    sandbox, network_conn, tmp_path, day
+) -> None:
+    conversions_op(tmp_path, outlets=[]).execute(interval_context(day))
+    part = _partition(tmp_path, day)
+    before = _files_state(part)
+    assert [n for n in before if n.startswith("_changes-")], "the first landing is recorded"
+
+    # The trailing re-pull of the next run, with the dataset's Asset as its outlet: nothing
+    # changed, so the task ends skipped (a skipped task emits no asset event).
+    with pytest.raises(AirflowSkipException, match="changed"):
+        conversions_op(tmp_path, lookback_days=1).execute(interval_context(_next_day(day)))
+    assert _files_state(part) == before  # not rewritten: same files, bytes and mtimes
+
+    # As in the daily DAG: the pull has no outlet and ends green, the publish step skips.
+    summary = conversions_op(tmp_path, lookback_days=1, outlets=[]).execute(
+        interval_context(_next_day(day))
+    )
+    assert summary["changed"] == []
+    [landed] = summary["partitions"]
+    assert (landed["date"], landed["changed"], landed["rewritten"]) == (day, False, False)
+    publish = PublishChangesOperator(task_id="publish", source_task_ids=["pull"])
+    assert [a.name for a in publish.outlets] == ["affiliate_network_conversions"]
+    with pytest.raises(AirflowSkipException, match="no partition of conversions changed"):
+        publish.publish(interval_context(_next_day(day)), [summary])
+    assert _files_state(part) == before
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_changed_day_alone_is_rewritten_with_its_changes(
+    sandbox, network_conn, tmp_path, day, fmt
+) -> None:
+    """A status change (on-hold PATCH) and a sale-amount change in one day of the window."""
+    first = (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
+    conversions_op(tmp_path, outlets=[], format=fmt).execute(interval_context(first, days=2))
+    parts = {d: _partition(tmp_path, d) for d in (first, day)}
+    before = {d: _files_state(p) for d, p in parts.items()}
+    old_checksum = read_manifest(parts[day]).content_checksum  # type: ignore[union-attr]
+
+    # What to change, read from a Parquet landing of the day (any format lands the same data).
+    conversions_op(tmp_path / "probe", outlets=[]).execute(interval_context(day))
+    rows = read_partition(_partition(tmp_path / "probe", day)).to_pylist()
+    held = next(
+        r for r in rows if r["rel_on_hold_status"] == "on_hold" and r["status"] != "approved"
+    )
+    amended = next(
+        r for r in rows
+        if not r["is_event"] and r["rel_on_hold_status"] is None
+        and r["conversion_id"] != held["conversion_id"]
+    )  # fmt: skip
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+    hook = AffiliateNetworkHook(network_conn)
+    assert hook.set_on_hold_status([held["rel_on_hold_conversion_id"]], "approved")
+    assert hook.set_sale_amount(
+        amended["conversion_id"], sale_amount=float(amended["sale_amount"] or 0) + 12.5
+    )
+
+    ctx = {**interval_context(_next_day(day)), "run_id": "scheduled__run_1"}
+    summary = conversions_op(tmp_path, lookback_days=2, format=fmt).execute(ctx)
+    assert summary["changed"] == [day]
+    assert _files_state(parts[first]) == before[first]  # the unchanged day: not rewritten
+    manifest = read_manifest(parts[day])
+    assert manifest is not None
+    assert manifest.content_checksum != old_checksum
+    assert is_complete(parts[day])
+    assert manifest.row_count == len(rows)  # readers see the data files only
+
+    transition = f"{held['status']}->approved"
+    records = list_changes(ObjectStoragePath(str(parts[day])))
+    assert len(records) == 2  # the first landing, then this change
+    record = records[-1]
+    assert (record.from_checksum, record.to_checksum) == (old_checksum, manifest.content_checksum)
+    assert record.transitions == {transition: 1}
+    assert record.ids[transition] == [held["conversion_id"]]
+    assert (record.new, record.removed, record.updated) == (0, 0, 1)
+    assert record.ids["updated"] == [amended["conversion_id"]]
+    assert record.run_id == "scheduled__run_1"
+
+    # The event names the changed day only, with its counts.
+    event = ctx["outlet_events"][dataset_asset("conversions")]
+    assert event.partition_keys == {f"date={day}"}
+    [announced] = event.extra["partitions"]
+    assert announced["date"] == day
+    assert announced["transitions"] == {transition: 1}
+    assert (announced["new"], announced["removed"], announced["updated"]) == (0, 0, 1)
+    assert announced["previous_checksum"] == old_checksum
+    assert announced["changes_file"] == record.file_name
+
+    # A retry of that run (it crashed after publishing) ends as the clean run did: the same
+    # change announced, nothing rewritten; another run finds nothing to announce.
+    after = _files_state(parts[day])
+    retry_ctx = {**interval_context(_next_day(day)), "run_id": "scheduled__run_1"}
+    retry = conversions_op(tmp_path, lookback_days=2, format=fmt).execute(retry_ctx)
+    assert retry["changed"] == [day]
+    assert retry_ctx["outlet_events"][dataset_asset("conversions")].extra == event.extra
+    assert _files_state(parts[day]) == after
+    with pytest.raises(AirflowSkipException):
+        conversions_op(tmp_path, lookback_days=2, format=fmt).execute(
+            {**interval_context(_next_day(day)), "run_id": "scheduled__run_2"}
+        )
+    assert _files_state(parts[day]) == after
+
+
+def test_the_published_event_carries_the_runs_reconciliation(
+    sandbox, network_conn, tmp_path, day
+) -> None:
+    """The daily DAG's publish step: changed days and the reconciliation task's verdict."""
+    summary = conversions_op(tmp_path, outlets=[]).execute(interval_context(day))
+    publish = PublishChangesOperator(
+        task_id="publish", source_task_ids=["pull"], reconciliation_task_id="reconcile"
+    )
+    context = interval_context(day)
+    verdict = {"date": day, "reconciled": True, "comparison": "x/_reconciliation.json"}
+    publish.publish(context, [summary], verdict)
+    [asset] = publish.outlets
+    extra = context["outlet_events"][asset].extra
+    assert extra["reconciled"] is True
+    assert extra["reconciliation"] == verdict
+    assert [p["date"] for p in extra["partitions"]] == [day]

@@ -855,3 +855,81 @@ def test_two_writers_of_one_local_partition(tmp_path: Path) -> None:
     query = "select count(*), count(distinct conversion_id) from read_parquet($files)"
     rows = read_manifest(target).row_count
     assert duckdb.execute(query, {"files": files}).fetchone() == (rows, rows)
+
+
+# -- change-aware publishing (issue 28, item 3) ------------------------------------------------
+
+
+def _commit_if_changed(
+    base: Path, recs: list[dict[str, Any]], fmt: str = "parquet", run_id: str | None = None
+) -> Any:
+    with PartitionWriter(base, "conversions", DAY, CONVERSION_SCHEMA, format=fmt) as writer:
+        writer.write(recs)
+        return writer.commit(
+            request=REQUEST, only_if_changed=True, status_field="status", run_id=run_id
+        )
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_changed_partition_records_transitions_new_removed_updated(
+    tmp_path: Path, fmt: str
+) -> None:
+    recs = records(30, status="pending")
+    first = _commit_if_changed(tmp_path, recs, fmt)
+    assert first.changes.first_landing
+    assert (first.changes.new, first.changes.ids) == (30, {})
+
+    changed = [dict(r) for r in recs[:-1]]  # the last one is no longer reported
+    changed[0]["status"] = "approved"
+    changed[1]["status"] = "approved"
+    changed[2]["status"] = "rejected"
+    changed[3]["sale_amount"] = 99.5  # same status, another field
+    changed.append(make_conversion(500))  # a new one
+    result = _commit_if_changed(tmp_path, changed, fmt)
+    c = result.changes
+    assert (result.changed, result.rewritten, c.layout_changed) == (True, True, False)
+    assert c.transitions == {"pending->approved": 2, "pending->rejected": 1}
+    assert c.ids["pending->approved"] == sorted(
+        [recs[0]["conversion_id"], recs[1]["conversion_id"]]
+    )
+    assert c.ids["pending->rejected"] == [recs[2]["conversion_id"]]
+    assert (c.new, c.removed, c.updated) == (1, 1, 1)
+    assert c.ids["new"] == [make_conversion(500)["conversion_id"]]
+    assert c.ids["removed"] == [recs[-1]["conversion_id"]]
+    assert c.ids["updated"] == [recs[3]["conversion_id"]]
+    assert (c.from_checksum, c.to_checksum) == (
+        first.manifest.content_checksum,
+        result.manifest.content_checksum,
+    )
+    # Both change records are there, beside the manifest; readers see the data files only.
+    names = sorted(p.name for p in part(tmp_path).iterdir() if p.name.startswith("_changes-"))
+    assert names == sorted([first.changes.file_name, c.file_name])
+    assert is_complete(part(tmp_path))
+    assert all("_changes" not in f for f in partition_files(tmp_path, "conversions"))
+
+
+def test_unchanged_partition_is_kept_byte_for_byte(tmp_path: Path) -> None:
+    recs = records(20)
+    _commit_if_changed(tmp_path, recs, run_id="run_1")
+    folder = tmp_path / "conversions" / "date=2026-01-15"
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+    again = _commit_if_changed(tmp_path, list(reversed(recs)), run_id="run_2")  # any order
+    assert (again.changed, again.rewritten, again.changes) == (False, False, None)
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+    assert after == before
+    assert not list((tmp_path / "conversions" / STAGING_DIR).iterdir())
+    # The run that published it, retried, still reports its change (and writes nothing).
+    retried = _commit_if_changed(tmp_path, recs, run_id="run_1")
+    assert (retried.changed, retried.rewritten) == (True, False)
+    assert retried.changes is not None
+    assert retried.changes.first_landing
+
+
+def test_new_layout_rewrites_an_identical_day_and_says_so(tmp_path: Path) -> None:
+    recs = records(10)
+    _commit_if_changed(tmp_path, recs, "jsonl")
+    result = _commit_if_changed(tmp_path, recs, "parquet")
+    assert result.rewritten
+    assert result.changes.layout_changed
+    assert result.changes.transitions == {}
+    assert read_manifest(part(tmp_path)).format == "parquet"

@@ -37,6 +37,7 @@ from affiliate_network.reports.schema import conversion_schema  # noqa: E402
 from affiliate_network.reports.storage import (  # noqa: E402
     MANIFEST_NAME,
     STAGING_DIR,
+    PartitionWriter,
     as_storage_path,
     is_complete,
     list_partitions,
@@ -335,3 +336,48 @@ def test_two_interleaved_writers_of_one_s3_partition(s3: Any, step: str) -> None
     assert partition_files(S3_BASE, "conversions") == [
         f"s3://{BUCKET}/{prefix}{f.name}" for f in manifest.files
     ]
+
+
+def _land_if_changed(day: str, records: list[dict[str, Any]]) -> Any:
+    request = {"from_date": day, "to_date": day, "timezone_id": 67, "currency_id": "USD"}
+    with PartitionWriter(S3_BASE, "conversions", {"date": day}, conversion_schema()) as writer:
+        writer.write(records)
+        return writer.commit(request=request, only_if_changed=True, status_field="status")
+
+
+def test_change_aware_publish_on_s3_keeps_unchanged_and_records_changes(
+    s3: Any, sandbox: Any, network_conn: str, day: str
+):
+    records = list(_pull_day(network_conn, day))
+    first = _land_if_changed(day, records)
+    assert first.changes is not None
+    assert first.changes.first_landing
+    keys = _keys(s3, _partition_prefix(day))
+    manifest_key = _partition_prefix(day) + MANIFEST_NAME
+    manifest_before = s3.get_object(Bucket=BUCKET, Key=manifest_key)["Body"].read()
+
+    # The same records again: nothing written, not even the manifest.
+    again = _land_if_changed(day, records)
+    assert (again.changed, again.rewritten) == (False, False)
+    assert _keys(s3, _partition_prefix(day)) == keys
+    assert s3.get_object(Bucket=BUCKET, Key=manifest_key)["Body"].read() == manifest_before
+
+    # One status changed: published with its change record; the first record stays too (the
+    # cleanup of unnamed files leaves change records alone).
+    changed = [dict(r) for r in records]
+    old_status = changed[0]["status"]
+    changed[0]["status"] = "rejected" if old_status != "rejected" else "approved"
+    third = _land_if_changed(day, changed)
+    assert third.rewritten
+    assert third.changes is not None
+    label = f"{old_status}->{changed[0]['status']}"
+    assert third.changes.transitions == {label: 1}
+    assert third.changes.ids[label] == [changed[0]["conversion_id"]]
+    names = [k.rsplit("/", 1)[1] for k in _keys(s3, _partition_prefix(day))]
+    assert sorted(n for n in names if n.startswith("_changes-")) == sorted(
+        [first.changes.file_name, third.changes.file_name]
+    )
+    partition = f"{S3_BASE}/conversions/date={day}"
+    assert is_complete(partition)
+    assert read_partition(partition).num_rows == len(records)
+    assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []

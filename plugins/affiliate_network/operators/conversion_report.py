@@ -21,10 +21,12 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from affiliate_network.compat import AirflowSkipException
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.affiliate_report import AffiliateReportOperator
 from affiliate_network.operators.assets import dataset_asset
 from affiliate_network.operators.lineage import CONVERSIONS_ENDPOINT
+from affiliate_network.operators.publish import changed_partitions_extra
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
 from affiliate_network.reports.window import MAX_WINDOW_DAYS
@@ -63,6 +65,16 @@ class ConversionReportOperator(ReportOperatorBase):
     ``_manifest.json``. Rerunning a day replaces its partition; the same API data gives the
     same content checksum.
 
+    Change-aware (``only_if_changed``, the default): a day whose pull has the published
+    partition's content checksum is not written again (its files and manifest stay byte for
+    byte); a changed day is published with a change record beside its manifest
+    (``_changes-<ns>-<token>.json``: status transitions, new, removed and updated ids). The summary
+    says per partition whether it ``changed``; the asset event lists only changed partitions,
+    and when none changed a task with an Asset outlet ends **skipped** (no event). In a DAG
+    where tasks follow the pull, give it ``outlets=[]`` and announce through
+    :class:`~affiliate_network.operators.publish.PublishChangesOperator` instead, as the daily
+    DAG does, so that the pull itself always ends green.
+
     :param affiliate_network_conn_id: network-portal connection.
     :param from_date: first day ``YYYY-MM-DD`` (templated); default: the data interval's start
         in the network timezone.
@@ -92,6 +104,8 @@ class ConversionReportOperator(ReportOperatorBase):
     :param row_group_rows: Parquet rows per row group (memory bound of the writer).
     :param hook_kwargs: extra :class:`AffiliateNetworkHook` arguments (``max_attempts``,
         ``base_delay``, ``concurrency`` ...).
+    :param only_if_changed: keep identical partitions and record changes (default); ``False``
+        republishes every day pulled (and every day counts as changed).
     """
 
     template_fields: Sequence[str] = (
@@ -128,6 +142,7 @@ class ConversionReportOperator(ReportOperatorBase):
         consistency_retries: int = 2,  # reports.landing.DEFAULT_CONSISTENCY_RETRIES (lazy)
         row_group_rows: int | None = None,
         hook_kwargs: dict[str, Any] | None = None,
+        only_if_changed: bool = True,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs:
@@ -160,6 +175,7 @@ class ConversionReportOperator(ReportOperatorBase):
         self.consistency_retries = consistency_retries
         self.row_group_rows = row_group_rows
         self.hook_kwargs = hook_kwargs
+        self.only_if_changed = only_if_changed
 
     def days(self, context: Context) -> list[dt.date]:
         """The days this run lands, oldest first."""
@@ -182,9 +198,10 @@ class ConversionReportOperator(ReportOperatorBase):
             check_report_history(days[0], self._timezone()[1])
         base = resolve_data_base(self.base_path)
         started = time.monotonic()
+        run_id = context.get("run_id")
         partitions: list[dict[str, Any]] = []
         for day in days:
-            partitions.append(self._land_day(self.hook, base, day))
+            partitions.append(self._land_day(self.hook, base, day, run_id))
             # Day by day: a later day failing still reports what was landed.
             self._record_endpoint_read(CONVERSIONS_ENDPOINT)
             self._record_partition_written(partitions[-1]["path"], partitions[-1]["rows"])
@@ -197,27 +214,35 @@ class ConversionReportOperator(ReportOperatorBase):
             "pages": sum(p["pages"] for p in partitions),
             "duplicates_dropped": sum(p["duplicates_dropped"] for p in partitions),
             "seconds": round(time.monotonic() - started, 3),
+            "changed": [p["date"] for p in partitions if p["changed"]],
         }
-        self._emit_asset_events(
-            context,
-            {
-                "dataset": self.dataset,
-                "partitions": [
-                    {k: p[k] for k in ("date", "path", "rows", "checksum")} for p in partitions
-                ],
-            },
-            [f"date={p['date']}" for p in partitions],
-        )
+        extra, keys = changed_partitions_extra(self.dataset, partitions)
+        self._emit_asset_events(context, extra, keys)
         self.log.info(
-            "Landed %d partition(s) of %s: %d rows, %d pages, %d duplicates dropped in %.1fs",
+            "Pulled %d partition(s) of %s, %d changed: %d rows, %d pages, "
+            "%d duplicates dropped in %.1fs",
             len(partitions),
             self.dataset,
+            len(keys),
             summary["rows"],
             summary["pages"],
             summary["duplicates_dropped"],
             summary["seconds"],
         )
+        if not keys and self._announces():
+            # Nothing to announce: skipped, so the outlet's Asset gets no event (a task with
+            # an outlet emits one on every success). The work above is done and kept.
+            raise AirflowSkipException(
+                f"none of the {len(partitions)} partition(s) of {self.dataset} changed: "
+                "no asset event"
+            )
         return summary
+
+    def _announces(self) -> bool:
+        """Whether this task has an Asset outlet (its success would emit an event)."""
+        from airflow.sdk import Asset
+
+        return any(isinstance(o, Asset) for o in self.outlets or ())
 
     def _request(self, day: dt.date) -> dict[str, Any]:
         return {
@@ -234,7 +259,9 @@ class ConversionReportOperator(ReportOperatorBase):
             "conn_id": self.affiliate_network_conn_id,
         }
 
-    def _land_day(self, hook: AffiliateNetworkHook, base: str, day: dt.date) -> dict[str, Any]:
+    def _land_day(
+        self, hook: AffiliateNetworkHook, base: str, day: dt.date, run_id: str | None = None
+    ) -> dict[str, Any]:
         from affiliate_network.reports.landing import land_conversion_day
 
         return land_conversion_day(
@@ -250,4 +277,6 @@ class ConversionReportOperator(ReportOperatorBase):
             filters=self.filters,
             search_terms=self.search_terms,
             log=self.log,
+            only_if_changed=self.only_if_changed,
+            run_id=run_id,
         )

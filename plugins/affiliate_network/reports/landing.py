@@ -42,6 +42,8 @@ def land_conversion_day(
     search_terms: Any,
     log: TaskLog,
     consistency_wait_s: float = DEFAULT_CONSISTENCY_WAIT_S,
+    only_if_changed: bool = False,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """Pull ``day`` and publish it atomically as ``<base>/<dataset>/date=<day>/``.
 
@@ -56,7 +58,14 @@ def land_conversion_day(
     :param consistency_retries: extra pulls of a shifted day (default
         :data:`DEFAULT_CONSISTENCY_RETRIES` in the operator).
     :param consistency_wait_s: seconds between pulls of a shifted day.
-    :returns: a small summary (path, rows, pages, duplicates dropped, checksum).
+    :param only_if_changed: a pull identical to the published partition (same content
+        checksum) publishes nothing and leaves it byte for byte; a changed one publishes its
+        change record beside the manifest (status transitions, new, removed and updated ids:
+        :mod:`affiliate_network.reports.changes`).
+    :param run_id: the Airflow run pulling, kept in the change record (a rerun of the run
+        reports the change it made again, so a crash after publishing loses no event).
+    :returns: a small summary (path, rows, pages, duplicates dropped, checksum, and whether
+        the day ``changed``, was ``rewritten``, and the ``changes`` counts without the ids).
     :raises PullShiftedError: every pull of the day shifted.
     """
     prefer_system_arrow_pool()  # a no-op after the operator's call (pyarrow is loaded by now)
@@ -89,7 +98,13 @@ def land_conversion_day(
                     expected=st.total_count,
                     got=writer.rows,
                 )
-            result = writer.commit(request=request, stats=_pull_stats(st, attempt))
+            result = writer.commit(
+                request=request,
+                stats=_pull_stats(st, attempt),
+                only_if_changed=only_if_changed,
+                status_field="status",
+                run_id=run_id,
+            )
         m = result.manifest
         return {
             "date": day.isoformat(),
@@ -98,6 +113,9 @@ def land_conversion_day(
             "pages": st.pages,
             "duplicates_dropped": m.duplicates_dropped,
             "checksum": m.content_checksum,
+            "changed": result.changed,
+            "rewritten": result.rewritten,
+            "changes": None if result.changes is None else result.changes.summary(),
         }
 
     pulls = consistency_retries + 1

@@ -5,6 +5,7 @@ Layout (Hive style, readable by DuckDB/Spark/pyarrow.dataset)::
     <base>/<dataset>/date=YYYY-MM-DD/part-00000.parquet   (or part-00000.jsonl.gz)
     <base>/<dataset>/date=YYYY-MM-DD/part-00001.parquet   (Parquet: one file per 250,000 rows)
     <base>/<dataset>/date=YYYY-MM-DD/_manifest.json
+    <base>/<dataset>/date=YYYY-MM-DD/_changes-<ns>-<token>.json  (what a re-pull changed)
     <base>/<dataset>/_staging/...                          (in-flight writes; ignored by readers)
     <base>/<dataset>/_trash/...                            (replaced partitions being removed)
 
@@ -34,6 +35,11 @@ Rules a reader relies on:
   files of another attempt until the next cleanup.
 * A rerun replaces the partition exactly: the manifest names only the new files, and the
   previous files are removed (at once locally; on an object store once no writer needs them).
+* Change-aware publishing (``commit(only_if_changed=True)``, the conversion landing's): a pull
+  with the published content checksum publishes nothing, and the partition stays byte for
+  byte; a changed one publishes a change record (:mod:`~affiliate_network.reports.changes`)
+  with it. Change records are named by no manifest and are kept: carried into the new folder
+  locally, never removed by the object-store cleanup.
 
 The content checksum identifies the data, not the bytes or the moment: it is a multiset hash
 (sum modulo 2**256 of the SHA-256 of each record's canonical bytes, see
@@ -55,6 +61,7 @@ import hashlib
 import itertools
 import logging
 import os
+import shutil
 import time
 import uuid
 from collections import deque
@@ -76,6 +83,12 @@ from affiliate_network.exceptions import (
 )
 from affiliate_network.gcpause import paused_gc
 from affiliate_network.report_columns import FORMATS
+from affiliate_network.reports.changes import (
+    CHANGES_PREFIX,
+    PartitionChanges,
+    diff_partitions,
+    find_run_changes,
+)
 from affiliate_network.reports.schema import (
     FORMAT_SUFFIX,
     RecordSchema,
@@ -210,10 +223,22 @@ class Manifest:
 
 @dataclass
 class PublishResult:
-    """What :meth:`PartitionWriter.commit` returns."""
+    """What :meth:`PartitionWriter.commit` returns.
+
+    :param path: the partition.
+    :param manifest: its manifest (the previous one, kept, when nothing changed).
+    :param changed: whether the partition's content changed (or this run changed it before:
+        see :func:`~affiliate_network.reports.changes.find_run_changes`).
+    :param rewritten: whether this commit published files (``False``: the partition was
+        left byte for byte as it was).
+    :param changes: what changed (``None`` when nothing did, or changes were not tracked).
+    """
 
     path: str
     manifest: Manifest
+    changed: bool = True
+    rewritten: bool = True
+    changes: PartitionChanges | None = None
 
     @property
     def rows(self) -> int:
@@ -597,11 +622,26 @@ class PartitionWriter:
         *,
         request: dict[str, Any],
         stats: dict[str, Any] | None = None,
+        only_if_changed: bool = False,
+        status_field: str | None = None,
+        run_id: str | None = None,
     ) -> PublishResult:
         """Close the data file, write the manifest, and publish the partition in one step.
 
+        With ``only_if_changed``, a pull whose content equals the published partition's (same
+        content checksum, row count, format and schema) publishes nothing: the staged files are
+        discarded and the partition, manifest included, stays byte for byte as it was. A
+        changed one is compared with the partition it replaces and the change record
+        (:class:`~affiliate_network.reports.changes.PartitionChanges`) is published with it as
+        ``_changes-<ns>-<token>.json``, beside the manifest.
+
         :param request: request parameters to record (must not contain credentials).
         :param stats: extra pull statistics (pages, retries, seconds) for the manifest.
+        :param only_if_changed: keep an identical partition and record what changed.
+        :param status_field: the records' status field, counted by transition (needs the
+            schema's key field); ``None``: no record-level comparison, counts only.
+        :param run_id: the Airflow run pulling (in the change record: a rerun of the run
+            reports its change again).
         """
         if self._committed:
             raise StorageError("partition already committed")
@@ -620,10 +660,16 @@ class PartitionWriter:
             schema=self.schema.describe(),
             stats=stats or {},
         )
+        changes: PartitionChanges | None = None
+        if only_if_changed:
+            previous = self._published_manifest()
+            if previous is not None and _same_content(previous, manifest):
+                return self._keep(previous, run_id)
+            changes = self._changes(previous, manifest, status_field, run_id)
         if _is_local(self.partition):
-            self._publish_local(manifest)
+            self._publish_local(manifest, changes)
         else:
-            self._publish_object_store(manifest)
+            self._publish_object_store(manifest, changes)
         self._committed = True
         self._close_seen()
         log.info(
@@ -633,11 +679,87 @@ class PartitionWriter:
             manifest.duplicates_dropped,
             manifest.content_checksum,
         )
-        return PublishResult(path=str(self.partition), manifest=manifest)
+        if changes is not None:
+            log.info("Changes in %s: %s", self.partition, changes.summary())
+        return PublishResult(path=str(self.partition), manifest=manifest, changes=changes)
 
-    def _publish_local(self, manifest: Manifest) -> None:
-        # The manifest goes into the staged directory, so the rename publishes data and
-        # manifest together.
+    def _published_manifest(self) -> Manifest | None:
+        """The manifest of the complete partition published now, if any."""
+        try:
+            return read_manifest(self.partition) if is_complete(self.partition) else None
+        except StorageError:
+            return None  # unreadable: treated as absent, the pull replaces it
+
+    def _keep(self, previous: Manifest, run_id: str | None) -> PublishResult:
+        """Discard this pull (its content is the published one's); the partition stays."""
+        self.abort()
+        self._committed = True
+        recorded = None
+        if run_id is not None:
+            recorded = find_run_changes(self.partition, run_id, previous.content_checksum)
+        log.info(
+            "Unchanged %s (checksum %s): kept as published%s",
+            self.partition,
+            previous.content_checksum,
+            "; this run changed it before" if recorded else "",
+        )
+        return PublishResult(
+            path=str(self.partition),
+            manifest=previous,
+            changed=recorded is not None,
+            rewritten=False,
+            changes=recorded,
+        )
+
+    def _changes(
+        self,
+        previous: Manifest | None,
+        manifest: Manifest,
+        status_field: str | None,
+        run_id: str | None,
+    ) -> PartitionChanges:
+        """Compare this pull with the published partition (record by record when it can)."""
+        transitions: dict[str, int] = {}
+        new, removed, updated = manifest.row_count, 0, 0
+        ids: dict[str, list[str]] = {}
+        key = self.schema.key_field
+        if previous is not None:
+            new = 0
+            if status_field and key and previous.format == manifest.format:
+                transitions, new, removed, updated, ids = diff_partitions(
+                    [self.partition / e.name for e in previous.files],
+                    [self.staging / e.name for e in manifest.files],
+                    format=manifest.format,
+                    key=key,
+                    status=status_field,
+                )
+        return PartitionChanges(
+            partition=dict(self.keys),
+            from_checksum=None if previous is None else previous.content_checksum,
+            to_checksum=manifest.content_checksum,
+            rows_before=None if previous is None else previous.row_count,
+            rows=manifest.row_count,
+            transitions=transitions,
+            new=new,
+            removed=removed,
+            updated=updated,
+            ids=ids,
+            token=self.token,
+            pulled_at=manifest.pulled_at,
+            run_id=run_id,
+            written_ns=time.time_ns(),
+            layout_changed=previous is not None
+            and (
+                previous.format != manifest.format
+                or previous.schema.get("fingerprint") != manifest.schema.get("fingerprint")
+            ),
+        )
+
+    def _publish_local(self, manifest: Manifest, changes: PartitionChanges | None) -> None:
+        # The manifest (and the change record) go into the staged directory, so the rename
+        # publishes data, manifest and change record together.
+        if changes is not None:
+            _write_bytes(self.staging / changes.file_name, changes.to_json())
         _write_bytes(self.staging / MANIFEST_NAME, manifest.to_json())
         target = self.partition.path
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -656,6 +778,7 @@ class PartitionWriter:
         trash = self._trash.path
         moved_old = False
         if os.path.exists(target):
+            _carry_change_records(target, staged)
             os.makedirs(os.path.dirname(trash), exist_ok=True)
             os.rename(target, trash)
             moved_old = True
@@ -671,9 +794,13 @@ class PartitionWriter:
             if moved_old:
                 _rmtree_quiet(ObjectStoragePath(trash))
 
-    def _publish_object_store(self, manifest: Manifest) -> None:
+    def _publish_object_store(self, manifest: Manifest, changes: PartitionChanges | None) -> None:
         target = self.partition
         target.mkdir(parents=True, exist_ok=True)
+        # 0. The change record names the checksum it leads to: until the manifest below says
+        # that checksum, a reader (find_run_changes) does not count it.
+        if changes is not None:
+            _write_bytes(target / changes.file_name, changes.to_json())
         # 1. This attempt's files go in beside the previous ones under names of their own: the
         # previous manifest names only its files, so readers still see the previous partition.
         for entry in manifest.files:
@@ -727,6 +854,24 @@ _NO_STATISTICS = frozenset(
 def _statistics_columns(schema: pa.Schema) -> list[str]:
     """Columns that get Parquet min/max statistics: all but :data:`_NO_STATISTICS`."""
     return [name for name in schema.names if name not in _NO_STATISTICS]
+
+
+def _same_content(previous: Manifest, manifest: Manifest) -> bool:
+    """Whether a pull holds exactly the published partition's records in the same layout."""
+    return (
+        previous.content_checksum == manifest.content_checksum
+        and previous.row_count == manifest.row_count
+        and previous.format == manifest.format
+        and previous.schema.get("fingerprint") == manifest.schema.get("fingerprint")
+    )
+
+
+def _carry_change_records(published: str, staged: str) -> None:
+    """Copy the published partition's change records into the staged one (local): the swap
+    replaces the folder, and the history of its changes stays with it."""
+    for name in os.listdir(published):
+        if name.startswith(CHANGES_PREFIX) and not os.path.exists(os.path.join(staged, name)):
+            shutil.copy2(os.path.join(published, name), os.path.join(staged, name))
 
 
 def _rmtree_quiet(path: ObjectStoragePath) -> None:
@@ -793,7 +938,8 @@ def _remove_unnamed(
         return
     over: list[ObjectStoragePath] = []
     for child in list(partition.iterdir()):
-        if child.name == MANIFEST_NAME or child.name in named:
+        # Change records are history, named by no manifest: kept.
+        if child.name in named or child.name.startswith((MANIFEST_NAME, CHANGES_PREFIX)):
             continue
         token = _attempt_token(child.name)
         started = None if token is None else _token_started(token)
