@@ -427,9 +427,10 @@ def test_affiliate_operator_validates_columns_in_init(columns: list[str], messag
 def test_parquet_round_trip_of_sandbox_records(sandbox, network_conn, tmp_path, day) -> None:
     """Every field of every API record comes back from Parquet with its value and type."""
     import json
+    from decimal import Decimal
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.reports.schema import TIMESTAMP_FIELDS, conversion_schema
+    from affiliate_network.reports.schema import MONEY_FIELDS, TIMESTAMP_FIELDS, conversion_schema
 
     api = list(
         AffiliateNetworkHook(network_conn).iter_conversions(
@@ -448,6 +449,9 @@ def test_parquet_round_trip_of_sandbox_records(sandbox, network_conn, tmp_path, 
                 assert json.loads(row[name]) == value
             elif name in TIMESTAMP_FIELDS:  # schema 3: Unix seconds land as UTC datetimes
                 assert row[name].timestamp() == value, name
+            elif name in MONEY_FIELDS:  # schema 4: exact decimals, the JSON number's digits
+                assert isinstance(row[name], Decimal), name
+                assert row[name] == Decimal(repr(value)), name
             elif name in row:
                 assert row[name] == (None if value == "" else value), name  # "" lands as null
                 if isinstance(value, float):
