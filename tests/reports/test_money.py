@@ -36,8 +36,8 @@ from affiliate_network.reports.schema import (
     money_type,
 )
 from affiliate_network.reports.storage import PartitionWriter, read_partition
-from affiliate_network.rules.cli import load_records
 from affiliate_network.rules.engine import RuleSet
+from affiliate_network.rules.records import load_records
 
 SCHEMA = conversion_schema()
 DAY = "2026-01-15"

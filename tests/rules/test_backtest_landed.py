@@ -17,9 +17,10 @@ from decimal import Decimal
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.paths import PROJECT_ROOT
 from affiliate_network.reports.storage import list_partitions, read_partition
-from affiliate_network.rules.cli import as_record, main
+from affiliate_network.rules.cli import main
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.fields import on_hold_status
+from affiliate_network.rules.records import as_record
 from tests.support.landed_history import land_days
 
 RULES = PROJECT_ROOT / "include" / "onhold_rules.yaml"

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.rules.cli import as_record
 from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_since, on_hold_status
+from affiliate_network.rules.records import as_record
 
 if TYPE_CHECKING:
     from affiliate_network.rules.engine import RuleSet

@@ -71,10 +71,10 @@ class LandedDay:
                         cols = None if wanted is None else [c for c in wanted if c in names]
                         yield from pf.iter_batches(batch_size=BATCH_ROWS, columns=cols)
                 else:
-                    from affiliate_network.rules.cli import _read_json
+                    from affiliate_network.rules.records import read_json_rows
 
                     rows: list[dict[str, Any]] = []
-                    for row in _read_json(file):
+                    for row in read_json_rows(file):
                         rows.append(row)
                         if len(rows) == BATCH_ROWS:
                             yield pa.RecordBatch.from_pylist(rows)
