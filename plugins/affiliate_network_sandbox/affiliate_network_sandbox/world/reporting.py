@@ -312,31 +312,9 @@ class ReportingArea(WorldBase):
     # ============================================================================================
 
     def entity_table(self, affiliate_id: int, body: Any) -> dict[str, Any]:
-        body = v.obj(body)
-        t0, t1 = self.window(body, "aggregate")
-        _, tzname = self.timezone(body)
-        currency = self.currency(body)
-        rate = choices.CURRENCY_RATES[currency]
-        cols_raw = v.req(body, "columns")
-        if not isinstance(cols_raw, list) or not 1 <= len(cols_raw) <= choices.MAX_COLUMNS:
-            raise invalid(f"columns must hold 1 to {choices.MAX_COLUMNS} items")
-        cols: list[str] = []
-        for item in cols_raw:
-            name = item.get("column") if isinstance(item, dict) else None
-            if name not in choices.ENTITY_COLUMNS and name not in choices.TIME_COLUMNS:
-                raise invalid(f"unknown column {name!r}")
-            if name in cols:
-                raise invalid(f"duplicate column {name!r}")
-            cols.append(name)
-        if sum(1 for c in cols if c in choices.TIME_COLUMNS) > 1:
-            raise invalid("at most one time column")
-        query = body.get("query") or {}
-        if not isinstance(query, dict):
-            raise invalid("query must be an object")
         allowed = {k: p for k, p in choices.CONVERSION_FILTER_FIELDS.items() if k != "affiliate"}
-        flt = self.filters(query.get("filters"), allowed)
-
-        tz = zoneinfo.ZoneInfo(tzname)
+        t0, t1, tz, currency, cols, flt = self._table_request(body, choices.ENTITY_COLUMNS, allowed)
+        rate = choices.CURRENCY_RATES[currency]
         gen = self.gen
         cat = self.catalog
         groups: dict[tuple[Any, ...], dict[str, float]] = {}
@@ -353,13 +331,7 @@ class ReportingArea(WorldBase):
                     if not all(q[k] in vals for k, vals in flt.items()):
                         continue
                 rec = gen.to_dict(gen.values(kind, c, idx, rate), currency)
-                key_parts = []
-                col_objs = []
-                for col in cols:
-                    cid, label = self._column_value(col, rec, tz, cat)
-                    key_parts.append(cid)
-                    col_objs.append({"column_type": col, "id": cid, "label": label})
-                key = tuple(key_parts)
+                key, col_objs = self._row_key(cols, rec, tz, cat)
                 agg = groups.get(key)
                 if agg is None:
                     agg = groups[key] = dict.fromkeys(
@@ -378,15 +350,7 @@ class ReportingArea(WorldBase):
                 elif rec["status"] == choices.STATUS_PENDING:
                     agg["oh"] += 1
                     agg["oh_rev"] += rec["payout"]
-        rows = [
-            {"columns": labels[key], "reporting": _reporting(groups[key])}
-            for key in sorted(groups)[: choices.MAX_TABLE_ROWS]
-        ]
-        # Public docs: a capped table answer carries ``incomplete_results: true``.
-        doc: dict[str, Any] = {"table": rows}
-        if len(groups) > choices.MAX_TABLE_ROWS:
-            doc["incomplete_results"] = True
-        return doc
+        return _table(groups, labels, _reporting)
 
     # ============================================================================================
     # POST /networks/reporting/entity/table
@@ -395,30 +359,10 @@ class ReportingArea(WorldBase):
     def network_entity_table(self, body: Any) -> dict[str, Any]:
         """The network's aggregated report, computed from the same records the conversion
         report serves, with their current statuses (``choices.NETWORK_COUNTED_STATUS``)."""
-        body = v.obj(body)
-        t0, t1 = self.window(body, "aggregate")
-        _, tzname = self.timezone(body)
-        currency = self.currency(body)
+        t0, t1, tz, currency, cols, flt = self._table_request(
+            body, choices.NETWORK_ENTITY_COLUMNS, choices.CONVERSION_FILTER_FIELDS
+        )
         rate = choices.CURRENCY_RATES[currency]
-        cols_raw = v.req(body, "columns")
-        if not isinstance(cols_raw, list) or not 1 <= len(cols_raw) <= choices.MAX_COLUMNS:
-            raise invalid(f"columns must hold 1 to {choices.MAX_COLUMNS} items")
-        cols: list[str] = []
-        for item in cols_raw:
-            name = item.get("column") if isinstance(item, dict) else None
-            if name not in choices.NETWORK_ENTITY_COLUMNS and name not in choices.TIME_COLUMNS:
-                raise invalid(f"unknown column {name!r}")
-            if name in cols:
-                raise invalid(f"duplicate column {name!r}")
-            cols.append(name)
-        if sum(1 for c in cols if c in choices.TIME_COLUMNS) > 1:
-            raise invalid("at most one time column")
-        query = body.get("query") or {}
-        if not isinstance(query, dict):
-            raise invalid("query must be an object")
-        flt = self.filters(query.get("filters"), choices.CONVERSION_FILTER_FIELDS)
-
-        tz = zoneinfo.ZoneInfo(tzname)
         gen = self.gen
         cat = self.catalog
         money = ("payout", "revenue", "oh_payout", "oh_revenue")
@@ -432,13 +376,7 @@ class ReportingArea(WorldBase):
                     if not all(q[k] in vals for k, vals in flt.items()):
                         continue
                 rec = gen.to_dict(gen.values(kind, c, idx, rate), currency)
-                key_parts = []
-                col_objs = []
-                for col in cols:
-                    cid, label = self._column_value(col, rec, tz, cat)
-                    key_parts.append(cid)
-                    col_objs.append({"column_type": col, "id": cid, "label": label})
-                key = tuple(key_parts)
+                key, col_objs = self._row_key(cols, rec, tz, cat)
                 agg = groups.get(key)
                 if agg is None:
                     agg = groups[key] = {"cv": 0, "event": 0, **dict.fromkeys(money, Decimal(0))}
@@ -455,14 +393,51 @@ class ReportingArea(WorldBase):
                     agg["oh"] += 1
                     agg["oh_payout"] += payout
                     agg["oh_revenue"] += revenue
-        rows = [
-            {"columns": labels[key], "reporting": _network_reporting(groups[key])}
-            for key in sorted(groups)[: choices.MAX_TABLE_ROWS]
-        ]
-        doc: dict[str, Any] = {"table": rows}
-        if len(groups) > choices.MAX_TABLE_ROWS:
-            doc["incomplete_results"] = True
-        return doc
+        return _table(groups, labels, _network_reporting)
+
+    def _table_request(
+        self, body: Any, columns: Any, filter_fields: Any
+    ) -> tuple[int, int, Any, str, list[str], dict[str, Any]]:
+        """An aggregated report's body: window, timezone, currency, columns and filters.
+
+        :returns: ``(t0, t1, tz, currency, columns, filters)``.
+        """
+        body = v.obj(body)
+        t0, t1 = self.window(body, "aggregate")
+        _, tzname = self.timezone(body)
+        currency = self.currency(body)
+        cols_raw = v.req(body, "columns")
+        if not isinstance(cols_raw, list) or not 1 <= len(cols_raw) <= choices.MAX_COLUMNS:
+            raise invalid(f"columns must hold 1 to {choices.MAX_COLUMNS} items")
+        cols: list[str] = []
+        for item in cols_raw:
+            name = item.get("column") if isinstance(item, dict) else None
+            if not isinstance(name, str) or (
+                name not in columns and name not in choices.TIME_COLUMNS
+            ):
+                raise invalid(f"unknown column {name!r}")
+            if name in cols:
+                raise invalid(f"duplicate column {name!r}")
+            cols.append(name)
+        if sum(1 for c in cols if c in choices.TIME_COLUMNS) > 1:
+            raise invalid("at most one time column")
+        query = body.get("query") or {}
+        if not isinstance(query, dict):
+            raise invalid("query must be an object")
+        flt = self.filters(query.get("filters"), filter_fields)
+        return t0, t1, zoneinfo.ZoneInfo(tzname), currency, cols, flt
+
+    def _row_key(
+        self, cols: list[str], rec: dict[str, Any], tz: Any, cat: Catalog
+    ) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+        """A record's group key and its ``columns`` items (``column_type``, ``id``, ``label``)."""
+        key_parts = []
+        col_objs = []
+        for col in cols:
+            cid, label = self._column_value(col, rec, tz, cat)
+            key_parts.append(cid)
+            col_objs.append({"column_type": col, "id": cid, "label": label})
+        return tuple(key_parts), col_objs
 
     @staticmethod
     def _column_value(col: str, rec: dict[str, Any], tz: Any, cat: Catalog) -> tuple[str, str]:
@@ -589,3 +564,19 @@ def _flowchart_conversion(
             "status": snaps[-1]["status"],
         }
     return item
+
+
+def _table(
+    groups: dict[tuple[Any, ...], Any],
+    labels: dict[tuple[Any, ...], list[dict[str, Any]]],
+    reporting: Any,
+) -> dict[str, Any]:
+    """The ``table`` answer, capped; a capped answer carries ``incomplete_results: true``."""
+    rows = [
+        {"columns": labels[key], "reporting": reporting(groups[key])}
+        for key in sorted(groups)[: choices.MAX_TABLE_ROWS]
+    ]
+    doc: dict[str, Any] = {"table": rows}
+    if len(groups) > choices.MAX_TABLE_ROWS:
+        doc["incomplete_results"] = True
+    return doc
