@@ -2,6 +2,7 @@
 
 import datetime as dt
 import zoneinfo
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -319,37 +320,34 @@ class ReportingArea(WorldBase):
         cat = self.catalog
         groups: dict[tuple[Any, ...], dict[str, float]] = {}
         labels: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-        for seg in gen.segments(t0, t1, conversions=True, events=True):
-            c, kind = seg.ctx, seg.kind
-            for idx in range(seg.lo, seg.hi):
-                i = idx if kind == KIND_CONVERSION else (idx * c.n) // c.e
-                u = gen.core(c, i)[0]
-                if gen.pair((u >> 16) % gen.pairs).fid != affiliate_id:
-                    continue
-                if flt:
-                    q = self.quick(kind, c, idx)
-                    if not all(q[k] in vals for k, vals in flt.items()):
-                        continue
-                rec = gen.to_dict(gen.values(kind, c, idx, rate), currency)
-                key, col_objs = self._row_key(cols, rec, tz, cat)
-                agg = groups.get(key)
-                if agg is None:
-                    agg = groups[key] = dict.fromkeys(
-                        ("clicks", "cv", "event", "revenue", "oh", "oh_rev"), 0.0
-                    )
-                    labels[key] = col_objs
-                if kind == KIND_EVENT:
-                    agg["event"] += 1
-                    agg["revenue"] += rec["payout"]
-                    continue
-                lo_c, hi_c = choices.CLICKS_PER_CONVERSION_RANGE
-                agg["clicks"] += lo_c + (u >> 48) % (hi_c - lo_c + 1)
-                if rec["status"] == choices.STATUS_APPROVED:
-                    agg["cv"] += 1
-                    agg["revenue"] += rec["payout"]
-                elif rec["status"] == choices.STATUS_PENDING:
-                    agg["oh"] += 1
-                    agg["oh_rev"] += rec["payout"]
+        rows = self._table_records(
+            t0,
+            t1,
+            flt,
+            rate,
+            currency,
+            keep=lambda u: gen.pair((u >> 16) % gen.pairs).fid == affiliate_id,
+        )
+        for kind, u, rec in rows:
+            key, col_objs = self._row_key(cols, rec, tz, cat)
+            agg = groups.get(key)
+            if agg is None:
+                agg = groups[key] = dict.fromkeys(
+                    ("clicks", "cv", "event", "revenue", "oh", "oh_rev"), 0.0
+                )
+                labels[key] = col_objs
+            if kind == KIND_EVENT:
+                agg["event"] += 1
+                agg["revenue"] += rec["payout"]
+                continue
+            lo_c, hi_c = choices.CLICKS_PER_CONVERSION_RANGE
+            agg["clicks"] += lo_c + (u >> 48) % (hi_c - lo_c + 1)
+            if rec["status"] == choices.STATUS_APPROVED:
+                agg["cv"] += 1
+                agg["revenue"] += rec["payout"]
+            elif rec["status"] == choices.STATUS_PENDING:
+                agg["oh"] += 1
+                agg["oh_rev"] += rec["payout"]
         return _table(groups, labels, _reporting)
 
     # ============================================================================================
@@ -363,36 +361,28 @@ class ReportingArea(WorldBase):
             body, choices.NETWORK_ENTITY_COLUMNS, choices.CONVERSION_FILTER_FIELDS
         )
         rate = choices.CURRENCY_RATES[currency]
-        gen = self.gen
         cat = self.catalog
         money = ("payout", "revenue", "oh_payout", "oh_revenue")
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         labels: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-        for seg in gen.segments(t0, t1, conversions=True, events=True):
-            c, kind = seg.ctx, seg.kind
-            for idx in range(seg.lo, seg.hi):
-                if flt:
-                    q = self.quick(kind, c, idx)
-                    if not all(q[k] in vals for k, vals in flt.items()):
-                        continue
-                rec = gen.to_dict(gen.values(kind, c, idx, rate), currency)
-                key, col_objs = self._row_key(cols, rec, tz, cat)
-                agg = groups.get(key)
-                if agg is None:
-                    agg = groups[key] = {"cv": 0, "event": 0, **dict.fromkeys(money, Decimal(0))}
-                    agg["oh"] = 0
-                    labels[key] = col_objs
-                # Exact sums of the amounts as served (their shortest text), rounded once.
-                payout, revenue = Decimal(repr(rec["payout"])), Decimal(repr(rec["revenue"]))
-                status = rec["status"]
-                if status == choices.NETWORK_COUNTED_STATUS:
-                    agg["event" if kind == KIND_EVENT else "cv"] += 1
-                    agg["payout"] += payout
-                    agg["revenue"] += revenue
-                elif status == choices.NETWORK_ON_HOLD_STATUS and kind == KIND_CONVERSION:
-                    agg["oh"] += 1
-                    agg["oh_payout"] += payout
-                    agg["oh_revenue"] += revenue
+        for kind, _u, rec in self._table_records(t0, t1, flt, rate, currency):
+            key, col_objs = self._row_key(cols, rec, tz, cat)
+            agg = groups.get(key)
+            if agg is None:
+                agg = groups[key] = {"cv": 0, "event": 0, **dict.fromkeys(money, Decimal(0))}
+                agg["oh"] = 0
+                labels[key] = col_objs
+            # Exact sums of the amounts as served (their shortest text), rounded once.
+            payout, revenue = Decimal(repr(rec["payout"])), Decimal(repr(rec["revenue"]))
+            status = rec["status"]
+            if status == choices.NETWORK_COUNTED_STATUS:
+                agg["event" if kind == KIND_EVENT else "cv"] += 1
+                agg["payout"] += payout
+                agg["revenue"] += revenue
+            elif status == choices.NETWORK_ON_HOLD_STATUS and kind == KIND_CONVERSION:
+                agg["oh"] += 1
+                agg["oh_payout"] += payout
+                agg["oh_revenue"] += revenue
         return _table(groups, labels, _network_reporting)
 
     def _table_request(
@@ -426,6 +416,35 @@ class ReportingArea(WorldBase):
             raise invalid("query must be an object")
         flt = self.filters(query.get("filters"), filter_fields)
         return t0, t1, zoneinfo.ZoneInfo(tzname), currency, cols, flt
+
+    def _table_records(
+        self,
+        t0: int,
+        t1: int,
+        flt: dict[str, Any],
+        rate: float,
+        currency: str,
+        keep: Any = None,
+    ) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """The window's conversions and events that pass ``filters`` (and ``keep(u)``).
+
+        :returns: ``(kind, u, record)``; ``u`` is the record's core draw (0 without ``keep``).
+        """
+        gen = self.gen
+        for seg in gen.segments(t0, t1, conversions=True, events=True):
+            c, kind = seg.ctx, seg.kind
+            for idx in range(seg.lo, seg.hi):
+                u = 0
+                if keep is not None:
+                    i = idx if kind == KIND_CONVERSION else (idx * c.n) // c.e
+                    u = gen.core(c, i)[0]
+                    if not keep(u):
+                        continue
+                if flt:
+                    q = self.quick(kind, c, idx)
+                    if not all(q[k] in vals for k, vals in flt.items()):
+                        continue
+                yield kind, u, gen.to_dict(gen.values(kind, c, idx, rate), currency)
 
     def _row_key(
         self, cols: list[str], rec: dict[str, Any], tz: Any, cat: Catalog
