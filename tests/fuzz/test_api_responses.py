@@ -30,19 +30,25 @@ class _Junk:
     body: bytes = b"{}"
     status: int = 200
     hits: int = 0
+    #: Requests being answered now (a stopped pull's worker threads may still be sending).
+    in_flight: int = 0
 
 
 class _Handler(BaseHTTPRequestHandler):
     def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        _Junk.hits += 1
-        self.send_response(_Junk.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(_Junk.body)))
-        self.end_headers()
-        self.wfile.write(_Junk.body)
+        _Junk.in_flight += 1
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            _Junk.hits += 1
+            self.send_response(_Junk.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(_Junk.body)))
+            self.end_headers()
+            self.wfile.write(_Junk.body)
+        finally:
+            _Junk.in_flight -= 1
 
     do_GET = do_POST = do_PATCH = _answer  # noqa: N815 (http.server's method names)
 
@@ -119,10 +125,13 @@ def _serve(body: bytes) -> None:
     pull that was stopped) have been answered, so the hit count is this pull's alone."""
     import time
 
+    # Quiet: nothing being answered and no new request for 0.5 s (under load a stopped pull's
+    # last request can take longer than a few milliseconds to arrive).
     last = -1
-    while last != _Junk.hits:
+    deadline = time.monotonic() + 10
+    while (last != _Junk.hits or _Junk.in_flight) and time.monotonic() < deadline:
         last = _Junk.hits
-        time.sleep(0.05)
+        time.sleep(0.5)
     _Junk.body, _Junk.hits = body, 0
 
 

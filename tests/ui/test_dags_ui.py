@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 
 #: Every dataset the DAGs write, as an Asset, with the tasks that produce it.
 ASSETS = {
-    "affiliate_network_conversions": {"reconcile_conversions", "repull_trailing_window"},
+    "affiliate_network_conversions": {"publish_conversions"},
     "affiliate_network_affiliate_reports": {"affiliate_report"},
 }
 
