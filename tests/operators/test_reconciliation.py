@@ -49,32 +49,28 @@ def test_a_clean_day_reconciles_and_its_event_says_so(sandbox, network_conn, tmp
     assert Path(event.extra["comparison"]).name == "_reconciliation.json"
 
 
+def _decide_first_pending(network_conn: str, day: str, status: str) -> dict:
+    """Approve or reject the day's first pending conversion on the network; return it."""
+    hook = AffiliateNetworkHook(network_conn)
+    try:
+        held = next(
+            r
+            for r in hook.iter_conversions(from_date=day, to_date=day, timezone_id=67)
+            if r["status"] == "pending"
+        )
+        ohid = held["relationship"]["on_hold_snapshots"][0]["on_hold_conversion_id"]
+        assert hook.set_on_hold_status([ohid], status) is True
+    finally:
+        hook.close()
+    return held
+
+
 def test_a_status_change_fails_without_retries_or_warns(sandbox, network_conn, tmp_path, day):
     conversions_op(tmp_path, outlets=[]).execute(interval_context(day))
-    hook = AffiliateNetworkHook(network_conn)
-    try:
-        held = next(
-            r
-            for r in hook.iter_conversions(from_date=day, to_date=day, timezone_id=67)
-            if r["status"] == "pending"
-        )
-        ohid = held["relationship"]["on_hold_snapshots"][0]["on_hold_conversion_id"]
-        assert hook.set_on_hold_status([ohid], "rejected") is True
-    finally:
-        hook.close()
+    _decide_first_pending(network_conn, day, "rejected")
     # Pending -> rejected changes no counted metric: still reconciles.
     assert reconcile_op(tmp_path).execute(interval_context(day))["reconciled"] is True
-    hook = AffiliateNetworkHook(network_conn)
-    try:
-        held = next(
-            r
-            for r in hook.iter_conversions(from_date=day, to_date=day, timezone_id=67)
-            if r["status"] == "pending"
-        )
-        ohid = held["relationship"]["on_hold_snapshots"][0]["on_hold_conversion_id"]
-        assert hook.set_on_hold_status([ohid], "approved") is True
-    finally:
-        hook.close()
+    held = _decide_first_pending(network_conn, day, "approved")
     cell = (
         f"affiliate {held['relationship']['affiliate']['network_affiliate_id']} "
         f"offer {held['relationship']['offer']['network_offer_id']}"
