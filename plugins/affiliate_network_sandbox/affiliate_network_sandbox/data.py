@@ -696,12 +696,24 @@ class Generator:
 
     # --- building records ------------------------------------------------------------------------
 
-    def values(self, kind: int, c: DayCtx, idx: int, rate: float = 1.0) -> tuple[Any, ...]:
-        """Per-record values of conversion or event ``idx`` of a day (writes applied).
+    def record_dict(self, kind: int, c: DayCtx, idx: int, currency: str = "USD") -> dict[str, Any]:
+        """Conversion or event ``idx`` of a day as a dict (filters, aggregation, flowchart)."""
+        return cast("dict[str, Any]", self._record(kind, c, idx, currency, False))
 
-        Both the dict builder and the JSON builder format exactly these values, so the two
-        representations cannot drift apart.
+    def record_json(self, kind: int, c: DayCtx, idx: int, currency: str = "USD") -> str:
+        """The same record as :meth:`record_dict`, formatted straight to JSON text (hot path)."""
+        return cast(str, self._record(kind, c, idx, currency, True))
+
+    def _record(
+        self, kind: int, c: DayCtx, idx: int, currency: str, as_json: bool
+    ) -> dict[str, Any] | str:
+        """Conversion or event ``idx`` of a day (writes applied), as a dict or as JSON text.
+
+        One computation of the values, then the two forms side by side: they cannot drift
+        apart (a unit test keeps them equal, key order included). The JSON text is formatted
+        directly (no dict built, then dumped): it is the page hot path.
         """
+        rate = choices.CURRENCY_RATES[currency]
         i = idx if kind == KIND_CONVERSION else (idx * c.n) // c.e
         # Hot path: core(), mix() and IdCodec.encode() inlined (same arithmetic; the tests
         # compare these records with core()-based truth, filters and lookups).
@@ -808,91 +820,7 @@ class Generator:
             payout = round(payout * rate, 2)
             revenue = round(revenue * rate, 2)
             sale = round(sale * rate, 2)
-        return (
-            kind,
-            t,
-            (u >> 32) % 20,
-            (u >> 40) % 10,
-            cid,
-            tid,
-            status,
-            ev_name,
-            ts,
-            click_ts,
-            ip,
-            sess,
-            sub1,
-            sub2,
-            sub3,
-            order_id,
-            payout,
-            revenue,
-            sale,
-            prid,
-            ev_count,
-            onhold_snaps,
-            snaps,
-            utp,
-            v,
-            c,
-        )
-
-    def _base_snapshot(self, c: DayCtx, v: int, ts: int) -> dict[str, Any]:
-        return {
-            "initiator": choices.SNAPSHOT_INITIATOR,
-            "network_employee": "",
-            "network_id": self.nid,
-            "on_hold_conversion_history_snapshot_id": v * 8,
-            "on_hold_conversion_id": self.onhold_ids.encode(v),
-            "snapshot_type": "status",
-            "status": "on_hold",
-            "unix_timestamp": ts,
-        }
-
-    def to_dict(self, vals: tuple[Any, ...], currency: str = "USD") -> dict[str, Any]:
-        """A record as a dict (filters, aggregation, flowchart)."""
-        return cast("dict[str, Any]", self._format(vals, currency, as_json=False))
-
-    def to_json(self, vals: tuple[Any, ...], currency: str = "USD") -> str:
-        """The same record as :meth:`to_dict`, formatted straight to JSON text (the hot path)."""
-        return cast(str, self._format(vals, currency, as_json=True))
-
-    def _format(
-        self, vals: tuple[Any, ...], currency: str, *, as_json: bool
-    ) -> dict[str, Any] | str:
-        """:meth:`values` as a dict or as JSON text: one unpacking, the two forms side by side.
-
-        The JSON text is formatted directly (no dict built, then dumped): it is the page hot
-        path. A unit test keeps both forms equal, key order included.
-        """
-        (
-            kind,
-            t,
-            g,
-            d,
-            cid,
-            tid,
-            status,
-            ev_name,
-            ts,
-            click_ts,
-            ip,
-            sess,
-            sub1,
-            sub2,
-            sub3,
-            order_id,
-            payout,
-            revenue,
-            sale,
-            prid,
-            ev_count,
-            onhold_snaps,
-            snaps,
-            utp,
-            v,
-            c,
-        ) = vals
+        geo, dev = (u >> 32) % 20, (u >> 40) % 10
         if as_json:
             if onhold_snaps is None:
                 ohs = "[]"
@@ -914,7 +842,7 @@ class Generator:
                 f'{{"conversion_id":"{cid}","transaction_id":"{tid}","status":"{status}",'
                 f'"is_event":{isev},"event":"{ev_name}","conversion_unix_timestamp":{ts},'
                 f'"click_unix_timestamp":{click_ts},"conversion_user_ip":"{ip}",'
-                f'"session_user_ip":"{sess}",{GEO_JSON[g]},{DEV_JSON[d]},"sub1":"{sub1}",'
+                f'"session_user_ip":"{sess}",{GEO_JSON[geo]},{DEV_JSON[dev]},"sub1":"{sub1}",'
                 f'"sub2":"{sub2}","sub3":"{sub3}","order_id":"{order_id}","payout":{payout!r},'
                 f'"revenue":{revenue!r},"sale_amount":{sale!r},"currency_id":"{currency}",'
                 f'"network_offer_payout_revenue_id":{prid},{t.top_j},"relationship":{{{t.rel_j},'
@@ -933,8 +861,8 @@ class Generator:
         rec["click_unix_timestamp"] = click_ts
         rec["conversion_user_ip"] = ip
         rec["session_user_ip"] = sess
-        rec.update(GEO_FRAGS[g])
-        rec.update(DEV_FRAGS[d])
+        rec.update(GEO_FRAGS[geo])
+        rec.update(DEV_FRAGS[dev])
         rec["sub1"] = sub1
         rec["sub2"] = sub2
         rec["sub3"] = sub3
@@ -958,35 +886,45 @@ class Generator:
         rec["relationship"] = rel
         return rec
 
+    def _base_snapshot(self, c: DayCtx, v: int, ts: int) -> dict[str, Any]:
+        return {
+            "initiator": choices.SNAPSHOT_INITIATOR,
+            "network_employee": "",
+            "network_id": self.nid,
+            "on_hold_conversion_history_snapshot_id": v * 8,
+            "on_hold_conversion_id": self.onhold_ids.encode(v),
+            "snapshot_type": "status",
+            "status": "on_hold",
+            "unix_timestamp": ts,
+        }
+
     def build_conversion(self, c: DayCtx, i: int) -> dict[str, Any]:
         """The full conversion record ``i`` of a day (writes applied)."""
         self.records_built += 1
-        return self.to_dict(self.values(KIND_CONVERSION, c, i))
+        return self.record_dict(KIND_CONVERSION, c, i)
 
     def build_event(self, c: DayCtx, j: int) -> dict[str, Any]:
         """Event ``j`` of a day: attached to conversion ``(j * n) // e`` (same transaction)."""
         self.records_built += 1
-        return self.to_dict(self.values(KIND_EVENT, c, j))
+        return self.record_dict(KIND_EVENT, c, j)
 
     def build(self, seg: Segment, idx: int) -> dict[str, Any]:
         self.records_built += 1
-        return self.to_dict(self.values(seg.kind, seg.ctx, idx))
+        return self.record_dict(seg.kind, seg.ctx, idx)
 
     def json_range(self, seg: Segment, lo: int, hi: int, currency: str = "USD") -> list[str]:
         """JSON texts of records ``lo..hi`` of a segment (the page hot path)."""
-        rate = choices.CURRENCY_RATES[currency]
         self.records_built += hi - lo
-        values, fmt, kind, c = self.values, self._format, seg.kind, seg.ctx
-        texts = [fmt(values(kind, c, i, rate), currency, as_json=True) for i in range(lo, hi)]
-        return cast("list[str]", texts)
+        record, kind, c = self._record, seg.kind, seg.ctx
+        return cast("list[str]", [record(kind, c, i, currency, True) for i in range(lo, hi)])
 
     def dict_range(
         self, seg: Segment, lo: int, hi: int, currency: str = "USD"
     ) -> list[dict[str, Any]]:
-        rate = choices.CURRENCY_RATES[currency]
         self.records_built += hi - lo
-        values, to_dict, kind, c = self.values, self.to_dict, seg.kind, seg.ctx
-        return [to_dict(values(kind, c, i, rate), currency) for i in range(lo, hi)]
+        record, kind, c = self._record, seg.kind, seg.ctx
+        texts = [record(kind, c, i, currency, False) for i in range(lo, hi)]
+        return cast("list[dict[str, Any]]", texts)
 
     # --- ids -------------------------------------------------------------------------------------
 

@@ -65,12 +65,7 @@ class ReportingArea(WorldBase):
             parts = []
             for si, idx in hits[start : start + size]:
                 seg = segs[si]
-                parts.append(
-                    gen.to_json(
-                        gen.values(seg.kind, seg.ctx, idx, choices.CURRENCY_RATES[currency]),
-                        currency,
-                    )
-                )
+                parts.append(gen.record_json(seg.kind, seg.ctx, idx, currency))
                 gen.records_built += 1
                 rows += 1
         paging_tail = (
@@ -134,7 +129,7 @@ class ReportingArea(WorldBase):
             if field_terms:
                 for si, seg in enumerate(segs):
                     for idx in range(seg.lo, seg.hi):
-                        rec = gen.to_dict(gen.values(seg.kind, seg.ctx, idx))
+                        rec = gen.record_dict(seg.kind, seg.ctx, idx)
                         if any(str(rec.get(t)) == val for t, val in field_terms):
                             found.add((si, idx))
             out = sorted(p for p in found if keep(segs[p[0]].kind, segs[p[0]].ctx, p[1]))
@@ -230,7 +225,7 @@ class ReportingArea(WorldBase):
         if hit is None or (hit[0] == KIND_EVENT) != is_event:
             raise not_found()
         kind, c, idx = hit
-        rec = self.gen.to_dict(self.gen.values(kind, c, idx))
+        rec = self.gen.record_dict(kind, c, idx)
         key = (kind, c.vbase | idx)
         snaps = self.state.sale.setdefault(key, [])
         self.state.snapshot_seq += 1
@@ -315,7 +310,6 @@ class ReportingArea(WorldBase):
     def entity_table(self, affiliate_id: int, body: Any) -> dict[str, Any]:
         allowed = {k: p for k, p in choices.CONVERSION_FILTER_FIELDS.items() if k != "affiliate"}
         t0, t1, tz, currency, cols, flt = self._table_request(body, choices.ENTITY_COLUMNS, allowed)
-        rate = choices.CURRENCY_RATES[currency]
         gen = self.gen
         cat = self.catalog
         groups: dict[tuple[Any, ...], dict[str, float]] = {}
@@ -324,7 +318,6 @@ class ReportingArea(WorldBase):
             t0,
             t1,
             flt,
-            rate,
             currency,
             keep=lambda u: gen.pair((u >> 16) % gen.pairs).fid == affiliate_id,
         )
@@ -360,12 +353,11 @@ class ReportingArea(WorldBase):
         t0, t1, tz, currency, cols, flt = self._table_request(
             body, choices.NETWORK_ENTITY_COLUMNS, choices.CONVERSION_FILTER_FIELDS
         )
-        rate = choices.CURRENCY_RATES[currency]
         cat = self.catalog
         money = ("payout", "revenue", "oh_payout", "oh_revenue")
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         labels: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-        for kind, _u, rec in self._table_records(t0, t1, flt, rate, currency):
+        for kind, _u, rec in self._table_records(t0, t1, flt, currency):
             key, col_objs = self._row_key(cols, rec, tz, cat)
             agg = groups.get(key)
             if agg is None:
@@ -422,7 +414,6 @@ class ReportingArea(WorldBase):
         t0: int,
         t1: int,
         flt: dict[str, Any],
-        rate: float,
         currency: str,
         keep: Any = None,
     ) -> Iterator[tuple[int, int, dict[str, Any]]]:
@@ -444,7 +435,7 @@ class ReportingArea(WorldBase):
                     q = self.quick(kind, c, idx)
                     if not all(q[k] in vals for k, vals in flt.items()):
                         continue
-                yield kind, u, gen.to_dict(gen.values(kind, c, idx, rate), currency)
+                yield kind, u, gen.record_dict(kind, c, idx, currency)
 
     def _row_key(
         self, cols: list[str], rec: dict[str, Any], tz: Any, cat: Catalog
