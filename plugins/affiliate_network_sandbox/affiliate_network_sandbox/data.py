@@ -228,6 +228,18 @@ REL_KEYS = (
 )
 
 
+def _in_duplicate_burst(c: DayCtx, i: int) -> bool:
+    """Whether conversion ``i`` is one of the 3 or 4 rows of a duplicate-IP burst in its block."""
+    b = i // DUP_BLOCK
+    if (b + 1) * DUP_BLOCK > c.n:
+        return False
+    bh = mix(c.bkey ^ b)
+    if (bh & 0xFFFF) >= c.dup_thr:
+        return False
+    d = i - b * DUP_BLOCK - (bh >> 16) % (DUP_BLOCK - 30)
+    return d in (0, 7, 19) or (d == 29 and bool((bh >> 32) & 1))
+
+
 class PairT:
     """Precomputed template of one (offer, affiliate) pair: dicts and JSON chunks."""
 
@@ -462,15 +474,9 @@ class Generator:
         self.cores_computed += 1
         u = mix(c.dkey + i * GOLDEN)
         ts = c.start + (i * DAY + u % DAY) // c.n
+        if c.dup_thr and _in_duplicate_burst(c, i):
+            return u, ts, P_DUP, True
         pattern = P_NONE
-        if c.dup_thr:
-            b = i // DUP_BLOCK
-            if (b + 1) * DUP_BLOCK <= c.n:
-                bh = mix(c.bkey ^ b)
-                if (bh & 0xFFFF) < c.dup_thr:
-                    d = i - b * DUP_BLOCK - (bh >> 16) % (DUP_BLOCK - 30)
-                    if d in (0, 7, 19) or (d == 29 and (bh >> 32) & 1):
-                        return u, ts, P_DUP, True
         oh = (u & 0xFFFF) < c.oh_thr
         if oh:
             # Among ordinary on-hold conversions, u >> 56 (0..255) picks the pattern:
@@ -725,14 +731,8 @@ class Generator:
         ts = c.start + (i * DAY + u % DAY) // c.n
         pattern = P_NONE
         oh = False
-        if c.dup_thr:
-            b = i // DUP_BLOCK
-            if (b + 1) * DUP_BLOCK <= c.n:
-                bh = mix(c.bkey ^ b)
-                if (bh & 0xFFFF) < c.dup_thr:
-                    d = i - b * DUP_BLOCK - (bh >> 16) % (DUP_BLOCK - 30)
-                    if d in (0, 7, 19) or (d == 29 and (bh >> 32) & 1):
-                        pattern, oh = P_DUP, True
+        if c.dup_thr and _in_duplicate_burst(c, i):
+            pattern, oh = P_DUP, True
         if not oh and (u & 0xFFFF) < c.oh_thr:
             oh = True
             sel = u >> 56
