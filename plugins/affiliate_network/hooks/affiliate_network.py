@@ -52,7 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlsplit
 
 import orjson
@@ -207,6 +207,24 @@ def _conversion_filters(
             items += [{"resource_type": resource_type, "filter_id_value": str(v)} for v in many]
         return items
     return [dict(item) for item in filters]
+
+
+class EntityTableQuery(TypedDict):
+    """The keywords of an aggregated report (both portals' ``entity/table`` take one body).
+
+    - ``from_date``, ``to_date``: first and last day (inclusive), ``YYYY-MM-DD`` or a date.
+    - ``columns``: 1 to 10 column names (or ``{"column": name}``), at most one time column.
+    - ``timezone_id``: the timezone of the dates.
+    - ``currency_id``: a currency code (optional).
+    - ``filters``: filter items ``{"resource_type", "filter_id_value"}`` (optional).
+    """
+
+    from_date: str | dt.date
+    to_date: str | dt.date
+    columns: Sequence[str | Mapping[str, Any]]
+    timezone_id: int
+    currency_id: NotRequired[str | None]
+    filters: NotRequired[Sequence[Mapping[str, Any]] | None]
 
 
 @dataclass(frozen=True)
@@ -933,20 +951,12 @@ class AffiliateNetworkHook(BaseHook):
         return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
     # ------------------------------------------------------------------ aggregated reports
-    def _entity_table(
-        self,
-        path: str,
-        what: str,
-        *,
-        from_date: str | dt.date,
-        to_date: str | dt.date,
-        columns: Sequence[str | Mapping[str, Any]],
-        timezone_id: int,
-        currency_id: str | None,
-        filters: Sequence[Mapping[str, Any]] | None,
-    ) -> list[dict[str, Any]]:
+    def _entity_table(self, path: str, what: str, query: EntityTableQuery) -> list[dict[str, Any]]:
         """Build and send one entity-table request (both portals take the same body) and
         refuse a capped answer; ``what`` names the report in the error."""
+        columns, filters = query["columns"], query.get("filters")
+        from_date, to_date = query["from_date"], query["to_date"]
+        timezone_id, currency_id = query["timezone_id"], query.get("currency_id")
         cols = [dict(c) if isinstance(c, Mapping) else {"column": str(c)} for c in columns]
         problem = column_count_problem([str(c.get("column")) for c in cols])
         if problem is not None:
@@ -979,16 +989,7 @@ class AffiliateNetworkHook(BaseHook):
             )
         return table
 
-    def network_entity_table(
-        self,
-        *,
-        from_date: str | dt.date,
-        to_date: str | dt.date,
-        columns: Sequence[str | Mapping[str, Any]],
-        timezone_id: int,
-        currency_id: str | None = None,
-        filters: Sequence[Mapping[str, Any]] | None = None,
-    ) -> list[dict[str, Any]]:
+    def network_entity_table(self, **query: Unpack[EntityTableQuery]) -> list[dict[str, Any]]:
         """The network's aggregated report (``POST /networks/reporting/entity/table``).
 
         Not in the spec; the public reference's "Aggregated Data Reports"
@@ -998,57 +999,22 @@ class AffiliateNetworkHook(BaseHook):
         request (the 10-concurrent cap) and spends a granular query only when a column is
         granular (``report_columns.GRANULAR_COLUMNS``; ``offer`` and ``affiliate`` are not).
 
-        :param from_date: first day.
-        :param to_date: last day (inclusive).
-        :param columns: 1 to 10 column names (or ``{"column": name}``), at most one time column.
-        :param timezone_id: timezone of the dates.
-        :param currency_id: currency code.
-        :param filters: filter items ``{"resource_type", "filter_id_value"}``.
+        :param query: the keywords of :class:`EntityTableQuery`.
         :raises ReportRowLimitError: the answer says ``incomplete_results: true`` or reached the
             10,000-row cap; narrow it.
         """
-        return self._entity_table(
-            "/networks/reporting/entity/table",
-            "network entity table",
-            from_date=from_date,
-            to_date=to_date,
-            columns=columns,
-            timezone_id=timezone_id,
-            currency_id=currency_id,
-            filters=filters,
-        )
+        return self._entity_table("/networks/reporting/entity/table", "network entity table", query)
 
     # ------------------------------------------------------------------ affiliate portal
-    def affiliate_entity_table(
-        self,
-        *,
-        from_date: str | dt.date,
-        to_date: str | dt.date,
-        columns: Sequence[str | Mapping[str, Any]],
-        timezone_id: int,
-        currency_id: str | None = None,
-        filters: Sequence[Mapping[str, Any]] | None = None,
-    ) -> list[dict[str, Any]]:
+    def affiliate_entity_table(self, **query: Unpack[EntityTableQuery]) -> list[dict[str, Any]]:
         """The affiliate's aggregated report (``POST /affiliates/reporting/entity/table``).
 
-        :param from_date: first day.
-        :param to_date: last day (inclusive).
-        :param columns: 1 to 10 column names (or ``{"column": name}``), at most one time column.
-        :param timezone_id: timezone of the dates.
-        :param currency_id: currency code.
-        :param filters: filter items.
+        :param query: the keywords of :class:`EntityTableQuery`.
         :raises ReportRowLimitError: the answer says ``incomplete_results: true`` or reached the
             10,000-row cap (10,000 exactly is indistinguishable from truncation); narrow it.
         """
         return self._entity_table(
-            "/affiliates/reporting/entity/table",
-            "affiliate entity table",
-            from_date=from_date,
-            to_date=to_date,
-            columns=columns,
-            timezone_id=timezone_id,
-            currency_id=currency_id,
-            filters=filters,
+            "/affiliates/reporting/entity/table", "affiliate entity table", query
         )
 
     def encode_ids(
