@@ -4,8 +4,8 @@ Built from what Airflow hands a callback (the failed task's exception, the waiti
 task, a missed deadline's run), never from a connection: no message carries a key. Every text
 also goes through Airflow's secret masker before it leaves (:func:`Message.text`).
 
-A failure is described by the exception's class: :func:`failure_kind` registers a describer by
-class *name* (the reconciliation task registers its own without this module importing it).
+A failure is told by the exception's class: :func:`failure_kind` registers its text and the
+function that lists its facts by class *name* (no exception class is imported here).
 """
 
 from __future__ import annotations
@@ -98,20 +98,60 @@ def runbook_link(base: str, event: str) -> str:
 
 # -- failures ----------------------------------------------------------------------------------
 
-#: ``(context, error, runbook base) -> Message``.
-Describer = Callable[[Mapping[str, Any], BaseException, str], "Message"]
-_DESCRIBERS: dict[str, Describer] = {}
+#: ``(error, where) -> facts``: what is at stake, one line each (``where`` as in the message).
+Facts = Callable[[BaseException, Mapping[str, Any]], list[str]]
 
 
-def failure_kind(class_name: str) -> Callable[[Describer], Describer]:
-    """Register the describer of a failure whose exception has (or derives from) ``class_name``.
+@dataclasses.dataclass(frozen=True)
+class FailureKind:
+    """How a failure is told: the static text around the facts its function lists.
 
-    :param class_name: an exception class's name (matched along the class's MRO).
+    :param event: the event (and runbook anchor) of ``settings.NOTIFICATION_EVENTS``.
+    :param title: the title; ``{task}`` stands for the task's name.
+    :param to_do: what the on-call person does.
+    :param facts: lists what is at stake.
+    :param named: the text starts with the exception's class name (a generic failure).
     """
 
-    def register(describer: Describer) -> Describer:
-        _DESCRIBERS[class_name] = describer
-        return describer
+    event: str
+    title: str
+    to_do: str
+    facts: Facts
+    named: bool = False
+
+    def describe(self, context: Mapping[str, Any], error: BaseException, runbook: str) -> Message:
+        where, link = _where(context)
+        return Message(
+            event=self.event,
+            title="[affiliate-network] " + self.title.format(task=_task_name(where)),
+            happened=f"{type(error).__name__}: {_quote(error)}" if self.named else _quote(error),
+            at_stake=tuple(self.facts(error, where)),
+            to_do=self.to_do,
+            runbook=runbook_link(runbook, self.event),
+            link=link,
+            where=where,
+        )
+
+
+_KINDS: dict[str, FailureKind] = {}
+
+
+def failure_kind(
+    class_name: str, *, event: str, title: str, to_do: str
+) -> Callable[[Facts], Facts]:
+    """Register how a failure whose exception has (or derives from) ``class_name`` is told.
+
+    The decorated function lists the facts; the rest of the message is this call's text.
+
+    :param class_name: an exception class's name (matched along the class's MRO).
+    :param event: the event (and runbook anchor).
+    :param title: the title; ``{task}`` stands for the task's name.
+    :param to_do: what the on-call person does.
+    """
+
+    def register(facts: Facts) -> Facts:
+        _KINDS[class_name] = FailureKind(event, title, to_do, facts)
+        return facts
 
     return register
 
@@ -126,10 +166,10 @@ def describe_failure(context: Mapping[str, Any], runbook: str) -> Message:
     if not isinstance(error, BaseException):
         error = RuntimeError(str(error) if error else "unknown error")
     for cls in type(error).__mro__:
-        describer = _DESCRIBERS.get(cls.__name__)
-        if describer is not None:
-            return describer(context, error, runbook)
-    return _task_failed(context, error, runbook)
+        kind = _KINDS.get(cls.__name__)
+        if kind is not None:
+            return kind.describe(context, error, runbook)
+    return _TASK_FAILED.describe(context, error, runbook)
 
 
 def _where(context: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -172,23 +212,6 @@ def _money(amount: float | None, currencies: Iterable[str]) -> str:
     return f"{amount:,.2f}{f' {unit}' if unit else ''}"
 
 
-def _task_failed(context: Mapping[str, Any], error: BaseException, runbook: str) -> Message:
-    where, link = _where(context)
-    facts = [f"run {where.get('run_id', '?')}, attempt {where.get('try_number', '?')}"]
-    facts += _exception_facts(error)
-    return Message(
-        event="task_failed",
-        title=f"[affiliate-network] Task failed: {_task_name(where)}",
-        happened=f"{type(error).__name__}: {_quote(error)}",
-        at_stake=tuple(facts),
-        to_do="Read the task log and the message above (package errors say what to do), fix "
-        "the cause, then clear the task: every task of these DAGs is safe to clear and rerun.",
-        runbook=runbook_link(runbook, "task_failed"),
-        link=link,
-        where=where,
-    )
-
-
 def _exception_facts(error: BaseException) -> list[str]:
     """Public fields of a package exception (counts, ids, cells), one line each."""
     facts = []
@@ -206,9 +229,32 @@ def _exception_facts(error: BaseException) -> list[str]:
     return facts
 
 
-@failure_kind("GuardrailError")
-def _guardrail(context: Mapping[str, Any], error: BaseException, runbook: str) -> Message:
-    where, link = _where(context)
+def _run_and_fields(error: BaseException, where: Mapping[str, Any]) -> list[str]:
+    run = f"run {where.get('run_id', '?')}, attempt {where.get('try_number', '?')}"
+    return [run, *_exception_facts(error)]
+
+
+_TASK_FAILED = FailureKind(
+    event="task_failed",
+    title="Task failed: {task}",
+    to_do="Read the task log and the message above (package errors say what to do), fix "
+    "the cause, then clear the task: every task of these DAGs is safe to clear and rerun.",
+    facts=_run_and_fields,
+    named=True,
+)
+
+
+@failure_kind(
+    "GuardrailError",
+    event="guardrail_tripped",
+    title="Guardrail tripped: {task}, nothing was written",
+    to_do="Check the top rejecting rules against the audit file (or the traffic). Fix the "
+    "rule, or, only if the volume is expected, raise the ceiling "
+    "(AFFILIATE_ONHOLD_MAX_REJECT_SHARE, AFFILIATE_ONHOLD_MAX_REJECT_COUNT, "
+    "AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT) and "
+    'clear the task. A run with conf {"dry_run": true} shows the decisions without writing.',
+)
+def _guardrail(error: BaseException, where: Mapping[str, Any]) -> list[str]:
     get = vars(error).get
     currencies = get("currencies") or ()
     facts = []
@@ -229,60 +275,36 @@ def _guardrail(context: Mapping[str, Any], error: BaseException, runbook: str) -
     if get("audit_path"):
         facts.append(f"every decision: {get('audit_path')}")
     facts.append("nothing was approved or rejected on the network by this run")
-    return Message(
-        event="guardrail_tripped",
-        title=f"[affiliate-network] Guardrail tripped: {_task_name(where)}, nothing was written",
-        happened=_quote(error),
-        at_stake=tuple(facts),
-        to_do="Check the top rejecting rules against the audit file (or the traffic). Fix the "
-        "rule, or, only if the volume is expected, raise the ceiling "
-        "(AFFILIATE_ONHOLD_MAX_REJECT_SHARE, AFFILIATE_ONHOLD_MAX_REJECT_COUNT, "
-        "AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT) and "
-        'clear the task. A run with conf {"dry_run": true} shows the decisions without writing.',
-        runbook=runbook_link(runbook, "guardrail_tripped"),
-        link=link,
-        where=where,
-    )
+    return facts
 
 
-@failure_kind("SyncBlockedError")
-def _sync_blocked(context: Mapping[str, Any], error: BaseException, runbook: str) -> Message:
-    where, link = _where(context)
+@failure_kind(
+    "SyncBlockedError",
+    event="sync_blocked",
+    title="Offer sync blocked: {task}",
+    to_do="Follow the instructions under each blocked object above: check the named object "
+    'in the network UI, then trigger the DAG with dry_run off and resolve_unknown ({"<key>": '
+    '<id found>} or {"<key>": "absent"}) or accept_drift (["<key>"]).',
+)
+def _sync_blocked(error: BaseException, where: Mapping[str, Any]) -> list[str]:
     blocked = list(vars(error).get("blocked") or ())
     facts = [f"blocked objects: {_sample(blocked)}"] if blocked else []
     facts.append(f"nothing of {where.get('task_id', 'this task')} was sent to the network")
-    return Message(
-        event="sync_blocked",
-        title=f"[affiliate-network] Offer sync blocked: {_task_name(where)}",
-        happened=_quote(error),
-        at_stake=tuple(facts),
-        to_do="Follow the instructions under each blocked object above: check the named object "
-        'in the network UI, then trigger the DAG with dry_run off and resolve_unknown ({"<key>": '
-        '<id found>} or {"<key>": "absent"}) or accept_drift (["<key>"]).',
-        runbook=runbook_link(runbook, "sync_blocked"),
-        link=link,
-        where=where,
-    )
+    return facts
 
 
-@failure_kind("ReconciliationError")
-def _reconciliation(context: Mapping[str, Any], error: BaseException, runbook: str) -> Message:
-    # The reconciliation task's error: its fields (day, cells, differences, ...) are listed as
-    # they are; that task may register a describer of its own with @failure_kind.
-    where, link = _where(context)
-    return Message(
-        event="reconciliation_failed",
-        title=f"[affiliate-network] A day did not reconcile: {_task_name(where)}",
-        happened=_quote(error),
-        at_stake=tuple(_exception_facts(error)),
-        to_do="Compare the named cells with the network's report for that day. A lost page or a "
-        "late status change: clear the day's pull task (it re-pulls the day) and let the "
-        "reconciliation run again. A difference that persists: open a ticket with the network "
-        "with the comparison file beside the day's manifest.",
-        runbook=runbook_link(runbook, "reconciliation_failed"),
-        link=link,
-        where=where,
-    )
+@failure_kind(
+    "ReconciliationError",
+    event="reconciliation_failed",
+    title="A day did not reconcile: {task}",
+    to_do="Compare the named cells with the network's report for that day. A lost page or a "
+    "late status change: clear the day's pull task (it re-pulls the day) and let the "
+    "reconciliation run again. A difference that persists: open a ticket with the network "
+    "with the comparison file beside the day's manifest.",
+)
+def _reconciliation(error: BaseException, where: Mapping[str, Any]) -> list[str]:
+    # Its fields (day, cells, differences, ...) as they are.
+    return _exception_facts(error)
 
 
 # -- a waiting human review --------------------------------------------------------------------
