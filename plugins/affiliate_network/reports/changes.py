@@ -38,6 +38,26 @@ CHANGES_PREFIX = "_changes-"
 CHANGES_VERSION = 1
 
 
+@dataclass(frozen=True)
+class RecordDiff:
+    """What differs between two partitions, record by record (a :class:`PartitionChanges`'s
+    counts and ids; the field names are the record's).
+
+    :param transitions: records whose status changed, by ``"old->new"``.
+    :param new: records not in the replaced partition.
+    :param removed: records of the replaced partition no longer reported.
+    :param updated: records whose status stayed but another field changed.
+    :param ids: the ids of each (keys as in ``transitions``, plus ``new``, ``removed``,
+        ``updated``).
+    """
+
+    transitions: dict[str, int] = field(default_factory=dict)
+    new: int = 0
+    removed: int = 0
+    updated: int = 0
+    ids: dict[str, list[str]] = field(default_factory=dict)
+
+
 @dataclass
 class PartitionChanges:
     """One change record: what a pull changed in a partition (``_changes-<ns>-<token>.json``).
@@ -126,7 +146,7 @@ def diff_partitions(
     format: str,
     key: str,
     status: str,
-) -> tuple[dict[str, int], int, int, int, dict[str, list[str]]]:
+) -> RecordDiff:
     """Compare two partitions' files record by record.
 
     :param old_files: the published partition's data files (as its manifest names them).
@@ -134,7 +154,7 @@ def diff_partitions(
     :param format: ``parquet`` or ``jsonl`` (both sides: a change of format is no diff).
     :param key: the record's id field (``conversion_id``).
     :param status: the status field (``status``).
-    :returns: ``(transitions, new, removed, updated, ids)``.
+    :returns: the counts and the ids.
     """
     if format == "parquet":
         return _diff_parquet(old_files, new_files, key, status)
@@ -143,7 +163,7 @@ def diff_partitions(
 
 def _tally(
     pairs: Iterator[tuple[str, str | None, str | None, bool]],
-) -> tuple[dict[str, int], int, int, int, dict[str, list[str]]]:
+) -> RecordDiff:
     """Counts and ids from ``(id, old status, new status, other fields changed)`` of the
     records that differ (old status ``None``: new record; new status ``None``: removed).
 
@@ -165,7 +185,7 @@ def _tally(
         values.sort()
     counts = Counter({label: len(values) for label, values in ids.items()})
     transitions = {k: v for k, v in sorted(counts.items()) if "->" in k}
-    return transitions, counts["new"], counts["removed"], counts["updated"], ids
+    return RecordDiff(transitions, counts["new"], counts["removed"], counts["updated"], ids)
 
 
 # -- Parquet: column by column ---------------------------------------------------------------
@@ -207,7 +227,7 @@ def _diff_parquet(
     new_files: Sequence[ObjectStoragePath],
     key: str,
     status: str,
-) -> tuple[dict[str, int], int, int, int, dict[str, list[str]]]:
+) -> RecordDiff:
     old_keys, new_keys = _column(old_files, key), _column(new_files, key)
     if old_keys is None or new_keys is None:
         raise StorageError(f"cannot compare partitions without their {key!r} column")
@@ -268,7 +288,7 @@ def _diff_jsonl(
     new_files: Sequence[ObjectStoragePath],
     key: str,
     status: str,
-) -> tuple[dict[str, int], int, int, int, dict[str, list[str]]]:
+) -> RecordDiff:
     old: dict[str, tuple[str, bytes]] = {
         str(r.get(key)): (str(r.get(status) or ""), _digest(r)) for r in _jsonl_records(old_files)
     }

@@ -86,6 +86,7 @@ from affiliate_network.report_columns import FORMATS
 from affiliate_network.reports.changes import (
     CHANGES_PREFIX,
     PartitionChanges,
+    RecordDiff,
     diff_partitions,
     find_run_changes,
 )
@@ -719,14 +720,13 @@ class PartitionWriter:
         run_id: str | None,
     ) -> PartitionChanges:
         """Compare this pull with the published partition (record by record when it can)."""
-        transitions: dict[str, int] = {}
-        new, removed, updated = manifest.row_count, 0, 0
-        ids: dict[str, list[str]] = {}
+        # A first landing: every record is new (the partition lists them, no ids here).
+        diff = RecordDiff(new=manifest.row_count)
         key = self.schema.key_field
         if previous is not None:
-            new = 0
+            diff = RecordDiff()
             if status_field and key and previous.format == manifest.format:
-                transitions, new, removed, updated, ids = diff_partitions(
+                diff = diff_partitions(
                     [self.partition / e.name for e in previous.files],
                     [self.staging / e.name for e in manifest.files],
                     format=manifest.format,
@@ -734,16 +734,12 @@ class PartitionWriter:
                     status=status_field,
                 )
         return PartitionChanges(
+            **vars(diff),
             partition=dict(self.keys),
             from_checksum=None if previous is None else previous.content_checksum,
             to_checksum=manifest.content_checksum,
             rows_before=None if previous is None else previous.row_count,
             rows=manifest.row_count,
-            transitions=transitions,
-            new=new,
-            removed=removed,
-            updated=updated,
-            ids=ids,
             token=self.token,
             pulled_at=manifest.pulled_at,
             run_id=run_id,
