@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -128,6 +128,22 @@ class DesiredObject(_Strict):
 
     key: ObjectKey | None = None
 
+    def __init_subclass__(
+        cls,
+        *,
+        section: str | None = None,
+        label: str | None = None,
+        id_field: str | None = None,
+        create_only: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """An object kind names itself in its class line, e.g. ``class Channel(DesiredObject,
+        section="channels", label="channel", id_field="network_channel_id")``."""
+        super().__init_subclass__(**kwargs)
+        if section is not None and label is not None:
+            cls.section, cls.label = section, label
+            cls.id_field, cls.create_only = id_field, create_only
+
     @property
     def network_id(self) -> int | None:
         """Id of the object on the network when the definition addresses it by id."""
@@ -168,7 +184,9 @@ class DesiredObject(_Strict):
         return " ".join(parts)
 
 
-class OfferGroup(DesiredObject):
+class OfferGroup(
+    DesiredObject, section="offer_groups", label="offer group", id_field="network_offer_group_id"
+):
     """An offer group, sent whole with ``PUT /networks/offergroups/{id}``.
 
     :param network_offer_group_id: the group to update (there is no create endpoint).
@@ -176,10 +194,6 @@ class OfferGroup(DesiredObject):
     :param labels: labels to assign.
     :param is_caps_enabled: when false every cap value is ignored by the network.
     """
-
-    section: ClassVar[str] = "offer_groups"
-    label: ClassVar[str] = "offer group"
-    id_field: ClassVar[str | None] = "network_offer_group_id"
 
     network_offer_group_id: NetworkId
     name: Annotated[StrictStr, Field(min_length=1)]
@@ -259,13 +273,15 @@ def _optional_offer_fields() -> dict[str, Any]:
     return fields
 
 
-_OfferOptionalFields = create_model(
-    "_OfferOptionalFields", __base__=DesiredObject, **_optional_offer_fields()
-)
+if TYPE_CHECKING:  # built at run time (create_model, from spec_fields): mypy sees the base
+    _OfferOptionalFields = DesiredObject
+else:
+    _OfferOptionalFields = create_model(
+        "_OfferOptionalFields", __base__=DesiredObject, **_optional_offer_fields()
+    )
 
 
-# The base is built at runtime (create_model, from spec_fields): mypy cannot see its class.
-class Offer(_OfferOptionalFields):  # type: ignore[misc, valid-type]  # see above
+class Offer(_OfferOptionalFields, section="offers", label="offer", id_field="network_offer_id"):
     """An offer, sent whole with ``PUT /networks/offers/{id}``.
 
     :param network_offer_id: the offer to update (there is no create endpoint).
@@ -276,10 +292,6 @@ class Offer(_OfferOptionalFields):  # type: ignore[misc, valid-type]  # see abov
     The other fields of the offer record (``preview_url``, ``internal_notes``, caps, booleans...)
     are optional: written ones are sent, others are reset to the network default by the PUT.
     """
-
-    section: ClassVar[str] = "offers"
-    label: ClassVar[str] = "offer"
-    id_field: ClassVar[str | None] = "network_offer_id"
 
     network_offer_id: NetworkId
     name: Annotated[StrictStr, Field(min_length=1)]
@@ -359,7 +371,7 @@ class ScrubRateRuleset(_Strict):
     day_parting_timezone_id: StrictInt | None = None
 
 
-class ScrubRate(DesiredObject):
+class ScrubRate(DesiredObject, section="scrub_rates", label="custom scrub rate", create_only=True):
     """A custom scrub rate setting, created once with ``POST /networks/custom/scrubrate``.
 
     The spec shows no update and no read for these settings: a definition is created exactly
@@ -369,10 +381,6 @@ class ScrubRate(DesiredObject):
     :param scrub_rate_percentage: 0 to 100.
     :param scrub_rate_status: ``rejected`` (rejected at once) or ``pending`` (held for review).
     """
-
-    section: ClassVar[str] = "scrub_rates"
-    label: ClassVar[str] = "custom scrub rate"
-    create_only: ClassVar[bool] = True
 
     key: ObjectKey
     network_offer_id: NetworkId
@@ -385,38 +393,27 @@ class ScrubRate(DesiredObject):
     ruleset: ScrubRateRuleset | None = None
 
 
-class Channel(DesiredObject):
+class Channel(DesiredObject, section="channels", label="channel", id_field="network_channel_id"):
     """A channel, sent whole with ``PUT /networks/channels/{id}`` (all fields required)."""
-
-    section: ClassVar[str] = "channels"
-    label: ClassVar[str] = "channel"
-    id_field: ClassVar[str | None] = "network_channel_id"
 
     network_channel_id: NetworkId
     name: Annotated[StrictStr, Field(min_length=1)]
     status: sf.ChannelStatus
 
 
-class Category(DesiredObject):
+class Category(DesiredObject, section="categories", label="category", create_only=True):
     """An offer category, created once with ``POST /networks/categories``.
 
     :param key: required: the category's identity before it has a network id.
     """
-
-    section: ClassVar[str] = "categories"
-    label: ClassVar[str] = "category"
-    create_only: ClassVar[bool] = True
 
     key: ObjectKey
     name: Annotated[StrictStr, Field(min_length=1)]
     status: sf.CategoryStatus
 
 
-class OfferUrlStatus(DesiredObject):
+class OfferUrlStatus(DesiredObject, section="offer_urls", label="offer URL status"):
     """Status of some offer URLs, set with the bulk edit (``url_status``, ``overwrite``)."""
-
-    section: ClassVar[str] = "offer_urls"
-    label: ClassVar[str] = "offer URL status"
 
     network_offer_id: NetworkId
     network_offer_url_ids: Annotated[list[NetworkId], Field(min_length=1)]
