@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from affiliate_network.sync.cli import main
 from affiliate_network.sync.ledger import Ledger
 from affiliate_network.sync.loader import load_desired_state
@@ -81,3 +83,30 @@ def test_the_installed_script_exits_three_on_a_blocked_plan(example_doc, write_s
         [str(script), "validate", str(path)], capture_output=True, text=True, timeout=120
     )
     assert ok.returncode == 0, ok.stderr
+
+
+def test_the_ledger_is_named_by_path_or_by_connection_not_both(example_doc, write_state, capsys):
+    # --conn-id was silently ignored next to --ledger; argparse now refuses the pair (exit 2).
+    path = write_state(example_doc)
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", str(path), "--ledger", "ledger.json", "--conn-id", "other"])
+    assert exit_.value.code == 2
+    assert "not allowed with argument --ledger" in capsys.readouterr().err
+
+
+def test_plan_finds_the_connections_ledger_under_the_data_base(
+    example_doc, write_state, tmp_path, monkeypatch, capsys
+):
+    path = write_state(example_doc)
+    monkeypatch.setenv("AFFILIATE_NETWORK_DATA_BASE", str(tmp_path))
+    ledger = Ledger(tmp_path / "sync" / "ledger-other.json")
+    for obj in load_desired_state(path).all_objects():
+        ledger.record_applied(
+            obj.ledger_key,
+            network_id=1 if obj.create_only else obj.network_id,
+            definition=obj.body(),
+            hash_=obj.definition_hash(),
+        )
+    assert main(["plan", str(path), "--conn-id", "other", "--detailed-exitcode"]) == 0
+    assert main(["plan", str(path), "--detailed-exitcode"]) == 2  # the default connection's
+    assert "0 to create, 0 to update" in capsys.readouterr().out

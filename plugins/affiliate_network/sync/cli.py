@@ -27,17 +27,24 @@ def _parser() -> argparse.ArgumentParser:
         prog="affiliate-network-sync",
         description="Validate desired offer state and show what a sync would change.",
     )
+    # Both commands read one desired-state file.
+    state_file = argparse.ArgumentParser(add_help=False)
+    state_file.add_argument("file", help="desired-state YAML (e.g. include/offer_state.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
-    validate = sub.add_parser("validate", help="check every value against the API spec")
-    validate.add_argument("file", help="desired-state YAML (e.g. include/offer_state.yaml)")
-    plan = sub.add_parser("plan", help="diff the desired state against the sync ledger")
-    plan.add_argument("file", help="desired-state YAML (e.g. include/offer_state.yaml)")
-    plan.add_argument(
-        "--ledger",
-        help="ledger document (local path or URL); default <data base>/sync/ledger-<conn>.json "
-        "with the data base from $AFFILIATE_NETWORK_DATA_BASE or <project>/data",
+    sub.add_parser("validate", parents=[state_file], help="check every value against the API spec")
+    plan = sub.add_parser(
+        "plan", parents=[state_file], help="diff the desired state against the sync ledger"
     )
-    plan.add_argument("--conn-id", default="affiliate_network_default", help="names the ledger")
+    # The ledger is named by its path or found by the connection it belongs to, not both.
+    ledger = plan.add_mutually_exclusive_group()
+    ledger.add_argument("--ledger", metavar="PATH", help="ledger document (local path or URL)")
+    ledger.add_argument(
+        "--conn-id",
+        metavar="ID",
+        default="affiliate_network_default",
+        help="the connection whose ledger is read: <data base>/sync/ledger-<ID>.json, the data "
+        "base from $AFFILIATE_NETWORK_DATA_BASE or <project>/data (default: %(default)s)",
+    )
     plan.add_argument(
         "--detailed-exitcode",
         action="store_true",
