@@ -34,8 +34,6 @@ def test_land_a_day_directly(sandbox, network_conn, tmp_path) -> None:
             page_size=200,
             row_group_rows=None,
             consistency_retries=1,
-            filters=None,
-            search_terms=None,
             log=logging.getLogger("test"),
         )
         expected = sum(
@@ -72,8 +70,6 @@ def _land(hook, base, day, **kwargs):
         format="parquet",
         page_size=100,
         row_group_rows=None,
-        filters=None,
-        search_terms=None,
         log=logging.getLogger("test"),
         consistency_wait_s=0.01,
         **kwargs,

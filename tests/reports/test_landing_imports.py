@@ -29,7 +29,7 @@ PROBE = textwrap.dedent(
     summary = land_conversion_day(
         hook, out, dt.date.fromisoformat(day), request=request, dataset="conversions",
         format=fmt, page_size=100, row_group_rows=150, consistency_retries=0,
-        filters=None, search_terms=None, log=logging.getLogger("probe"))
+        log=logging.getLogger("probe"))
     hook.close()
     landed_with_pandas = "pandas" in sys.modules  # before reading back, which may import it
     rows = summary["rows"]

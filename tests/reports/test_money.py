@@ -242,7 +242,7 @@ def sandbox_day(sandbox_server, tmp_path_factory) -> dict[str, Any]:
             summary = land_conversion_day(
                 hook, str(tmp), day, request=request, dataset="conversions",
                 format="parquet", page_size=500, row_group_rows=None, consistency_retries=1,
-                filters=None, search_terms=None, log=logging.getLogger("test"),
+                log=logging.getLogger("test"),
             )  # fmt: skip
             pages = [
                 page.content

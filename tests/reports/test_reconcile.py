@@ -73,8 +73,6 @@ def _land(hook, base: Path, day: dt.date) -> dict:
         page_size=500,
         row_group_rows=None,
         consistency_retries=1,
-        filters=None,
-        search_terms=None,
         log=LOG,
     )
 

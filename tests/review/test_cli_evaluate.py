@@ -35,8 +35,7 @@ def land(hook: AffiliateNetworkHook, base: Path, day: dt.date, fmt: str) -> Path
     }  # fmt: skip
     summary = land_conversion_day(
         hook, str(base), day, request=request, dataset="conversions", format=fmt,
-        page_size=500, row_group_rows=None, consistency_retries=1, filters=None,
-        search_terms=None, log=logging.getLogger("test"),
+        page_size=500, row_group_rows=None, consistency_retries=1, log=logging.getLogger("test"),
     )  # fmt: skip
     return Path(summary["path"])
 

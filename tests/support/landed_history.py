@@ -43,8 +43,6 @@ def land_days(
                     page_size=2000,
                     row_group_rows=None,
                     consistency_retries=1,
-                    filters=None,
-                    search_terms=None,
                     log=logging.getLogger("landed_history"),
                     consistency_wait_s=0.01,
                 )

@@ -274,8 +274,6 @@ class ConversionReportOperator(ReportOperatorBase):
             page_size=self.page_size,
             row_group_rows=self.row_group_rows,
             consistency_retries=self.consistency_retries,
-            filters=self.filters,
-            search_terms=self.search_terms,
             log=self.log,
             only_if_changed=self.only_if_changed,
             run_id=run_id,

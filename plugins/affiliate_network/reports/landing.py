@@ -6,6 +6,7 @@ Runnable without Airflow's task context: give it a hook, an output base and the 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 #: setting with the review's traffic pull: the hook's paging module owns it).
 DEFAULT_CONSISTENCY_RETRIES = SHIFT_RETRIES
 DEFAULT_CONSISTENCY_WAIT_S = SHIFT_WAIT_S
+_LOG = logging.getLogger(__name__)
 
 
 def land_conversion_day(
@@ -33,17 +35,15 @@ def land_conversion_day(
     day: dt.date,
     *,
     request: dict[str, Any],
-    dataset: str,
-    format: str,
-    page_size: int | None,
-    row_group_rows: int | None,
-    consistency_retries: int,
-    filters: Any,
-    search_terms: Any,
-    log: TaskLog,
+    dataset: str = "conversions",
+    format: str = "parquet",
+    page_size: int | None = None,
+    row_group_rows: int | None = None,
+    consistency_retries: int = DEFAULT_CONSISTENCY_RETRIES,
     consistency_wait_s: float = DEFAULT_CONSISTENCY_WAIT_S,
     only_if_changed: bool = False,
     run_id: str | None = None,
+    log: TaskLog = _LOG,
 ) -> dict[str, Any]:
     """Pull ``day`` and publish it atomically as ``<base>/<dataset>/date=<day>/``.
 
@@ -54,9 +54,14 @@ def land_conversion_day(
     ``consistency_wait_s`` seconds, up to ``consistency_retries`` times. Then the task fails
     with ``PullShiftedError`` naming the day and the counts; a shifted pull is never landed.
 
-    :param request: the request parameters, recorded in the manifest (no credentials).
-    :param consistency_retries: extra pulls of a shifted day (default
-        :data:`DEFAULT_CONSISTENCY_RETRIES` in the operator).
+    :param request: the request parameters (``from``, ``to``, ``timezone_id``, ``currency_id``,
+        ``show_conversions``, ``show_events`` and the ``filters`` and ``search_terms`` sent),
+        recorded as they are in the manifest (no credentials).
+    :param dataset: the dataset folder under ``base``.
+    :param format: ``parquet`` or ``jsonl``.
+    :param page_size: rows per page (``None``: the connection's).
+    :param row_group_rows: Parquet rows per row group (``None``: one page's worth).
+    :param consistency_retries: extra pulls of a shifted day.
     :param consistency_wait_s: seconds between pulls of a shifted day.
     :param only_if_changed: a pull identical to the published partition (same content
         checksum) publishes nothing and leaves it byte for byte; a changed one publishes its
@@ -64,6 +69,7 @@ def land_conversion_day(
         :mod:`affiliate_network.reports.changes`).
     :param run_id: the Airflow run pulling, kept in the change record (a rerun of the run
         reports the change it made again, so a crash after publishing loses no event).
+    :param log: where a discarded pull is told (the task's log in Airflow).
     :returns: a small summary (path, rows, pages, duplicates dropped, checksum, and whether
         the day ``changed``, was ``rewritten``, and the ``changes`` counts without the ids).
     :raises PullShiftedError: every pull of the day shifted.
@@ -73,7 +79,7 @@ def land_conversion_day(
     def land_once(attempt: int) -> dict[str, Any]:
         """One pull of the day, published only if it held still; any error (a shift included)
         leaves the with-block, which discards the staged files and closes the pull."""
-        pull = _pull(hook, request, filters, search_terms, page_size)
+        pull = _pull(hook, request, page_size)
         with (
             pull,
             PartitionWriter(
@@ -143,11 +149,7 @@ def land_conversion_day(
 
 
 def _pull(
-    hook: AffiliateNetworkHook,
-    request: dict[str, Any],
-    filters: Any,
-    search_terms: Any,
-    page_size: int | None,
+    hook: AffiliateNetworkHook, request: dict[str, Any], page_size: int | None
 ) -> PagedIterator:
     """The day's paged pull, pages unparsed (split by msgspec, landed by Arrow, never as dicts)."""
     return hook.iter_conversions(
@@ -157,8 +159,8 @@ def _pull(
         currency_id=request["currency_id"],
         show_conversions=request["show_conversions"],
         show_events=request["show_events"],
-        filters=filters,
-        search_terms=search_terms,
+        filters=request.get("filters"),
+        search_terms=request.get("search_terms"),
         page_size=page_size,
         raw_pages=True,
     )

@@ -14,7 +14,7 @@ import json
 import re
 import zoneinfo
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import ObjectStoragePath
@@ -89,16 +89,12 @@ class RunIdentity:
 
     @classmethod
     def of(cls, run: ReviewRun, window: ReviewWindow, rules_file: str | None) -> RunIdentity:
-        """The identity of ``run`` deciding ``window`` with ``rules_file``."""
-        return cls(
-            run=run,
-            timezone_id=window.timezone_id,
-            timezone=window.timezone,
-            as_of=window.as_of,
-            decide_from=window.decide_from,
-            to_date=window.to_date,
-            rules_file=rules_file,
-        )
+        """The identity of ``run`` deciding ``window`` with ``rules_file``: every field the
+        window has (its timezone, "now" and decided days) is the window's."""
+        from_window = {
+            f.name: getattr(window, f.name) for f in fields(cls) if hasattr(window, f.name)
+        }
+        return cls(run=run, rules_file=rules_file, **from_window)
 
     @property
     def audit_path(self) -> ObjectStoragePath:
