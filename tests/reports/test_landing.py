@@ -135,7 +135,7 @@ def test_a_pull_that_always_shifts_fails_naming_the_counts_and_publishes_nothing
     finally:
         hook.close()
     message = str(caught.value)
-    assert message.startswith(f"{day}: 3 pull(s) of the day all shifted while paging")
+    assert message.startswith(f"{day}: 3 pull(s) all shifted while paging, nothing was published")
     assert f"total_count changed from {truth - count} at page 1 to {truth}" in message
     manifest = read_manifest(before["path"])
     assert manifest is not None

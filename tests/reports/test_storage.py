@@ -34,7 +34,6 @@ from affiliate_network.reports.schema import (
     SchemaMismatchError,
     conversion_schema,
 )
-from affiliate_network.reports.seen_keys import SeenKeys
 from affiliate_network.reports.storage import (
     MANIFEST_NAME,
     STAGING_DIR,
@@ -49,6 +48,7 @@ from affiliate_network.reports.storage import (
     read_partition,
     write_partition,
 )
+from affiliate_network.seen_keys import SeenKeys
 
 CONVERSION_SCHEMA = conversion_schema()
 DAY = {"date": "2026-01-15"}

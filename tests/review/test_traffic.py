@@ -265,3 +265,24 @@ def test_review_decisions_after_a_run_that_decided_part_of_a_group_match_a_full_
     assert not {c for c, (_, action, _) in got.items() if action == "approve"} & fraud
     snapshot = base / "onhold_review" / "_state" / conn / "traffic-tz67.jsonl.gz"
     assert snapshot.exists()
+
+
+def test_a_traffic_pull_that_always_shifts_fails_naming_the_window(world, hook, tmp_path) -> None:
+    """Conversions arrive during every pull of the review's traffic (sandbox fault, real HTTP):
+    after three pulls the task fails with PullShiftedError naming the window and saying that
+    nothing was decided, and no snapshot is kept. The review's pull used to re-raise the last
+    pull's bare error (no window, no count of pulls)."""
+    from affiliate_network.exceptions import PullShiftedError
+
+    store = _store(tmp_path)
+    world.set_faults(insert_after_page=1, insert_count=50)
+    try:
+        with pytest.raises(PullShiftedError) as caught:
+            _pull(hook, store, _start(world))
+    finally:
+        world.clear_faults()
+    message = str(caught.value)
+    assert message.startswith("the traffic of ")
+    assert "3 pull(s) all shifted while paging, nothing was decided" in message
+    assert "total_count changed" in message
+    assert not store.path.exists()

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import msgspec
 import orjson
@@ -39,6 +39,9 @@ from affiliate_network.exceptions import AffiliateNetworkError, PullShiftedError
 from affiliate_network.gcpause import paused_gc
 from affiliate_network.hooks._memory import pin_mmap_threshold
 from affiliate_network.tasklog import TaskLog
+
+if TYPE_CHECKING:
+    from affiliate_network.seen_keys import SeenKeys
 
 
 def loads_without_gc(content: bytes) -> Any:
@@ -103,6 +106,54 @@ SHIFT_RETRIES = 2
 #: Seconds to wait before pulling a shifted window again: long enough for a burst of arriving
 #: conversions to pass, short next to the task.
 SHIFT_WAIT_S = 2.0
+_T = TypeVar("_T")
+
+
+def pull_until_still(
+    pull: Callable[[int], _T],
+    *,
+    what: str,
+    lost: str,
+    log: TaskLog,
+    retries: int = SHIFT_RETRIES,
+    wait_s: float = SHIFT_WAIT_S,
+) -> _T:
+    """``pull(attempt)`` (1, 2, ...) until one pull holds still: a pull whose pages shifted
+    (:class:`PullShiftedError`) is discarded and made again ``wait_s`` later, ``retries``
+    times at most; then the task fails, naming ``what`` and what was not done.
+
+    :param pull: makes one whole pull; raises :class:`PullShiftedError` when it shifted.
+    :param what: names the pull in the log and the error (``"2026-01-31"``).
+    :param lost: what did not happen (``"published"``, ``"decided"``).
+    :param log: where a discarded pull is told.
+    :param retries: extra pulls.
+    :param wait_s: seconds between pulls.
+    :raises PullShiftedError: every pull shifted; the last one's counts.
+    """
+    pulls = retries + 1
+    for attempt in range(1, pulls + 1):
+        try:
+            return pull(attempt)
+        except PullShiftedError as err:
+            if attempt == pulls:
+                raise PullShiftedError(
+                    f"{what}: {pulls} pull(s) all shifted while paging, nothing was {lost}; the "
+                    f"last one: {err}",
+                    expected=err.expected,
+                    got=err.got,
+                ) from err
+            log.warning(
+                "%s: %s; discarded, pulling again in %.1fs (pull %d of %d)",
+                what,
+                err,
+                wait_s,
+                attempt + 1,
+                pulls,
+            )
+            time.sleep(wait_s)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
 #: ``fetch(page, page_size) -> RawPage``; raises an ``AffiliateNetworkError`` on failure.
 PageFetcher = Callable[[int, int], RawPage]
 
@@ -129,8 +180,8 @@ class PagedIterator(Iterator[dict[str, Any]]):
     :param unique_key: record field that identifies a record (``conversion_id``): a record
         whose key an earlier one of this pull had means the pages overlap (the result set
         moved), and the pull stops. Checked for parsed records only (``raw=False``); raw pages
-        are deduplicated by their consumer (the landing's seen keys). Costs one set entry per
-        record.
+        are deduplicated by their consumer (the landing's seen keys). Costs 4 bytes per record
+        in memory (:mod:`affiliate_network.seen_keys`).
     """
 
     def __init__(
@@ -165,7 +216,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         self._clock = clock
         self._last_progress = 0.0
         self._unique_key = None if raw else unique_key
-        self._seen: set[Any] = set()
+        self._seen: SeenKeys | None = None  # made at the first page checked, closed at the end
         self._gen = self._generate()
 
     def __iter__(self) -> PagedIterator:
@@ -335,25 +386,36 @@ class PagedIterator(Iterator[dict[str, Any]]):
         )
 
     def _check_unique(self, records: list[Any], page: int) -> None:
-        """No record key twice in one pull (parsed records with ``unique_key`` only)."""
+        """No record key twice in one pull (parsed records with ``unique_key`` only).
+
+        The keys go into a :class:`~affiliate_network.seen_keys.SeenKeys`, exact at 4 bytes per
+        key: a Python set kept every id string alive, about 120 bytes a record (1 GB of RSS
+        for a 5,000,000-row pull)."""
         key = self._unique_key
         if key is None:
             return
-        seen = self._seen
+        values = []
         for record in records:
             value = record.get(key)
             if value is None:
                 continue
             if not isinstance(value, str | int):
                 value = repr(value)  # a malformed id still compares, and never fails to hash
-            if value in seen:
-                raise self._shifted(
-                    f"page {page} repeats {key} {str(value)[:40]!r} of an earlier record "
-                    f"({len(seen)} distinct so far)",
-                    expected=len(seen) + 1,
-                    got=len(seen),
-                )
-            seen.add(value)
+            values.append(value)
+        if self._seen is None:
+            from affiliate_network.seen_keys import SeenKeys
+
+            self._seen = SeenKeys()
+        fresh = self._seen.add_many(values)
+        if not all(fresh):
+            value = values[fresh.index(False)]
+            distinct = len(self._seen)
+            raise self._shifted(
+                f"page {page} repeats {key} {str(value)[:40]!r} of an earlier record "
+                f"({distinct} distinct so far)",
+                expected=distinct + 1,
+                got=distinct,
+            )
 
     def _later_page(
         self,
@@ -418,6 +480,9 @@ class PagedIterator(Iterator[dict[str, Any]]):
             self._cancel.set()
             if prefetch is not None:
                 prefetch.shutdown()
+            if self._seen is not None:
+                self._seen.close()  # its spill files go now, not at garbage collection
+                self._seen = None
             stats.elapsed_s = self._clock() - started
             self._log_end(finished)
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import PullShiftedError
 from affiliate_network.hooks._memory import prefer_system_arrow_pool
-from affiliate_network.hooks._paging import SHIFT_RETRIES, SHIFT_WAIT_S
+from affiliate_network.hooks._paging import SHIFT_RETRIES, SHIFT_WAIT_S, pull_until_still
 from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
 
@@ -124,28 +123,14 @@ def land_conversion_day(
             "changes": None if result.changes is None else result.changes.summary(),
         }
 
-    pulls = consistency_retries + 1
-    for attempt in range(1, pulls + 1):
-        try:
-            return land_once(attempt)
-        except PullShiftedError as err:
-            if attempt == pulls:
-                raise PullShiftedError(
-                    f"{day}: {pulls} pull(s) of the day all shifted while paging, nothing was "
-                    f"published; the last one: {err}",
-                    expected=err.expected,
-                    got=err.got,
-                ) from err
-            log.warning(
-                "%s: %s; discarded, pulling again in %.1fs (pull %d of %d)",
-                day,
-                err,
-                consistency_wait_s,
-                attempt + 1,
-                pulls,
-            )
-            time.sleep(consistency_wait_s)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+    return pull_until_still(
+        land_once,
+        what=f"{day}",
+        lost="published",
+        log=log,
+        retries=consistency_retries,
+        wait_s=consistency_wait_s,
+    )
 
 
 def _pull(

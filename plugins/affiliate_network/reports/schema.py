@@ -70,7 +70,7 @@ from affiliate_network.reports.arrow_values import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from affiliate_network.reports.seen_keys import SeenKeys
+    from affiliate_network.seen_keys import SeenKeys
 
 # pyarrow is imported inside functions: importing this module must not load a data library
 # (the operators import the report modules; DAG files import the operators at parse time).

@@ -47,7 +47,7 @@ The content checksum identifies the data, not the bytes or the moment: it is a m
 independent of page order, of the format and of the pull time. The pull time is in the manifest
 (``pulled_at``) but not in the checksum. Duplicates by key inside one pull are dropped (first
 occurrence kept) and counted. The seen keys are the only memory that grows with the day, 4
-bytes per kept row (:mod:`~affiliate_network.reports.seen_keys`); everything else is bounded
+bytes per kept row (:mod:`~affiliate_network.seen_keys`); everything else is bounded
 by one API page, the row group (:data:`DEFAULT_ROW_GROUP_ROWS`, one converting and one being
 written) and, for Parquet, the footer of one file (:data:`DEFAULT_FILE_ROWS` rows per file).
 """
@@ -96,7 +96,7 @@ from affiliate_network.reports.schema import (
     landing_memory_pool,
     read_conversions,
 )
-from affiliate_network.reports.seen_keys import SeenKeys
+from affiliate_network.seen_keys import SeenKeys
 
 log = logging.getLogger(__name__)
 

@@ -258,38 +258,28 @@ def _pull_window(
     :class:`~affiliate_network.exceptions.PullShiftedError` fails the task. Aggregates are
     never computed over a pull that lost or doubled rows.
     """
-    from affiliate_network.exceptions import PullShiftedError
-    from affiliate_network.hooks._paging import SHIFT_RETRIES, SHIFT_WAIT_S
+    from affiliate_network.hooks._paging import pull_until_still
 
     lo, hi = span
-    for attempt in range(SHIFT_RETRIES + 1):
-        try:
-            pages = hook.iter_conversions(
-                from_date=since,
-                to_date=window.pull_to_bound,
-                timezone_id=window.timezone_id,
-                show_conversions=True,
-                show_events=False,
-                page_size=page_size,
-            )
-            with pages:
-                return [
-                    _compact_one(record, fields, members)
-                    for record in pages
-                    if (at := _ts(record)) is None or lo <= at < hi
-                ]
-        except PullShiftedError as err:
-            if attempt == SHIFT_RETRIES:
-                raise
-            log.warning(
-                "Traffic pull %d of %d shifted while paging (%s); pulling it again in %.0f s",
-                attempt + 1,
-                SHIFT_RETRIES + 1,
-                err,
-                SHIFT_WAIT_S,
-            )
-            time.sleep(SHIFT_WAIT_S)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    def pull_once(attempt: int) -> list[dict[str, Any]]:
+        pages = hook.iter_conversions(
+            from_date=since,
+            to_date=window.pull_to_bound,
+            timezone_id=window.timezone_id,
+            show_conversions=True,
+            show_events=False,
+            page_size=page_size,
+        )
+        with pages:
+            return [
+                _compact_one(record, fields, members)
+                for record in pages
+                if (at := _ts(record)) is None or lo <= at < hi
+            ]
+
+    what = f"the traffic of {window.decide_from}..{window.to_date} since {since}"
+    return pull_until_still(pull_once, what=what, lost="decided", log=log)
 
 
 def _ts(record: dict[str, Any]) -> float | None:
