@@ -13,6 +13,19 @@ from affiliate_network.sync.ledger import Ledger
 from affiliate_network.sync.loader import load_desired_state
 
 
+def _applied(state: Path, ledger_path: Path) -> Ledger:
+    """A ledger that records every object of ``state`` as applied (a plan with no changes)."""
+    ledger = Ledger(ledger_path)
+    for obj in load_desired_state(state).all_objects():
+        ledger.record_applied(
+            obj.ledger_key,
+            network_id=1 if obj.create_only else obj.network_id,
+            definition=obj.body(),
+            hash_=obj.definition_hash(),
+        )
+    return ledger
+
+
 def test_validate_valid_file_exits_zero(example_doc, write_state, capsys):
     assert main(["validate", str(write_state(example_doc))]) == 0
     assert "valid (1 offer_groups" in capsys.readouterr().out
@@ -29,14 +42,7 @@ def test_validate_invalid_file_exits_one_with_located_errors(example_doc, write_
 
 def test_plan_shows_the_diff_and_detailed_exit_code(example_doc, write_state, tmp_path, capsys):
     path = write_state(example_doc)
-    ledger = Ledger(tmp_path / "ledger.json")
-    for obj in load_desired_state(path).all_objects():
-        ledger.record_applied(
-            obj.ledger_key,
-            network_id=1 if obj.create_only else obj.network_id,
-            definition=obj.body(),
-            hash_=obj.definition_hash(),
-        )
+    ledger = _applied(path, tmp_path / "ledger.json")
     assert main(["plan", str(path), "--ledger", str(ledger.path), "--detailed-exitcode"]) == 0
     assert "0 to create, 0 to update" in capsys.readouterr().out
 
@@ -99,14 +105,7 @@ def test_plan_finds_the_connections_ledger_under_the_data_base(
 ):
     path = write_state(example_doc)
     monkeypatch.setenv("AFFILIATE_NETWORK_DATA_BASE", str(tmp_path))
-    ledger = Ledger(tmp_path / "sync" / "ledger-other.json")
-    for obj in load_desired_state(path).all_objects():
-        ledger.record_applied(
-            obj.ledger_key,
-            network_id=1 if obj.create_only else obj.network_id,
-            definition=obj.body(),
-            hash_=obj.definition_hash(),
-        )
+    _applied(path, tmp_path / "sync" / "ledger-other.json")
     assert main(["plan", str(path), "--conn-id", "other", "--detailed-exitcode"]) == 0
     assert main(["plan", str(path), "--detailed-exitcode"]) == 2  # the default connection's
     assert "0 to create, 0 to update" in capsys.readouterr().out
