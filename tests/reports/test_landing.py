@@ -10,18 +10,12 @@ import pytest
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.storage import read_manifest, read_partition
+from tests.support.landed_history import day_request
 
 
 def test_land_a_day_directly(sandbox, network_conn, tmp_path) -> None:
     day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
-    request = {
-        "from": day.isoformat(),
-        "to": day.isoformat(),
-        "timezone_id": 67,
-        "currency_id": None,
-        "show_conversions": True,
-        "show_events": False,
-    }
+    request = day_request(day)
     hook = AffiliateNetworkHook(network_conn)
     try:
         summary = land_conversion_day(
@@ -29,10 +23,7 @@ def test_land_a_day_directly(sandbox, network_conn, tmp_path) -> None:
             str(tmp_path),
             day,
             request=request,
-            dataset="conversions",
-            format="parquet",
             page_size=200,
-            row_group_rows=None,
             consistency_retries=1,
             log=logging.getLogger("test"),
         )
@@ -52,24 +43,14 @@ def test_land_a_day_directly(sandbox, network_conn, tmp_path) -> None:
 
 
 def _land(hook, base, day, **kwargs):
-    request = {
-        "from": day.isoformat(),
-        "to": day.isoformat(),
-        "timezone_id": 67,
-        "currency_id": None,
-        "show_conversions": True,
-        "show_events": False,
-    }
+    request = day_request(day)
     kwargs.setdefault("consistency_retries", 2)
     return land_conversion_day(
         hook,
         str(base),
         day,
         request=request,
-        dataset="conversions",
-        format="parquet",
         page_size=100,
-        row_group_rows=None,
         log=logging.getLogger("test"),
         consistency_wait_s=0.01,
         **kwargs,

@@ -27,7 +27,7 @@ PROBE = textwrap.dedent(
                "show_conversions": True, "show_events": True}
     hook = AffiliateNetworkHook("affiliate_network_default")
     summary = land_conversion_day(
-        hook, out, dt.date.fromisoformat(day), request=request, dataset="conversions",
+        hook, out, dt.date.fromisoformat(day), request=request,
         format=fmt, page_size=100, row_group_rows=150, consistency_retries=0,
         log=logging.getLogger("probe"))
     hook.close()

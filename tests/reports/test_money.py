@@ -38,6 +38,7 @@ from affiliate_network.reports.schema import (
 from affiliate_network.reports.storage import PartitionWriter, read_partition
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.records import load_records
+from tests.support.landed_history import day_request
 
 SCHEMA = conversion_schema()
 DAY = "2026-01-15"
@@ -231,17 +232,13 @@ def sandbox_day(sandbox_server, tmp_path_factory) -> dict[str, Any]:
         "conn_type": "affiliate_network", "host": sandbox.base_url,
         "password": sandbox.keys["network"], "extra": {"portal": "network"},
     })  # fmt: skip
-    request = {
-        "from": day.isoformat(), "to": day.isoformat(), "timezone_id": 67,
-        "currency_id": None, "show_conversions": True, "show_events": True,
-    }  # fmt: skip
+    request = day_request(day, show_events=True)
     with pytest.MonkeyPatch.context() as env:
         env.setenv(conn_env_name("money"), conn)
         hook = AffiliateNetworkHook("money")
         try:
             summary = land_conversion_day(
-                hook, str(tmp), day, request=request, dataset="conversions",
-                format="parquet", page_size=500, row_group_rows=None, consistency_retries=1,
+                hook, str(tmp), day, request=request, page_size=500, consistency_retries=1,
                 log=logging.getLogger("test"),
             )  # fmt: skip
             pages = [

@@ -26,6 +26,7 @@ from affiliate_network.reports.storage import (
     read_manifest,
     write_partition,
 )
+from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")
 
@@ -50,16 +51,7 @@ def day(sandbox) -> dt.date:
 
 
 def _request(day: dt.date) -> dict:
-    return {
-        "from": day.isoformat(),
-        "to": day.isoformat(),
-        "timezone_id": 67,
-        "currency_id": "USD",
-        "show_conversions": True,
-        "show_events": True,
-        "filters": None,
-        "search_terms": None,
-    }
+    return day_request(day, show_events=True, currency_id="USD", filters=None, search_terms=None)
 
 
 def _land(hook, base: Path, day: dt.date) -> dict:
@@ -68,10 +60,7 @@ def _land(hook, base: Path, day: dt.date) -> dict:
         str(base),
         day,
         request=_request(day),
-        dataset="conversions",
-        format="parquet",
         page_size=500,
-        row_group_rows=None,
         consistency_retries=1,
         log=LOG,
     )

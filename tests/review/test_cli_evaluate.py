@@ -23,19 +23,17 @@ from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.storage import read_partition
 from affiliate_network.rules.engine import RuleSet
+from tests.support.landed_history import day_request
 
 PROJECT_RULES = Path(__file__).resolve().parents[2] / "include" / "onhold_rules.yaml"
 SCRIPT = Path(sys.executable).with_name("affiliate-network-rules")
 
 
 def land(hook: AffiliateNetworkHook, base: Path, day: dt.date, fmt: str) -> Path:
-    request = {
-        "from": day.isoformat(), "to": day.isoformat(), "timezone_id": 67,
-        "currency_id": None, "show_conversions": True, "show_events": True,
-    }  # fmt: skip
+    request = day_request(day, show_events=True)
     summary = land_conversion_day(
-        hook, str(base), day, request=request, dataset="conversions", format=fmt,
-        page_size=500, row_group_rows=None, consistency_retries=1, log=logging.getLogger("test"),
+        hook, str(base), day, request=request, format=fmt,
+        page_size=500, consistency_retries=1, log=logging.getLogger("test"),
     )  # fmt: skip
     return Path(summary["path"])
 

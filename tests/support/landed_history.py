@@ -5,9 +5,25 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
+from typing import Any
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
+
+
+def day_request(
+    day: dt.date, *, timezone_id: int = 67, show_events: bool = False, **more: Any
+) -> dict[str, Any]:
+    """The request a landing of ``day`` records in its manifest (the operator's keys)."""
+    return {
+        "from": day.isoformat(),
+        "to": day.isoformat(),
+        "timezone_id": timezone_id,
+        "currency_id": None,
+        "show_conversions": True,
+        "show_events": show_events,
+        **more,
+    }
 
 
 def land_days(
@@ -24,24 +40,13 @@ def land_days(
     try:
         day = first
         while day <= last:
-            request = {
-                "from": day.isoformat(),
-                "to": day.isoformat(),
-                "timezone_id": timezone_id,
-                "currency_id": None,
-                "show_conversions": True,
-                "show_events": False,
-            }
             out.append(
                 land_conversion_day(
                     hook,
                     str(base),
                     day,
-                    request=request,
-                    dataset="conversions",
-                    format="parquet",
+                    request=day_request(day, timezone_id=timezone_id),
                     page_size=2000,
-                    row_group_rows=None,
                     consistency_retries=1,
                     log=logging.getLogger("landed_history"),
                     consistency_wait_s=0.01,
