@@ -523,7 +523,11 @@ class Sandbox:
                 }
                 for region, w in self.worlds.items()
             }
-        if route in (("GET", "/_sandbox/truth/conversions"), ("GET", "/_sandbox/truth/planted")):
+        if route in (
+            ("GET", "/_sandbox/truth/conversions"),
+            ("GET", "/_sandbox/truth/planted"),
+            ("GET", "/_sandbox/truth/money"),
+        ):
             return self._admin_truth(route[1], query)
         if method == "GET" and path.startswith("/_sandbox/objects/"):
             kind = path.rsplit("/", 1)[1]
@@ -534,7 +538,7 @@ class Sandbox:
         raise not_found()
 
     def _admin_truth(self, path: str, query: dict[str, Any]) -> Any:
-        """``/_sandbox/truth/conversions`` and ``/_sandbox/truth/planted`` for a window."""
+        """``/_sandbox/truth/conversions``, ``/planted`` and ``/money`` for a window."""
         world = self._world(query)
         body = {"from": query.get("from"), "to": query.get("to")}
         tz = query.get("timezone_id")
@@ -544,6 +548,11 @@ class Sandbox:
             except ValueError:
                 raise invalid("timezone_id must be an integer") from None
         t0, t1 = world.window(body, "admin")
+        if path.endswith("money"):
+            cells = query.get("cells", "true")
+            if cells not in ("true", "false"):
+                raise invalid("cells must be true or false")
+            return world.money_truth(t0, t1, cells=cells == "true")
         truth = world.truth(t0, t1)
         if path.endswith("conversions"):
             return {k: val for k, val in truth.items() if not k.startswith("_")}
