@@ -22,6 +22,7 @@ import orjson
 from affiliate_network_sandbox import choices
 from affiliate_network_sandbox.auth import (
     HEADER,
+    HEADER_ALIAS,
     PORTAL_PREFIXES,
     KeyRing,
     Principal,
@@ -667,8 +668,11 @@ def create_app(
 
 
 def _api_key(scope: dict[str, Any]) -> str | None:
-    """The request's API key header, if any."""
+    """The request's API key header (``X-Svc-Api-Key``, else its alias ``X-Eflow-API-Key``)."""
+    alias = None
     for name, value in scope["headers"]:
         if name == HEADER:
             return str(value.decode("latin-1"))
-    return None
+        if name == HEADER_ALIAS and alias is None:
+            alias = str(value.decode("latin-1"))
+    return alias

@@ -283,9 +283,23 @@ ENTITY_COLUMNS = (
     "sub3",
     "sub4",
     "sub5",
+    # Named by the public rate-limiting guide's granular list and sent by public clients
+    # (real-service facts "entity-table columns"); all granular. ``offer_url`` groups by
+    # network_offer_url_id (label: the URL's name), ``event_name`` by the record's ``event``
+    # ("" for base conversions), the others by the record field of the same name.
+    "offer_url",
+    "source_id",
+    "adv1",
+    "adv2",
+    "adv3",
+    "adv4",
+    "adv5",
+    "event_name",
 )
 TIME_COLUMNS = ("hour", "date", "week", "month", "year")
 MAX_COLUMNS = 10
+#: ``columns`` items are objects ``{"column": "<name>"}``; anything else (a plain string, a
+#: number, an object without ``column``) -> 400 naming the item as sent.
 MAX_TABLE_ROWS = 10_000
 #: Filter items as in the conversion report (resource types: offer, advertiser, country,
 #: platform, device_type, status). Rows are sorted by their column ids.
@@ -328,6 +342,9 @@ NETWORK_ON_HOLD_STATUS = STATUS_PENDING
 MSG_NO_HEADER = "Unable to authenticate request"
 MSG_BAD_KEY = "No authentication method found"
 MSG_OUT_OF_REALM = "Out of realm"
+#: Key header: the spec's ``X-Svc-Api-Key``; the real API family's ``X-Eflow-API-Key`` (its
+#: reference and public clients send it) is accepted as an alias. When both are sent the
+#: spec's header is read (auth.HEADER, auth.HEADER_ALIAS).
 MSG_NO_SCOPE = "Insufficient permissions"
 #: Order of checks before an endpoint: rate limit 429 -> router 404 -> 405 -> 401 -> 403 ->
 #: injected faults -> endpoint (so every /v1 response carries X-RateLimit-Remaining).

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import orjson
+
 from affiliate_network_sandbox import choices
 from affiliate_network_sandbox import validate as v
 from affiliate_network_sandbox.data import (
@@ -397,10 +399,14 @@ class ReportingArea(WorldBase):
             raise invalid(f"columns must hold 1 to {choices.MAX_COLUMNS} items")
         cols: list[str] = []
         for item in cols_raw:
-            name = item.get("column") if isinstance(item, dict) else None
-            if not isinstance(name, str) or (
-                name not in columns and name not in choices.TIME_COLUMNS
-            ):
+            # Errors name the item as sent, in JSON (a plain string, null, a number...).
+            sent = orjson.dumps(item).decode()[:100]
+            if not isinstance(item, dict) or "column" not in item:
+                raise invalid(f'columns items must be objects {{"column": "<name>"}}, got {sent}')
+            name = item["column"]
+            if not isinstance(name, str):
+                raise invalid(f"column must be a string, got {sent}")
+            if name not in columns and name not in choices.TIME_COLUMNS:
                 raise invalid(f"unknown column {name!r}")
             if name in cols:
                 raise invalid(f"duplicate column {name!r}")
@@ -463,6 +469,11 @@ class ReportingArea(WorldBase):
         if col == "advertiser":
             adv = rel["advertiser"]
             return str(adv["network_advertiser_id"]), adv["name"]
+        if col == "offer_url":
+            url = rel["offer_url"]
+            return str(url["network_offer_url_id"]), url["name"]
+        if col == "event_name":
+            return rec["event"], rec["event"]
         if col in choices.TIME_COLUMNS:
             local = dt.datetime.fromtimestamp(rec["conversion_unix_timestamp"], tz)
             if col == "hour":
