@@ -5,6 +5,7 @@ Every amount is read as a Decimal from the JSON text (never a float), summed per
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import defaultdict
 from decimal import ROUND_HALF_UP, Decimal
@@ -235,3 +236,109 @@ def test_truth_equals_a_full_paged_read_of_the_conversion_report(large, api, day
 def test_world_settings_are_validated(sandbox, overrides, message):
     with pytest.raises(SandboxAdminError, match=message):
         sandbox.reset(**overrides)
+
+
+# --- records that arrive late or disappear: reads follow the clock ------------------------------
+
+
+def _noon(day: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(f"{day}T12:00:00+00:00")
+
+
+def _morning(day: str, **extra: Any) -> dict[str, Any]:
+    """The window [00:00, 12:00) UTC of ``day`` (``to`` is inclusive)."""
+    return {"from": f"{day} 00:00:00", "to": f"{day} 11:59:59", "timezone_id": 67, **extra}
+
+
+def _search(api: Any, day: str, conversion_id: str) -> list[dict[str, Any]]:
+    terms = [{"search_type": "conversion_id", "value": conversion_id}]
+    body = day_body(day, query={"search_terms": terms})
+    resp = api.conversions(body)
+    assert resp.status_code == 200, resp.text
+    return resp.json()["conversions"]
+
+
+def _truth_count(sandbox: Any, day: str) -> int:
+    money = sandbox.truth_money(day, timezone_id=67, cells=False)["currencies"]
+    return sum(agg["count"] for cur in money.values() for agg in cur["conversions"].values())
+
+
+def test_late_recorded_conversions_appear_once_the_clock_passes_their_recording(sandbox, api, day):
+    sandbox.reset(world="large", conversions_per_day=3000, late_share=0.1, deletion_share=0)
+    noon = _noon(day)
+    sandbox.set_clock(noon)
+    first = {r["conversion_id"]: r for r in api.all_conversions(_morning(day))}
+    assert _truth_count(sandbox, day) == len(first)
+    sandbox.advance_clock(6 * 3600)
+    later = {r["conversion_id"]: r for r in api.all_conversions(_morning(day))}
+    assert _truth_count(sandbox, day) > len(later)  # the afternoon counts in the day's truth
+    # Nothing vanished; conversions timestamped before noon arrived in the already-read window.
+    assert set(first) <= set(later)
+    arrived = sorted(set(later) - set(first))
+    assert len(arrived) >= 5
+    assert all(later[c]["conversion_unix_timestamp"] <= noon.timestamp() for c in arrived)
+    # Before its recording no read serves it: search by id, the flowchart; after, both do.
+    late = later[arrived[0]]
+    flowchart = f"/networks/reporting/transactions/{late['transaction_id']}/flowchart"
+    sandbox.set_clock(noon)
+    assert _search(api, day, late["conversion_id"]) == []
+    assert api.call("GET", flowchart).status_code == 404
+    sandbox.set_clock(noon + dt.timedelta(hours=6))
+    assert [r["conversion_id"] for r in _search(api, day, late["conversion_id"])] == [arrived[0]]
+    assert api.call("GET", flowchart).status_code == 200
+
+
+def test_deleted_conversions_disappear_from_every_read_and_from_the_truth(sandbox, api, day):
+    sandbox.reset(world="large", conversions_per_day=3000, deletion_share=0.01, late_share=0)
+    past = (dt.date.fromisoformat(day) - dt.timedelta(days=3)).isoformat()
+    sandbox.set_clock(dt.datetime.fromisoformat(f"{past}T23:59:59+00:00"))
+    body = day_body(past, show_events=True)
+    first = {r["conversion_id"]: r for r in api.all_conversions(body)}
+    sandbox.advance_clock(3 * 86400)
+    later = {r["conversion_id"]: r for r in api.all_conversions(body)}
+    assert set(later) <= set(first)
+    gone = [first[c] for c in sorted(set(first) - set(later))]
+    assert gone
+    gone_txns = {r["transaction_id"] for r in gone}
+    # An event goes with its conversion.
+    assert not gone_txns & {r["transaction_id"] for r in later.values()}
+    base = [r for r in gone if not r["is_event"]]
+    assert base
+    assert _search(api, past, base[0]["conversion_id"]) == []
+    flowchart = f"/networks/reporting/transactions/{base[0]['transaction_id']}/flowchart"
+    assert api.call("GET", flowchart).status_code == 404
+    truth = sandbox.truth_money(past, timezone_id=67, cells=False)["currencies"]
+    counted = sum(c["events"]["count"] for c in truth.values()) + sum(
+        agg["count"] for c in truth.values() for agg in c["conversions"].values()
+    )
+    assert counted == len(later)
+
+
+def test_on_hold_listing_changes_while_read(sandbox, api, day):
+    sandbox.reset(world="large", conversions_per_day=3000, late_share=0.2, deletion_share=0)
+    sandbox.set_clock(_noon(day))
+    pending = _morning(
+        day, query={"filters": [{"resource_type": "status", "filter_id_value": "pending"}]}
+    )
+
+    def listing() -> dict[str, str]:
+        return {
+            r["conversion_id"]: r["relationship"]["on_hold_snapshots"][0]["on_hold_conversion_id"]
+            for r in api.all_conversions(pending, page_size=50)
+        }
+
+    held = listing()
+    assert len(held) > 20
+    approved = sorted(held)[0]
+    resp = api.call(
+        "PATCH",
+        "/networks/reporting/onhold",
+        json={"on_hold_conversion_ids": [held[approved]], "status": "approved"},
+    )
+    assert resp.status_code == 200
+    # An approval removes its row from the on-hold listing...
+    assert set(listing()) == set(held) - {approved}
+    # ...and late holds arrive in the already-read window as the clock runs.
+    sandbox.advance_clock(6 * 3600)
+    after = listing()
+    assert set(held) - {approved} < set(after)

@@ -453,7 +453,8 @@ class Generator:
         Records later than the sandbox's clock do not exist yet: ``t1`` stops at the clock.
         """
         out: list[Segment] = []
-        t1 = min(t1, self.visible_end())
+        ve = self.visible_end()
+        t1 = min(t1, ve)
         if t1 <= t0:
             return out
         first = max(self.first_ord, dt.datetime.fromtimestamp(t0 - DAY, dt.UTC).date().toordinal())
@@ -470,7 +471,7 @@ class Generator:
                     else self._first_at_or_after(self.conv_ts, c, c.n, t1)
                 )
                 if hi > lo:
-                    out.extend(self._split(KIND_CONVERSION, c, lo, hi, t1))
+                    out.extend(self._split(KIND_CONVERSION, c, lo, hi, ve))
         if events:
             for o in range(first, last + 1):
                 c = self.day(o)
@@ -482,7 +483,7 @@ class Generator:
                 lo = 0 if t0 <= s0 else self._first_at_or_after(self.event_ts, c, c.e, t0)
                 hi = c.e if t1 >= s1 else self._first_at_or_after(self.event_ts, c, c.e, t1)
                 if hi > lo:
-                    out.extend(self._split(KIND_EVENT, c, lo, hi, t1))
+                    out.extend(self._split(KIND_EVENT, c, lo, hi, ve))
         return out
 
     # --- late and deleted records ---------------------------------------------------------------
