@@ -342,3 +342,16 @@ def test_on_hold_listing_changes_while_read(sandbox, api, day):
     sandbox.advance_clock(6 * 3600)
     after = listing()
     assert set(held) - {approved} < set(after)
+
+
+def test_the_outlier_rule_catches_exactly_the_planted_outliers_in_every_currency(large, api, day):
+    planted = large.planted(day, day, timezone_id=67)
+    assert "rate of the record's currency_id" in planted["rules"]["outlier_sale_amount"]
+    outliers = set(planted["conversion_ids"]["outlier_sale_amount"])
+    flagged = {
+        r["conversion_id"]
+        for r in api.all_conversions(day_body(day))
+        if Decimal(str(r["sale_amount"])) >= Decimal(5000) * RATES[r["currency_id"]]
+    }
+    assert outliers
+    assert flagged == outliers

@@ -562,7 +562,7 @@ class Sandbox:
             "conversion_ids": planted_ids,
             "on_hold_conversion_ids": planted_oh,
             "clean_on_hold_conversion_ids": clean,
-            "rules": planted_rules(),
+            "rules": planted_rules(world.cfg.offer_currencies),
         }
 
     def _admin_rate_limit(self, raw: bytes) -> Any:
@@ -572,15 +572,23 @@ class Sandbox:
         return self.limiter.to_json()
 
 
-def planted_rules() -> dict[str, str]:
-    """The planted patterns and the rules that catch exactly them (README "Planted patterns")."""
+def planted_rules(currencies: tuple[str, ...] = ("USD",)) -> dict[str, str]:
+    """The planted patterns and the rules that catch exactly them (README "Planted patterns").
+
+    :param currencies: the offers' currencies: the outlier threshold is a USD amount, so with
+        other currencies the rule compares with it times the record currency's rate.
+    """
+    outlier = f"sale_amount >= {choices.OUTLIER_SALE_AMOUNT_MIN}"
+    if set(currencies) != {"USD"}:
+        rates = ", ".join(f"{c} {choices.CURRENCY_RATES[c]}" for c in currencies)
+        outlier += f" x the rate of the record's currency_id per 1 USD ({rates})"
     return {
         "duplicate_ip": f">= {choices.DUPLICATE_IP_MIN_CONVERSIONS} conversions (is_event false) "
         "with the same conversion_user_ip in one UTC day",
         "fast_click": "conversion_unix_timestamp - click_unix_timestamp < "
         f"{choices.FAST_CLICK_MAX_SECONDS}",
         "blocklisted_sub": f"sub1 in {list(choices.BLOCKLISTED_SUB1)}",
-        "outlier_sale_amount": f"sale_amount >= {choices.OUTLIER_SALE_AMOUNT_MIN}",
+        "outlier_sale_amount": outlier,
         "ip_mismatch": "session_user_ip != conversion_user_ip",
     }
 
