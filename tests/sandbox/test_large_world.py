@@ -355,3 +355,25 @@ def test_the_outlier_rule_catches_exactly_the_planted_outliers_in_every_currency
     }
     assert outliers
     assert flagged == outliers
+
+
+@pytest.mark.parametrize("target", ["USD", "KWD"])
+def test_the_affiliate_table_converts_its_earnings_the_same_way(large, api, day, target):
+    fid, key = next(iter(large.keys["affiliate"].items()))
+    cells = [
+        c
+        for c in large.truth_money(day, timezone_id=67)["cells"]
+        if c["network_affiliate_id"] == int(fid)
+    ]
+    assert len({c["currency_id"] for c in cells}) > 1
+    body = day_body(day, currency_id=target, columns=[{"column": "offer"}])
+    resp = api.call("POST", "/affiliates/reporting/entity/table", key=key, json=body)
+    assert resp.status_code == 200, resp.text
+    got = {r["columns"][0]["id"]: r["reporting"] for r in _decimal_json(resp.text)["table"]}
+    for cell in cells:
+        src, earned = cell["currency_id"], Decimal(cell["payout"])
+        expected = (
+            earned if src == target else _to_minor(earned * RATES[target] / RATES[src], target)
+        )
+        row = got[str(cell["network_offer_id"])]
+        assert (row["revenue"], row["cv"]) == (expected, cell["cv"]), cell
