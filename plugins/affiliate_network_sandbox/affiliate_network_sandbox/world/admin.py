@@ -98,19 +98,21 @@ class AdminArea(WorldBase):
         gen = self.gen
         counts: dict[int, list[int]] = {}
         pairs = gen.pairs
+        core, status_of, parent = gen.core, self.status_of, gen.event_parent
         for seg in gen.segments(t0, t1, conversions=True, events=True):
             c = seg.ctx
             if seg.kind == KIND_CONVERSION:
                 for i in range(seg.lo, seg.hi):
-                    u, _ts, _pattern, oh = gen.core(c, i)
+                    u, _ts, _pattern, oh = core(c, i)
                     p = (u >> 16) % pairs
                     row = counts.get(p)
                     if row is None:
                         row = counts[p] = [0, 0, 0, 0]
-                    row[_STATUS_COL[self.status_of(KIND_CONVERSION, c, i, oh)]] += 1
+                    # Not held: approved from the start (status_of only for held ones).
+                    row[_STATUS_COL[status_of(KIND_CONVERSION, c, i, oh)] if oh else 0] += 1
             else:
                 for j in range(seg.lo, seg.hi):
-                    u = gen.core(c, gen.event_parent(c, j))[0]
+                    u = core(c, parent(c, j))[0]
                     p = (u >> 16) % pairs
                     row = counts.get(p)
                     if row is None:
