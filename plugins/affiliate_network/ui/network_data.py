@@ -203,7 +203,9 @@ def reconciliation_summary(doc: Mapping[str, Any], path: Path) -> dict[str, Any]
     }
 
 
-def landed_days(base: Path, first: dt.date, last: dt.date, problems: list[str]) -> list[dict]:
+def landed_days(
+    base: Path, first: dt.date, last: dt.date, problems: list[str]
+) -> list[dict[str, Any]]:
     """Every day from ``first`` to ``last``: its landed partition, or ``landed: false``."""
     root = base / "conversions"
     days = []
@@ -272,7 +274,9 @@ def _run_day(run_id: str, folder: Path) -> str:
     return dt.datetime.fromtimestamp(folder.stat().st_mtime, dt.UTC).date().isoformat()
 
 
-def review_summary(base: Path, first: dt.date, last: dt.date, problems: list[str]) -> dict:
+def review_summary(
+    base: Path, first: dt.date, last: dt.date, problems: list[str]
+) -> dict[str, Any]:
     """Decisions per day and rule with money at stake per currency; waiting and answered rows.
 
     A run's newest ``decisions-attempt-N.jsonl`` holds its decisions; ``review`` rows wait
@@ -320,7 +324,9 @@ def review_summary(base: Path, first: dt.date, last: dt.date, problems: list[str
     }
 
 
-def _count(per_day_rule: dict[tuple[str, str], dict[str, Any]], day: str, row: Mapping) -> None:
+def _count(
+    per_day_rule: dict[tuple[str, str], dict[str, Any]], day: str, row: Mapping[str, Any]
+) -> None:
     rule = str(row.get("rule_id") or "?")
     entry = per_day_rule.setdefault(
         (day, rule), {"date": day, "rule_id": rule, "actions": {}, "money": {}}
@@ -375,7 +381,7 @@ def _row_view(row: Mapping[str, Any], dag_id: str, run_folder: str) -> dict[str,
 # --- the offer sync ---------------------------------------------------------------------------
 
 
-def sync_summary(base: Path, offer_state: Path | None, problems: list[str]) -> list[dict]:
+def sync_summary(base: Path, offer_state: Path | None, problems: list[str]) -> list[dict[str, Any]]:
     """Per ledger (one per network connection): objects, intents, last apply, and the plan.
 
     The plan is :func:`affiliate_network.sync.plan.build_plan` of the desired state against the

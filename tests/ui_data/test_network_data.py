@@ -1,0 +1,74 @@
+"""The network page's data library on files landed from the sandbox, against its truth."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from decimal import Decimal
+from pathlib import Path
+
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.reports.reconcile import reconcile_day
+from affiliate_network.ui.network_data import quota_headroom, read_page
+from tests.support.landed_history import land_days
+
+
+def _land(network_conn: str, base: Path, first: dt.date, last: dt.date) -> None:
+    land_days(network_conn, base, first, last)
+    hook = AffiliateNetworkHook(network_conn)
+    try:
+        day = first
+        while day <= last:
+            reconcile_day(hook, str(base), day, on_mismatch="warn", log=logging.getLogger("t"))
+            day += dt.timedelta(days=1)
+    finally:
+        hook.close()
+
+
+def test_landed_days_match_the_sandbox_truth_per_status_and_currency(
+    sandbox, network_conn: str, tmp_path: Path
+) -> None:
+    last = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    first = last - dt.timedelta(days=1)
+    _land(network_conn, tmp_path, first, last)
+    page = read_page(tmp_path, days=5, sections=("reports",)).to_json()
+    assert page["last"] == last.isoformat()
+    assert page["problems"] == []
+    shown = {d["date"]: d for d in page["days"]}
+    assert [d for d, v in shown.items() if v["landed"]] == [first.isoformat(), last.isoformat()]
+    for day in (first, last):
+        truth = sandbox.truth_money(day.isoformat(), cells=False)
+        entry = shown[day.isoformat()]
+        for currency, money in truth["currencies"].items():
+            for status, cell in money["conversions"].items():
+                got = entry["by_status"].get(status, {})
+                assert got.get("conversions", 0) == cell["count"], (day, currency, status)
+                if cell["count"]:
+                    # Events add to a status's payout on the page; the truth counts them apart.
+                    shown_payout = Decimal(got["payout"][currency])
+                    assert shown_payout >= Decimal(cell["payout"]), (day, currency, status)
+        # Landed without events: the report's money differs; the page says so, cell by cell.
+        written = json.loads(
+            (tmp_path / f"conversions/date={day}/_reconciliation.json").read_text()
+        )
+        rec = entry["reconciliation"]
+        assert rec["reconciled"] is written["reconciled"] is False
+        assert rec["differing_count"] == len(written["differing"]) > 0
+        assert rec["differing"] == written["differing"][:20]
+
+
+def test_quota_headroom_counts_the_rolling_window_only(tmp_path: Path) -> None:
+    now = 1_800_000_000.0
+    (tmp_path / "abc.granular.json").write_text(json.dumps({"times": [now - 10, now - 4000]}))
+    (tmp_path / "bad.granular.json").write_text("{torn")
+    rows = quota_headroom(
+        tmp_path,
+        {"a": ("abc", 60, 3600.0), "b": ("bad", 60, 3600.0), "c": ("none", 5, 60.0)},
+        now=now,
+    )
+    assert [(r["network"], r["used"], r["left"]) for r in rows] == [
+        ("a", 1, 59),
+        ("b", None, None),
+        ("c", 0, 5),
+    ]
