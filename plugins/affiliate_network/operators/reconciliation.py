@@ -33,10 +33,10 @@ class ReconciliationOperator(ReportOperatorBase):
     has announced yet (:func:`~affiliate_network.reports.announcements.pending_changes`); else
     the run's day. Per day it compares ``cv``, ``payout`` and ``revenue`` per (affiliate,
     offer) and in total with ``POST /networks/reporting/entity/table`` (non-granular columns
-    only) and writes ``_reconciliation.json`` beside the day's manifest; a day whose content is
-    unchanged since it reconciled with the same tolerance keeps that verdict
-    (:mod:`affiliate_network.reports.verdicts`). Beyond the tolerance it fails after every day
-    was compared (``on_mismatch="fail"``,
+    only) and writes ``_reconciliation.json`` beside the day's manifest; a day the pulls of
+    this run re-pulled and found unchanged since it reconciled with the same tolerance keeps
+    that verdict (:mod:`affiliate_network.reports.verdicts`). Beyond the tolerance it fails
+    after every day was compared (``on_mismatch="fail"``,
     :class:`~affiliate_network.exceptions.ReconciliationError` naming each differing day, not
     retried) or warns. Its outlets (the dataset's Asset) get an event whose extra lists each
     partition with ``"reconciled"`` (true, false, or null when not compared) and its
@@ -55,8 +55,8 @@ class ReconciliationOperator(ReportOperatorBase):
         default ``0``: money is exact decimal on both sides).
     :param count_tolerance: absolute difference allowed in conversions (templated; default 0).
     :param max_cells: differing cells named per day in the error.
-    :param keep_valid: keep the still-valid verdict of an unchanged day (default); ``False``
-        compares every day again.
+    :param keep_valid: a day the pulls of this run found unchanged keeps its still-valid verdict
+        (default); ``False`` compares every day again.
     :param network_timezone: IANA name of the network's timezone, to turn the data interval
         into a day (default: ``include/network.yaml``).
     :param timezone_id: the network's timezone id (default: ``include/network.yaml``); the
@@ -118,28 +118,27 @@ class ReconciliationOperator(ReportOperatorBase):
         self.to_date = date
         self.currency_id = None
 
-    def days(self, context: Context, base: str) -> list[str]:
-        """The days to reconcile (see the class doc), oldest first."""
+    def days(self, context: Context, base: str) -> tuple[list[str], set[str]]:
+        """The days to reconcile (see the class doc), oldest first, and those of them the
+        pulls of this run re-pulled and found unchanged (they may keep their verdict)."""
         if self.date or not self.source_task_ids:
             self.from_date = self.to_date = self.date or None
-            return [self._window(context)[1].isoformat()]
+            return [self._window(context)[1].isoformat()], set()
         from affiliate_network.reports.announcements import pending_changes
 
         summaries = context["ti"].xcom_pull(task_ids=self.source_task_ids)
         if isinstance(summaries, dict):  # one task id: Airflow returns the value itself
             summaries = [summaries]
-        landed = {
-            str(part["date"])
-            for summary in summaries or []
-            if summary
-            for part in summary.get("partitions", [])
-        }
+        parts = [p for s in summaries or [] if s for p in s.get("partitions", [])]
+        landed = {str(p["date"]) for p in parts}
+        # A day pulled twice in one run counts as changed if either pull changed it.
+        changed = {str(p["date"]) for p in parts if p.get("changed", True)}
         pending = {
             p.keys["date"]
             for p in pending_changes(base, self.dataset, run_id=context.get("run_id"))
             if "date" in p.keys
         }
-        return sorted(landed | pending)
+        return sorted(landed | pending), landed - changed
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.reports.reconcile import Tolerance
@@ -148,7 +147,7 @@ class ReconciliationOperator(ReportOperatorBase):
         self.reset_lineage()
         base = resolve_data_base(self.base_path)
         tolerance = Tolerance.of(self.money_tolerance, self.count_tolerance)
-        days = self.days(context, base)
+        days, unchanged = self.days(context, base)
         verdicts = reconcile_days(
             self.hook,
             base,
@@ -157,7 +156,7 @@ class ReconciliationOperator(ReportOperatorBase):
             tolerance=tolerance,
             on_mismatch=str(self.on_mismatch),
             max_cells=self.max_cells,
-            keep_valid=self.keep_valid,
+            repulled_unchanged=unchanged if self.keep_valid else (),
             log=self.log,
         )
         if any(v.comparison and not v.kept for v in verdicts):

@@ -10,13 +10,14 @@ with the same settings (:func:`reconcile_days`, one call of
 * ``not_compared``: no comparison could be made (no complete partition, a filtered pull or a
   JSON Lines partition), with the reason.
 
-A day whose re-pull left its partition as it was (same content checksum) keeps a verdict that
-still holds: its comparison file names that checksum, it reconciled, and it was made with the
-same tolerance. It is not compared again: the report it matched described the same records.
-Any other day is compared again, a ``differs`` verdict included (the network's report may have
-caught up). A republished partition has no comparison file until it is compared
-(:data:`~affiliate_network.reports.reconcile.COMPARISON_NAME` names the checksum it was made
-for, and a comparison of other content is never taken for this one: :func:`stored_verdict`).
+A day the run has just re-pulled and found unchanged (same content checksum: the network still
+serves exactly the records landed) keeps a verdict that still holds: its comparison file names
+that checksum, it reconciled, and it was made with the same tolerance. It is not compared
+again: the report it matched aggregates the same records. Any other day is compared again, a
+``differs`` verdict included (the network's report may have caught up), and so is a day that
+was not re-pulled just before (its landed records may be stale while the network moved on). A
+comparison file names the checksum it was made for, and a comparison of other content is never
+taken for the partition's (:func:`stored_verdict`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Literal
@@ -159,7 +160,7 @@ def reconcile_days(
     tolerance: Tolerance | None = None,
     on_mismatch: str = "fail",
     max_cells: int = DEFAULT_MAX_CELLS,
-    keep_valid: bool = True,
+    repulled_unchanged: Collection[str] = (),
     log: TaskLog = _LOG,
 ) -> list[DayVerdict]:
     """Reconcile each of ``days`` with the network's report; one verdict per day, oldest first.
@@ -174,8 +175,9 @@ def reconcile_days(
     :param tolerance: allowed absolute differences (default: exact).
     :param on_mismatch: ``fail`` (raise after every day was compared) or ``warn``.
     :param max_cells: differing cells named per day in the error.
-    :param keep_valid: keep the verdict of an unchanged day that reconciled with the same
-        tolerance (see the module doc); ``False`` compares every day again.
+    :param repulled_unchanged: days (``YYYY-MM-DD``) the caller has just re-pulled and found
+        unchanged: each keeps a verdict that still holds (see the module doc); every other
+        day is compared.
     :param log: where progress goes.
     :raises ReconciliationError: a day differs and ``on_mismatch="fail"``; the message names
         every differing day, ``day`` is the first of them.
@@ -195,8 +197,9 @@ def reconcile_days(
     verdicts: list[DayVerdict] = []
     failures: list[ReconciliationError] = []
     for day in texts:
+        keep = day in repulled_unchanged
         verdict, failure = _reconcile_one(
-            hook, base, day, dataset, tolerance, on_mismatch, max_cells, keep_valid, log
+            hook, base, day, dataset, tolerance, on_mismatch, max_cells, keep, log
         )
         verdicts.append(verdict)
         if failure is not None:
@@ -225,7 +228,7 @@ def _reconcile_one(
     tolerance: Tolerance,
     on_mismatch: str,
     max_cells: int,
-    keep_valid: bool,
+    keep: bool,
     log: TaskLog,
 ) -> tuple[DayVerdict, ReconciliationError | None]:
     part = partition_path(base, dataset, date=day)
@@ -233,7 +236,7 @@ def _reconcile_one(
     if manifest is None:
         return DayVerdict.not_compared(day, f"{part} has no complete partition"), None
     checksum = manifest.content_checksum
-    if keep_valid:
+    if keep:
         kept = stored_verdict(part, checksum, tolerance)
         if kept is not None and kept.verdict == "reconciled":
             log.info("%s unchanged since its comparison at %s: kept", day, kept.compared_at)
