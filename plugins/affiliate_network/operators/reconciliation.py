@@ -30,8 +30,9 @@ class ReconciliationOperator(ReportOperatorBase):
 
     Which days: ``date`` when given; else, with ``source_task_ids``, every day those pull tasks
     landed or re-landed in this run (their XCom summaries) and every day whose change no run
-    has announced yet (:func:`~affiliate_network.reports.announcements.pending_changes`); else
-    the run's day. Per day it compares ``cv``, ``payout`` and ``revenue`` per (affiliate,
+    has announced yet (:func:`~affiliate_network.reports.announcements.pending_changes`; a
+    difference on such a day that this run did not land is a warning, not a failure); else the
+    run's day. Per day it compares ``cv``, ``payout`` and ``revenue`` per (affiliate,
     offer) and in total with ``POST /networks/reporting/entity/table`` (non-granular columns
     only) and writes ``_reconciliation.json`` beside the day's manifest; a day the pulls of
     this run re-pulled and found unchanged since it reconciled with the same tolerance keeps
@@ -118,12 +119,13 @@ class ReconciliationOperator(ReportOperatorBase):
         self.to_date = date
         self.currency_id = None
 
-    def days(self, context: Context, base: str) -> tuple[list[str], set[str]]:
-        """The days to reconcile (see the class doc), oldest first, and those of them the
-        pulls of this run re-pulled and found unchanged (they may keep their verdict)."""
+    def days(self, context: Context, base: str) -> tuple[list[str], set[str], list[str]]:
+        """The days to reconcile (see the class doc): those this run landed, oldest first;
+        those of them the pulls found unchanged (they may keep their verdict); and the days
+        only pending from an earlier run."""
         if self.date or not self.source_task_ids:
             self.from_date = self.to_date = self.date or None
-            return [self._window(context)[1].isoformat()], set()
+            return [self._window(context)[1].isoformat()], set(), []
         from affiliate_network.reports.announcements import pending_changes
 
         summaries = context["ti"].xcom_pull(task_ids=self.source_task_ids)
@@ -138,7 +140,7 @@ class ReconciliationOperator(ReportOperatorBase):
             for p in pending_changes(base, self.dataset, run_id=context.get("run_id"))
             if "date" in p.keys
         }
-        return sorted(landed | pending), landed - changed
+        return sorted(landed), landed - changed, sorted(pending - landed)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.reports.reconcile import Tolerance
@@ -147,18 +149,26 @@ class ReconciliationOperator(ReportOperatorBase):
         self.reset_lineage()
         base = resolve_data_base(self.base_path)
         tolerance = Tolerance.of(self.money_tolerance, self.count_tolerance)
-        days, unchanged = self.days(context, base)
-        verdicts = reconcile_days(
+        landed, unchanged, earlier = self.days(context, base)
+        settings: dict[str, Any] = {
+            "dataset": self.dataset,
+            "tolerance": tolerance,
+            "max_cells": self.max_cells,
+            "log": self.log,
+        }
+        # A day an earlier run left unannounced (outside this run's window): its verdict goes
+        # into the announcement, but a difference there is not this run's failure (it would
+        # fail every later run, as nothing re-pulls it).
+        verdicts = reconcile_days(self.hook, base, earlier, on_mismatch="warn", **settings)
+        verdicts += reconcile_days(
             self.hook,
             base,
-            days,
-            dataset=self.dataset,
-            tolerance=tolerance,
+            landed,
             on_mismatch=str(self.on_mismatch),
-            max_cells=self.max_cells,
             repulled_unchanged=unchanged if self.keep_valid else (),
-            log=self.log,
+            **settings,
         )
+        verdicts.sort(key=lambda v: v.date)
         if any(v.comparison and not v.kept for v in verdicts):
             self._record_endpoint_read(NETWORK_ENTITY_TABLE_ENDPOINT)
         entries = [

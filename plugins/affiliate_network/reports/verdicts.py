@@ -194,6 +194,8 @@ def reconcile_days(
         {d.isoformat() if isinstance(d, dt.date) else dt.date.fromisoformat(d).isoformat()
          for d in days}
     )  # fmt: skip
+    if not texts:
+        return []
     verdicts: list[DayVerdict] = []
     failures: list[ReconciliationError] = []
     for day in texts:
