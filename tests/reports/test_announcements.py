@@ -19,6 +19,7 @@ from affiliate_network.reports.announcements import (
 from affiliate_network.reports.changes import PartitionChanges, list_changes
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.storage import partition_path
+from tests.reports.test_storage_s3 import S3_BASE, moto_endpoint, s3  # noqa: F401 (fixtures)
 from tests.support.landed_history import day_request, land_days
 
 LOG = logging.getLogger("test")
@@ -30,7 +31,7 @@ def days(sandbox) -> tuple[dt.date, dt.date]:
     return last - dt.timedelta(days=2), last - dt.timedelta(days=1)
 
 
-def _reland(conn_id: str, base: Path, day: dt.date, run_id: str) -> dict:
+def _reland(conn_id: str, base: Path | str, day: dt.date, run_id: str) -> dict:
     hook = AffiliateNetworkHook(conn_id)
     try:
         return land_conversion_day(
@@ -80,6 +81,7 @@ def test_a_change_is_claimed_by_one_run_and_rerun_by_it_only(network_conn, tmp_p
     # Another run: nothing pending, and a claim of the same content is refused.
     assert pending_changes(tmp_path, "conversions", run_id="run-c") == []
     assert claim_announcement(tmp_path, "conversions", pending, run_id="run-c") is False
+    assert pending_changes(tmp_path, "conversions", run_id="run-c") == []
     # The run that announced it: its rerun sees it pending again, and may claim it again.
     [again] = pending_changes(tmp_path, "conversions", run_id="run-b")
     assert again == pending
@@ -122,3 +124,20 @@ def test_days_landed_by_the_history_helper_are_not_pending(network_conn, tmp_pat
     start_tracking(tmp_path, "conversions")
     land_days(network_conn, tmp_path, *days)
     assert pending_changes(tmp_path, "conversions") == []
+
+
+def test_pending_and_claims_on_object_storage(s3, network_conn, days) -> None:  # noqa: F811
+    """The same on S3 (moto on loopback): one listing finds the records and the marks, and a
+    mark is created once."""
+    first, _ = days
+    start_tracking(S3_BASE, "conversions")
+    _reland(network_conn, S3_BASE, first, "run-a")
+    [pending] = pending_changes(S3_BASE, "conversions", run_id="run-a")
+    assert pending.keys == {"date": first.isoformat()}
+    assert pending.entry()["first_landing"] is True
+    assert claim_announcement(S3_BASE, "conversions", pending, run_id="run-a") is True
+    assert claim_announcement(S3_BASE, "conversions", pending, run_id="run-b") is False
+    assert pending_changes(S3_BASE, "conversions", run_id="run-b") == []
+    assert [p.name for p in pending_changes(S3_BASE, "conversions", run_id="run-a")] == [
+        pending.name
+    ]

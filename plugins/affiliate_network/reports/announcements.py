@@ -33,7 +33,6 @@ import contextlib
 import datetime as dt
 import hashlib
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,10 +285,10 @@ def claim_announcement(
     by = _by_prefix(run_id)
     for n, record in enumerate(reversed(pending.records)):
         path = folder / record.file_name
+        own = folder / f"{by}{record.file_name}"
         if run_id is not None:
             # Before the mark: a crash between the two leaves this run's claim to retry, never
             # a mark its rerun would not know as its own.
-            own = folder / f"{by}{record.file_name}"
             folder.mkdir(parents=True, exist_ok=True)
             own.fs.pipe_file(own.path, b"")
         if _create_exclusive(path, mark):
@@ -297,12 +296,9 @@ def claim_announcement(
         doc = _read_json(path)
         if run_id is not None and doc is not None and doc.get("run_id") == run_id:
             continue  # this run's own mark: its rerun announces again
+        if run_id is not None:
+            with contextlib.suppress(FileNotFoundError):
+                own.fs.rm_file(own.path)  # not this run's: it must not look pending to it
         if n == 0:
             return False  # another run announces this content
     return True
-
-
-def announced_names(base: str | ObjectStoragePath, dataset: str) -> Iterable[str]:
-    """Every marked change record as ``<partition>/<file name>`` (for tests and the runbook)."""
-    marks = _glob_names(_dataset_root(base, dataset) / ANNOUNCED_DIR, f"{CHANGES_PREFIX}*")
-    return sorted(f"{folder}/{name}" for folder, names in marks.items() for name in names)
