@@ -270,3 +270,22 @@ def test_a_pending_day_without_a_comparison_says_why(sandbox, network_conn, tmp_
     assert part["reconciled"] is None
     assert part["reconciliation"]["verdict"] == "not_compared"
     assert "no comparison" in part["reconciliation"]["reason"]
+
+
+def test_a_pending_day_outside_the_window_that_differs_warns_and_is_announced_as_such(
+    sandbox, network_conn, tmp_path, day
+):
+    # A day an earlier run landed and never announced, now outdated on the network: nothing
+    # re-pulls it, so its difference must not fail this run (nor every later one).
+    other = previous_day(day, 5)
+    conversions_op(tmp_path, outlets=[]).execute({**interval_context(other), "run_id": "old"})
+    _decide_first_pending(network_conn, other, "approved")
+    run = DailyRun(tmp_path, day, "scheduled__y", trailing_days=0)
+    run.pull()
+    summary = run.reconcile()
+    assert summary["days"] == {"reconciled": [day], "differs": [other], "not_compared": []}
+    extra = run.publish()
+    by_day = {p["date"]: p for p in extra["partitions"]}
+    assert by_day[other]["reconciled"] is False
+    assert "differ" in by_day[other]["reconciliation"]["reason"]
+    assert by_day[day]["reconciled"] is True
