@@ -51,9 +51,10 @@ run's data interval is the whole previous day), this DAG lands:
 - `reconcile_conversions`: compares every day the two pulls landed (the run's day and each
   trailing day) with the network's own aggregated report (per affiliate and offer: approved
   conversions, payout, revenue; no granular query), and any day whose change is still
-  unannounced; writes `_reconciliation.json` beside each day's manifest. A day unchanged since
-  it reconciled (same checksum, same tolerance) keeps that verdict. Beyond the tolerance
-  (exact by default) it fails after comparing every day, naming the days and cells (param
+  unannounced; writes `_reconciliation.json` beside each day's manifest. A day the run
+  re-pulled unchanged since it reconciled (same checksum and tolerance) keeps that verdict.
+  Beyond the tolerance (exact by default) it fails after comparing every day, naming the days
+  and cells (param
   `on_mismatch`: `fail`, or `warn` to land and flag the day `"reconciled": false`).
 - `publish_conversions`: the `affiliate_network_conversions` asset event, listing every day
   whose change no run has announced yet (this run's, or a failed run's), each with its
