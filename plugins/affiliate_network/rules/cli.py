@@ -126,10 +126,12 @@ network decided.
 
 For each day D of --from..--to (local days of the network's timezone) the review run that
 decides D is replayed: it runs --decide-after-hours after D ends (default: the rules' widest
-within_hours, at least --min-age-hours), its aggregates count ALL landed traffic of its window
-(--lookback-days days ending with its day, plus the horizon before), and it decides the
+within_hours, at least --min-age-hours), its aggregates count ALL landed conversions of its
+window (--lookback-days days ending with its day, plus the horizon before), and it decides the
 conversions of D that have been on hold (whatever their landed state) and are old enough.
-Partitions outside --from..--to are read for that look-back (and look-ahead) only.
+Partitions outside --from..--to are read for that look-back (and look-ahead) only. Landed
+events (is_event true) are left out, as the review pulls conversions only; so is a partition
+landed with filters, search terms or without conversions (named on stderr).
 
 Network status (the landed on-hold state: rel_on_hold_status, else status):
   approved   the network approved it
@@ -144,8 +146,9 @@ Agreement of a rule's action with the network status:
   none       review, hold or no rule: the rules take no side (counted, not scored)
 
 Output: one line per day and rule (count, payout at stake, network statuses, agree,
-disagree, open), then the totals per rule. Exit 1 on a bad date range, a missing records
-folder or an invalid rules file.
+disagree, open), then the totals per rule. Exit 1 with one line on stderr on a bad argument
+(NaN, infinite or out-of-range number, impossible date), a bad date range, a missing records
+folder or an invalid rules file. Dates from 1970-01-01 to 9998-11-26.
 """
 
 
