@@ -205,9 +205,11 @@ def _sample(items: Sequence[Any], total: int | None = None) -> str:
     return f"{shown} (and {more} more)" if more > 0 else shown
 
 
-def _money(amount: float | None, currencies: Iterable[str]) -> str:
+def _money(amount: float | Mapping[str, Any] | None, currencies: Iterable[str]) -> str:
     if amount is None:
         return "unknown"
+    if isinstance(amount, Mapping):  # per currency: amounts of two currencies are never added
+        return " + ".join(f"{a:,.2f} {c}" for c, a in amount.items()) or "0.00"
     unit = "/".join(currencies)
     return f"{amount:,.2f}{f' {unit}' if unit else ''}"
 
