@@ -138,7 +138,9 @@ crash mid-apply and the next run judge what one clean run judges:
 - `max_reject_share`: rejections / conversions a rule decided (default 50 %; undecided ones are
   left out, the stricter reading);
 - `max_reject_count`: rejections in the plan (default 1000);
-- `max_approved_payout`: payout of the plan's approvals (off unless set).
+- `max_approved_payout`: payout of the plan's approvals **per currency** (off unless set:
+  `AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT="USD=2000,EUR=1800"`). Payouts of different currencies
+  are never added; once a ceiling is set, approvals in a currency without one stop the run.
 
 Writes go in chunks; right before each chunk the conversions are searched again and only
 those **still on hold** are sent, then read back (waiting up to 10 s: the network applies
@@ -162,7 +164,9 @@ of failing the task.
 
 **Human review**: each request lists the conversions the rule flagged (highest payout first),
 with the values that matched. Choose *Approve all*, *Reject all* or *Keep on hold*; list
-conversion ids in `keep_on_hold` to exclude them. Only those exact options write. *Keep on
+conversion ids (or on-hold ids, any letter case) in `keep_on_hold` to exclude them. An id that
+matches none of the request's conversions writes nothing of that request (it is asked again
+next run) and fails `apply_human_decisions` naming the id. Only those exact options write. *Keep on
 hold* is remembered (who, when, which rule): those conversions are not asked about again for
 `AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24) unless their own data changes (payout, sale amount,
 the fields the rule tested; not aggregates over the traffic). Unanswered requests (the
@@ -177,7 +181,8 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
 `AFFILIATE_ONHOLD_CHUNK_SIZE` (100), `AFFILIATE_ONHOLD_REJECT_STATUS`,
 `AFFILIATE_ONHOLD_MAX_REJECT_SHARE`, `AFFILIATE_ONHOLD_MAX_REJECT_COUNT`,
 `AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT`, `AFFILIATE_ONHOLD_REVIEW_MINUTES` (50),
-`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24).
+`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24). A value that is `nan`, infinite, out of its range
+or not a number stops this file's import with an error naming the variable.
 """
 
 
