@@ -48,15 +48,20 @@ run's data interval is the whole previous day), this DAG lands:
   per day, so on-hold approvals/rejections and sale-amount corrections reach the partitions
   they belong to. A day whose content is unchanged is not rewritten; a changed one gets a
   `_changes-<ns>-<token>.json` beside its manifest (status transitions, new/removed/updated ids).
-- `publish_conversions`: the `affiliate_network_conversions` asset event, listing the changed
-  days with their transition counts and the run's reconciliation (`"reconciled"`); **skipped**
-  when no day changed (no event, so DAGs scheduled on the asset run only when data changed).
-  The pulls carry no outlet and always end green when they worked.
-- `reconcile_conversions`: compares the run's day with the network's own aggregated report
-  (per affiliate and offer: approved conversions, payout, revenue; no granular query), writes
-  `_reconciliation.json` beside the day's manifest; its verdict goes into the publish step's
-  event (`"reconciled": true`). Beyond the tolerance (exact by default) it fails naming the
-  cells (param `on_mismatch`: `fail`, or `warn` to land and flag `"reconciled": false`).
+- `reconcile_conversions`: compares every day the two pulls landed (the run's day and each
+  trailing day) with the network's own aggregated report (per affiliate and offer: approved
+  conversions, payout, revenue; no granular query), and any day whose change is still
+  unannounced; writes `_reconciliation.json` beside each day's manifest. A day the run
+  re-pulled unchanged since it reconciled (same checksum and tolerance) keeps that verdict.
+  Beyond the tolerance (exact by default) it fails after comparing every day, naming the days
+  and cells (param
+  `on_mismatch`: `fail`, or `warn` to land and flag the day `"reconciled": false`).
+- `publish_conversions`: the `affiliate_network_conversions` asset event, listing every day
+  whose change no run has announced yet (this run's, or a failed run's), each with its
+  transition counts and its own verdict (`"reconciled"`: true, false, or null when not
+  compared, and the reason); **skipped** when nothing is pending (no event, so DAGs scheduled
+  on the asset run only when data changed). The pulls carry no outlet and always end green
+  when they worked.
 - `affiliate_report_targets`: reads `include/reports.yaml` (one entry per affiliate
   connection, with its columns).
 - `affiliate_report` (mapped, one task per affiliate; a failing affiliate is retried alone):
@@ -120,10 +125,11 @@ default_args = {
     },
 )
 def affiliate_daily_reports() -> None:
-    # No outlet on the pulls nor on the reconciliation: the publish step announces only changed
-    # days (with the run's reconciliation), and is skipped (no asset event) when none changed,
-    # while the pulls themselves end green. A day that does not reconcile fails its task, so the
-    # publish step is upstream_failed: downstream DAGs never hear of an unreconciled day.
+    # No outlet on the pulls nor on the reconciliation: the publish step announces the changes
+    # no run has announced yet, each partition with its verdict, and is skipped (no asset
+    # event) when there is none, while the pulls themselves end green. Every day the run lands
+    # or re-lands is reconciled before it; a day that does not reconcile fails that task, the
+    # publish step is upstream_failed and the changes stay pending for the next run.
     pull = ConversionReportOperator(
         task_id="pull_conversions",
         **reporting_pool(),
@@ -131,15 +137,6 @@ def affiliate_daily_reports() -> None:
         show_events=True,
         outlets=[],
     )
-    reconcile = ReconciliationOperator(
-        task_id="reconcile_conversions",
-        **reporting_pool(),
-        on_mismatch="{{ params.on_mismatch }}",
-        outlets=[],
-        # A difference is not transient: re-pull the day instead (ReconciliationError fails
-        # without retries); transport trouble still gets the default retries.
-    )
-    pull >> reconcile
     repull = ConversionReportOperator(
         task_id="repull_trailing_window",
         **reporting_pool(),
@@ -148,14 +145,22 @@ def affiliate_daily_reports() -> None:
         show_events=True,
         outlets=[],
     )
+    reconcile = ReconciliationOperator(
+        task_id="reconcile_conversions",
+        **reporting_pool(),
+        source_task_ids=["pull_conversions", "repull_trailing_window"],
+        on_mismatch="{{ params.on_mismatch }}",
+        outlets=[],
+        # A difference is not transient: re-pull the day instead (ReconciliationError fails
+        # without retries); transport trouble still gets the default retries.
+    )
     publish = PublishChangesOperator(
         task_id="publish_conversions",
         dataset="conversions",
         source_task_ids=["pull_conversions", "repull_trailing_window"],
         reconciliation_task_id="reconcile_conversions",
     )
-    pull >> repull >> publish
-    reconcile >> publish
+    pull >> repull >> reconcile >> publish
 
     # One mapped-task kwargs dict per affiliate connection in include/reports.yaml.
     targets = AffiliateReportTargetsOperator(task_id="affiliate_report_targets")

@@ -21,45 +21,57 @@ from affiliate_network.notify import attach_notifications
 
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
-from affiliate_network.operators.onhold_review import OnHoldReviewOperator
+from affiliate_network.operators.onhold_review import MAX_LOOKBACK_DAYS, OnHoldReviewOperator
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 
 # Pool and slots of the tasks that send requests to /networks/reporting/* (off unless the
 # deployment names its pool: AFFILIATE_NETWORK_REPORTING_POOL).
 from affiliate_network.operators.pools import reporting_pool
 from affiliate_network.operators.steps import ReviewRequestsOperator
+from affiliate_network.review.money import payout_ceilings
+from affiliate_network.review.numbers import MAX_HOURS, env_number
 from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, REVIEW_OPTIONS
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, rules_file_choices
 
-
-def _env_float(name: str, default: float | None) -> float | None:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    return None if value.lower() == "none" else float(value)
-
-
-#: Settings from the environment (no I/O at parse time). Schedule: cron or preset, "none" = manual.
+#: Settings from the environment (no I/O at parse time), each checked where it is read: a value
+#: that is not a finite number in its range (``nan``, ``inf``, ``-1``) fails the DAG file's import
+#: with a ConfigValidationError naming the variable. Schedule: cron or preset, "none" = manual.
 SCHEDULE = os.environ.get("AFFILIATE_ONHOLD_REVIEW_SCHEDULE", "@hourly")
 SCHEDULE = None if SCHEDULE.lower() == "none" else SCHEDULE
 CONN_ID = "affiliate_network_default"
 #: The trigger form's rules files: the include folder's onhold_rules*.yaml (one listing, no
 #: reads); the operator checks the rendered value against the folder again before reading.
 RULES_FILES = rules_file_choices()
-LOOKBACK_DAYS = int(os.environ.get("AFFILIATE_ONHOLD_LOOKBACK_DAYS", "7"))
-MIN_AGE_HOURS = _env_float("AFFILIATE_ONHOLD_MIN_AGE_HOURS", 1.0) or 0.0
-CHUNK_SIZE = int(os.environ.get("AFFILIATE_ONHOLD_CHUNK_SIZE", "100"))
+LOOKBACK_DAYS = int(
+    env_number("AFFILIATE_ONHOLD_LOOKBACK_DAYS", 7, low=1, high=MAX_LOOKBACK_DAYS, whole=True)
+)
+# Hours: "none" is 0.
+MIN_AGE_HOURS = env_number(
+    "AFFILIATE_ONHOLD_MIN_AGE_HOURS", 1.0, low=0, high=MAX_HOURS, unit="hours", none=0.0
+)
+CHUNK_SIZE = int(env_number("AFFILIATE_ONHOLD_CHUNK_SIZE", 100, low=1, high=2000, whole=True))
 REJECT_STATUS = os.environ.get("AFFILIATE_ONHOLD_REJECT_STATUS", "rejected")
-MAX_REJECT_SHARE = _env_float("AFFILIATE_ONHOLD_MAX_REJECT_SHARE", 0.5)
-MAX_REJECT_COUNT = _env_float("AFFILIATE_ONHOLD_MAX_REJECT_COUNT", 1000)
-MAX_APPROVED_PAYOUT = _env_float("AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT", None)
+# Guardrails: "none" switches one off.
+MAX_REJECT_SHARE = env_number("AFFILIATE_ONHOLD_MAX_REJECT_SHARE", 0.5, low=0, high=1, none=None)
+MAX_REJECT_COUNT = env_number(
+    "AFFILIATE_ONHOLD_MAX_REJECT_COUNT", 1000, low=0, whole=True, none=None
+)
+#: Per currency, "USD=2000,EUR=1800" (review.money.payout_ceilings); a plain number is refused.
+MAX_APPROVED_PAYOUT = payout_ceilings(
+    os.environ.get("AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT"), "AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT"
+)
+#: A reviewer's "Keep on hold" is not asked again for this long (unless the data changes).
+KEEP_DECISION_HOURS = env_number(
+    "AFFILIATE_ONHOLD_KEEP_DECISION_HOURS", 24.0, low=0, high=MAX_HOURS, unit="hours", none=0.0
+)
 #: How long a review request waits; then "Keep on hold" applies and the next run asks again
 #: (max_active_runs=1: a waiting run holds back the next hourly run).
 #: A plain timedelta: the HITL request is serialized, and pendulum's Duration is not supported.
-#: A reviewer's "Keep on hold" is not asked again for this long (unless the data changes).
-KEEP_DECISION_HOURS = _env_float("AFFILIATE_ONHOLD_KEEP_DECISION_HOURS", 24.0) or 0.0
+MAX_REVIEW_MINUTES = 10_080  # a week
 REVIEW_TIMEOUT = datetime.timedelta(
-    minutes=int(os.environ.get("AFFILIATE_ONHOLD_REVIEW_MINUTES", "50"))
+    minutes=env_number(
+        "AFFILIATE_ONHOLD_REVIEW_MINUTES", 50, low=1, high=MAX_REVIEW_MINUTES, whole=True
+    )
 )
 
 #: The trigger form's ``mode`` choice.
@@ -126,7 +138,9 @@ crash mid-apply and the next run judge what one clean run judges:
 - `max_reject_share`: rejections / conversions a rule decided (default 50 %; undecided ones are
   left out, the stricter reading);
 - `max_reject_count`: rejections in the plan (default 1000);
-- `max_approved_payout`: payout of the plan's approvals (off unless set).
+- `max_approved_payout`: payout of the plan's approvals **per currency** (off unless set:
+  `AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT="USD=2000,EUR=1800"`). Payouts of different currencies
+  are never added; once a ceiling is set, approvals in a currency without one stop the run.
 
 Writes go in chunks; right before each chunk the conversions are searched again and only
 those **still on hold** are sent, then read back (waiting up to 10 s: the network applies
@@ -150,7 +164,9 @@ of failing the task.
 
 **Human review**: each request lists the conversions the rule flagged (highest payout first),
 with the values that matched. Choose *Approve all*, *Reject all* or *Keep on hold*; list
-conversion ids in `keep_on_hold` to exclude them. Only those exact options write. *Keep on
+conversion ids (or on-hold ids, any letter case) in `keep_on_hold` to exclude them. An id that
+matches none of the request's conversions writes nothing of that request (it is asked again
+next run) and fails `apply_human_decisions` naming the id. Only those exact options write. *Keep on
 hold* is remembered (who, when, which rule): those conversions are not asked about again for
 `AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24) unless their own data changes (payout, sale amount,
 the fields the rule tested; not aggregates over the traffic). Unanswered requests (the
@@ -165,7 +181,8 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
 `AFFILIATE_ONHOLD_CHUNK_SIZE` (100), `AFFILIATE_ONHOLD_REJECT_STATUS`,
 `AFFILIATE_ONHOLD_MAX_REJECT_SHARE`, `AFFILIATE_ONHOLD_MAX_REJECT_COUNT`,
 `AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT`, `AFFILIATE_ONHOLD_REVIEW_MINUTES` (50),
-`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24).
+`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24). A value that is `nan`, infinite, out of its range
+or not a number stops this file's import with an error naming the variable.
 """
 
 

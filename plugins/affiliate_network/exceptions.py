@@ -35,7 +35,8 @@ instance of the class raised here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
 
 class AffiliateNetworkError(Exception):
@@ -179,8 +180,9 @@ class GuardrailError(NonRetryableError):
     :param status_code: always ``None`` (no HTTP answer is involved).
     :param rejections: rejections in the run's plan.
     :param decided: conversions of the plan a rule decided.
-    :param rejected_payout: payout of the plan's rejections.
-    :param approved_payout: payout of the plan's approvals.
+    :param rejected_payout: payout of the plan's rejections per currency (code -> exact
+        amount; payouts of different currencies are never added).
+    :param approved_payout: payout of the plan's approvals per currency.
     :param currencies: currency codes of those payouts.
     :param top_rules: ``(rule id, rejections)`` of the top rejecting rules.
     :param conversion_ids: ids of the rejections with the highest payout (a sample; the audit
@@ -195,8 +197,8 @@ class GuardrailError(NonRetryableError):
         *,
         rejections: int | None = None,
         decided: int | None = None,
-        rejected_payout: float | None = None,
-        approved_payout: float | None = None,
+        rejected_payout: Mapping[str, Decimal] | None = None,
+        approved_payout: Mapping[str, Decimal] | None = None,
         currencies: Sequence[str] = (),
         top_rules: Sequence[tuple[str, int]] = (),
         conversion_ids: Sequence[str] = (),
@@ -205,8 +207,8 @@ class GuardrailError(NonRetryableError):
         super().__init__(message, status_code)
         self.rejections = rejections
         self.decided = decided
-        self.rejected_payout = rejected_payout
-        self.approved_payout = approved_payout
+        self.rejected_payout = None if rejected_payout is None else dict(rejected_payout)
+        self.approved_payout = None if approved_payout is None else dict(approved_payout)
         self.currencies = tuple(currencies)
         self.top_rules = tuple(top_rules)
         self.conversion_ids = tuple(conversion_ids)

@@ -29,7 +29,7 @@ PROVIDER_INFO: dict[str, Any] = {
                 "relabeling": {"host": "Base URL (ends in /v1)", "password": "API key"},
                 "placeholders": {
                     "host": "https://api.example-network.com/v1",
-                    "password": "the portal's API key (X-Svc-Api-Key)",
+                    "password": "the portal's API key",
                     "extra": '{"portal": "network"}',
                 },
             },
@@ -65,6 +65,17 @@ PROVIDER_INFO: dict[str, Any] = {
                     "description": "Base address of the EU servers (ends in /v1). Used when "
                     "region is 'eu'.",
                     "schema": {"type": ["string", "null"]},
+                },
+                "key_header": {
+                    "label": "API key header",
+                    "description": "The HTTP header the API key is sent in. Empty: "
+                    "X-Svc-Api-Key (the API's). The real API family's clients send "
+                    "X-Eflow-API-Key. Letters, digits and !#$%&'*+-.^_`|~ only.",
+                    "schema": {
+                        "type": ["string", "null"],
+                        "maxLength": 64,
+                        "pattern": "^[!#$%&'*+.^_`|~0-9A-Za-z-]*$",
+                    },
                 },
                 "timeout": {
                     "label": "Timeout (s)",

@@ -63,7 +63,8 @@ def test_tasks_retries_and_mapping(dag) -> None:
     # The conversions event comes from the publish step after both pulls (skipped when no day
     # changed); the pulls carry no outlet, so they end green whenever they worked.
     publish = dag.get_task("publish_conversions")
-    assert publish.upstream_task_ids == {"repull_trailing_window", "reconcile_conversions"}
+    # Every landed day is reconciled before the announcement: pulls, reconciliation, publish.
+    assert publish.upstream_task_ids == {"reconcile_conversions"}
     assert publish.trigger_rule == "all_success"
     assert publish.downstream_task_ids == set()
     assert dag.get_task("pull_conversions").outlets == []
@@ -77,7 +78,8 @@ def test_tasks_retries_and_mapping(dag) -> None:
     assert [a.name for a in publish.outlets] == ["affiliate_network_conversions"]
     # The run's reconciliation feeds the publish step's event; it carries no outlet itself.
     reconcile = dag.get_task("reconcile_conversions")
-    assert reconcile.upstream_task_ids == {"pull_conversions"}
+    assert reconcile.upstream_task_ids == {"repull_trailing_window"}
+    assert reconcile.source_task_ids == ["pull_conversions", "repull_trailing_window"]
     assert reconcile.outlets == []
     assert dag.params["trailing_days"] == 7
     assert dag.params["on_mismatch"] == "fail"
@@ -141,13 +143,16 @@ def test_dag_run_lands_conversions_and_affiliate_reports(airflow_db, sandbox, tm
         assert manifest.request["show_events"] is True
         assert manifest.request["currency_id"] == "USD"
 
-    # The run's day was reconciled with the network's report, beside its manifest.
-    comparison = json.loads(
-        (base / "conversions" / f"date={day}" / "_reconciliation.json").read_text()
-    )
-    assert comparison["reconciled"] is True
-    assert comparison["differing"] == []
-    assert int(comparison["totals"]["network"]["cv"]) > 0
+    # Every landed day (the run's and the trailing ones) was reconciled with the network's
+    # report, beside its manifest, for the content it holds.
+    for d in days:
+        comparison = json.loads(
+            (base / "conversions" / f"date={d}" / "_reconciliation.json").read_text()
+        )
+        assert comparison["reconciled"] is True, d
+        assert comparison["differing"] == []
+        assert comparison["manifest_checksum"] == conversions[f"date={d}"].content_checksum
+        assert int(comparison["totals"]["network"]["cv"]) > 0
     assert "reconcile_conversions" in output
 
     # The same days pulled one run at a time (a backfill) land the same partitions.
@@ -253,6 +258,12 @@ def test_a_run_that_changes_nothing_emits_no_asset_event(airflow_db, sandbox, tm
     announced = json.loads(events[-1][2])
     assert announced["dataset"] == "conversions"
     assert len(announced["partitions"]) == 3
+    # Each day with its own verdict: all three were compared in this run.
+    assert "reconciled" not in announced
+    for part in announced["partitions"]:
+        assert part["reconciled"] is True, part["date"]
+        assert part["reconciliation"]["verdict"] == "reconciled"
+        assert part["reconciliation"]["checksum"] == part["checksum"]
     files = {p: p.stat().st_mtime_ns for p in (base / "conversions").rglob("*") if p.is_file()}
 
     # Run 2 pulls last-2 with last-3 behind it: both already landed, identical.

@@ -28,7 +28,16 @@ field_values = st.one_of(
 )
 extras = st.dictionaries(
     st.sampled_from(
-        ["portal", "region", "timeout", "page_size", "concurrency", "eu_base_url", "verify"]
+        [
+            "portal",
+            "region",
+            "timeout",
+            "page_size",
+            "concurrency",
+            "eu_base_url",
+            "verify",
+            "key_header",
+        ]
     ),
     field_values,
     max_size=4,

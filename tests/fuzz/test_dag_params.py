@@ -6,6 +6,9 @@ argument checks are the only thing between a form field and a write to the netwo
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,3 +72,124 @@ def test_found_by_reading_and_fuzzing(call, name) -> None:
     # was read as True by one operator and refused by the other).
     with pytest.raises(ConfigValidationError, match=name):
         call()
+
+
+# The on-hold review: its numeric arguments (a DAG author's values, the environment's once read)
+# and the human review form's keep_on_hold field.
+
+REVIEW_NUMBERS = {
+    # argument: (smallest, largest) accepted
+    "min_age_hours": (0, 87_600),
+    "keep_decision_hours": (0, 87_600),
+    "chunk_size": (1, 2000),
+    "lease_wait_minutes": (0, 1440),
+    "readback_wait_s": (0, 600),
+    "page_size": (1, math.inf),
+}
+
+
+@given(name=st.sampled_from(sorted(REVIEW_NUMBERS)), value=form_values)
+def test_review_numbers_are_finite_and_in_range_or_refused_by_name(name, value) -> None:
+    from affiliate_network.review.options import ReviewOptions
+
+    try:
+        options = ReviewOptions(**{name: value})
+    except ConfigValidationError as err:
+        refused = str(err)
+    else:
+        refused = ""
+    if refused:
+        assert refused.startswith(f"{name} must be")
+        return
+    low, high = REVIEW_NUMBERS[name]
+    kept = getattr(options, name)
+    if name == "page_size" and kept is None:
+        return  # the connection's
+    assert isinstance(kept, int | float)
+    assert not isinstance(kept, bool)
+    assert math.isfinite(kept)
+    assert low <= kept <= high
+
+
+@given(
+    share=st.one_of(st.none(), form_values),
+    count=st.one_of(st.none(), form_values),
+    payout=st.one_of(
+        st.none(),
+        form_values,
+        st.dictionaries(st.sampled_from(["USD", "eur", "KWD", "X"]), form_values, max_size=3),
+        st.text(alphabet="USDEURkwd=,; 0123456789.-naif", max_size=25),
+    ),
+)
+def test_review_ceilings_are_finite_and_in_range_or_refused_by_name(share, count, payout) -> None:
+    from decimal import Decimal
+
+    from affiliate_network.review.guardrails import Guardrails
+
+    try:
+        rails = Guardrails(
+            max_reject_share=share, max_reject_count=count, max_approved_payout=payout
+        )
+    except ConfigValidationError as err:
+        refused = str(err)
+    else:
+        refused = ""
+    if refused:
+        named = refused.split(" ", 1)[0].rstrip(":")
+        assert named in ("max_reject_share", "max_reject_count", "max_approved_payout")
+        return
+    assert rails.max_reject_share is None or 0 <= rails.max_reject_share <= 1
+    assert rails.max_reject_count is None or (
+        type(rails.max_reject_count) is int and rails.max_reject_count >= 0
+    )
+    for code, ceiling in (rails.max_approved_payout or {}).items():
+        assert len(code) == 3
+        assert code.isupper()
+        assert type(ceiling) is Decimal
+        assert ceiling.is_finite()
+        assert ceiling >= 0
+
+
+_REVIEW_ROWS = [
+    {"rule_id": "r", "conversion_id": f"c{n}ab", "on_hold_conversion_id": f"OH{n}x"}
+    for n in range(5)
+]
+
+
+@st.composite
+def _keep_text(draw) -> tuple[str, set[str]]:
+    """A keep_on_hold text mixing real ids (any case, conversion or on-hold id) with other
+    tokens (typos), and the on-hold ids a person meant to keep."""
+    meant: set[str] = set()
+    tokens = []
+    for _ in range(draw(st.integers(0, 4))):
+        if draw(st.booleans()):
+            row = draw(st.sampled_from(_REVIEW_ROWS))
+            meant.add(row["on_hold_conversion_id"])
+            name = row[draw(st.sampled_from(["conversion_id", "on_hold_conversion_id"]))]
+            tokens.append(draw(st.sampled_from([name, name.upper(), name.lower(), f"`{name}`"])))
+        else:
+            tokens.append(draw(st.text(alphabet="abcxOH0123456789-", min_size=1, max_size=6)))
+    separator = draw(st.sampled_from([",", ", ", " ", ";", "\n"]))
+    return separator.join(tokens), meant
+
+
+@given(keep=_keep_text(), choice=st.sampled_from(["Approve all", "Reject all"]))
+def test_no_id_a_person_listed_is_ever_written(keep, choice) -> None:
+    from affiliate_network.review.human_apply import plan_choices
+
+    text, meant = keep
+    request = {"subject": "r: 5 conversions to review"}
+    response = {"chosen_options": [choice], "params_input": {"keep_on_hold": text}}
+    choices = plan_choices([request], [response], _REVIEW_ROWS, "rejected")
+    written = {i for ids in choices.plan.values() for i in ids}
+    assert not written & meant
+    named = {r["conversion_id"].casefold() for r in _REVIEW_ROWS} | {
+        r["on_hold_conversion_id"].casefold() for r in _REVIEW_ROWS
+    }
+    typos = [t for t in re.split(r"[\s,;`]+", text) if t and t.casefold() not in named]
+    if typos:  # an id matching nothing: nothing of the request is written
+        assert written == set()
+        assert choices.stopped == {"r": list(dict.fromkeys(typos))}
+    else:
+        assert written == {r["on_hold_conversion_id"] for r in _REVIEW_ROWS} - meant

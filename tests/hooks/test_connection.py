@@ -97,6 +97,8 @@ PASTED_KEY = "sbx_net_9f2c4e81a7b03d56e1c8f0a2b4d6"
         ("timeout", {"timeout": PASTED_KEY}, None, "0.001 to 3600"),
         ("page_size", {"page_size": PASTED_KEY}, None, "1 to 2000"),
         ("concurrency", {"concurrency": PASTED_KEY}, None, "1 to 10"),
+        ("key_header", {"key_header": f"{PASTED_KEY} pasted"}, None, "X-Svc-Api-Key"),
+        ("key_header", {"key_header": f"X-Key: {PASTED_KEY}"}, None, "X-Svc-Api-Key"),
         ("eu_base_url", {"region": "eu", "eu_base_url": PASTED_KEY}, None, "/v1"),
         ("eu_base_url", {"region": "eu", "eu_base_url": f"http://h/{PASTED_KEY}"}, None, "/v1"),
         ("host", {}, f"http://127.0.0.1:1/{PASTED_KEY}", "/v1"),
@@ -213,3 +215,75 @@ def test_airflow_resolves_the_connection_type_to_this_hook(network_conn):
         "affiliate_network_conn_id",
         "affiliate_network_default",
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "sent"),
+    [
+        (None, "X-Svc-Api-Key"),  # the spec's, by default
+        ("", "X-Svc-Api-Key"),  # a cleared form field
+        ("X-Eflow-API-Key", "X-Eflow-API-Key"),  # the real API family's clients' spelling
+        ("x-eflow-api-key", "x-eflow-api-key"),  # header names are case-insensitive
+        (" X-Eflow-API-Key ", "X-Eflow-API-Key"),
+    ],
+)
+def test_the_key_header_extra_names_the_header_the_key_travels_in(
+    value, sent, sandbox, make_connection, make_hook
+):
+    """The sandbox accepts the spec's header and the real family's alias: a hook set to send
+    either authenticates, and its session carries the key in that header only."""
+    extra = {} if value is None else {"key_header": value}
+    conn = make_connection(
+        "an_key_header", host=sandbox.base_url, key=sandbox.keys["network"], **extra
+    )
+    hook = make_hook(conn)
+    url_id = sandbox.catalog()["network_offer_url_ids"][0]
+    assert hook.get_offer_url(url_id)["network_offer_url_id"] == url_id
+    ok, message = hook.test_connection()
+    assert ok is True, message
+    session = hook.get_conn()
+    key_headers = [h for h, v in session.headers.items() if v == sandbox.keys["network"]]
+    assert key_headers == [sent]
+
+
+def test_a_key_header_the_service_does_not_know_is_refused_by_the_service(
+    sandbox, make_connection, make_hook
+):
+    """The extra really decides the header sent: a name the sandbox does not read is 401."""
+    key = sandbox.keys["network"]
+    conn = make_connection("an_key_header_x", host=sandbox.base_url, key=key, key_header="X-Key")
+    with pytest.raises(AuthenticationError) as info:
+        make_hook(conn).get_offer_url(sandbox.catalog()["network_offer_url_ids"][0])
+    assert key not in f"{info.value}{info.value!r}"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "X Eflow API Key",  # a space
+        "X-Eflow-API-Key:",  # a colon ends a field name
+        "X-Eflow\r\nX-Injected: 1",  # header injection
+        "Content-Type",  # the session sets it
+        "accept",
+        "X-" + "k" * 63,  # longer than 64
+        "Schlüssel",  # not a token character
+        12,
+        ["X-Eflow-API-Key"],
+        True,
+    ],
+)
+def test_a_key_header_that_is_not_a_header_name_is_refused_naming_the_extra(
+    value, sandbox, make_connection, make_hook
+):
+    conn = make_connection(
+        "an_key_header_bad", host=sandbox.base_url, key=sandbox.keys["network"], key_header=value
+    )
+    with pytest.raises(ConnectionConfigError) as info:
+        make_hook(conn).get_offer_url(1)
+    message = str(info.value)
+    assert "an_key_header_bad" in message
+    assert "extra 'key_header' must be an HTTP header name" in message
+    assert "'X-Eflow-API-Key'" in message  # says what would do
+    if isinstance(value, str) and value not in ("Content-Type", "accept"):  # named as reserved
+        assert value not in message
+    assert sandbox.requests_log() == []  # refused before anything is sent

@@ -137,3 +137,48 @@ def test_the_hook_adds_no_masked_secret_registration_of_its_own_at_debug(
     # At most Airflow's own registration of the connection password, nothing from the hook.
     assert len(leaks) <= 1, "\n".join(leaks)
     assert all("MaskSecret(" in line for line in leaks)
+
+
+def test_the_key_sent_in_the_real_familys_header_never_reaches_a_log_or_an_error(
+    sandbox, make_connection, make_hook, debug_logs
+):
+    """``key_header: X-Eflow-API-Key``: calls succeed and fail as with the spec's header, and
+    the key shows in no log line or error. The header's name itself stays readable: the extra
+    is not named like a secret (Airflow masks the values of extras whose name holds
+    ``api_key``), so neither the name nor a log line mentioning it is turned into ``***``."""
+    from airflow.sdk.log import redact
+
+    key = sandbox.keys["network"]
+    conn = make_connection(
+        "an_secret_alias", host=sandbox.base_url, key=key, key_header="X-Eflow-API-Key"
+    )
+    hook = make_hook(conn, max_attempts=2)
+    catalog = sandbox.catalog()
+    hook.get_offer_url(catalog["network_offer_url_ids"][0])
+    day = catalog["last_date"]
+    assert list(hook.iter_conversions(from_date=day, to_date=day, timezone_id=67, page_size=200))
+    errors = []
+    with pytest.raises(AffiliateNetworkError) as info:
+        hook.get_offer_url(987654321)  # 404
+    errors.append(info.value)
+    revoked = make_connection(
+        "an_secret_alias_revoked",
+        host=sandbox.base_url,
+        key=sandbox.keys["revoked"],
+        key_header="X-Eflow-API-Key",
+    )
+    with pytest.raises(AffiliateNetworkError) as info:
+        make_hook(revoked, max_attempts=1).get_offer_url(1)  # 401
+    errors.append(info.value)
+    text = debug_logs.text()
+    assert "GET /networks/offerurls/987654321 -> 404 in " in text
+    assert key not in text
+    assert sandbox.keys["revoked"] not in text
+    for error in errors:
+        assert key not in _all_text(error)
+        assert sandbox.keys["revoked"] not in _all_text(error)
+    assert key not in repr(hook)
+    # The key travelled in the real family's header (and in no other).
+    assert [h for h, v in hook.get_conn().headers.items() if v == key] == ["X-Eflow-API-Key"]
+    assert redact("X-Eflow-API-Key") == "X-Eflow-API-Key"
+    assert redact(key) != key  # the key itself is masked

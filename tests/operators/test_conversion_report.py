@@ -489,13 +489,16 @@ def _next_day(day: str, days: int = 1) -> str:
 def test_unchanged_repull_rewrites_nothing_and_emits_no_event(
     sandbox, network_conn, tmp_path, day
 ) -> None:
-    conversions_op(tmp_path, outlets=[]).execute(interval_context(day))
+    # The first landing, announced by the pull's own outlet.
+    ctx = {**interval_context(day), "run_id": "manual__first"}
+    conversions_op(tmp_path).execute(ctx)
+    assert ctx["outlet_events"][dataset_asset("conversions")].partition_keys == {f"date={day}"}
     part = _partition(tmp_path, day)
     before = _files_state(part)
     assert [n for n in before if n.startswith("_changes-")], "the first landing is recorded"
 
     # The trailing re-pull of the next run, with the dataset's Asset as its outlet: nothing
-    # changed, so the task ends skipped (a skipped task emits no asset event).
+    # changed and nothing is left to announce, so the task ends skipped (no asset event).
     with pytest.raises(AirflowSkipException, match="changed"):
         conversions_op(tmp_path, lookback_days=1).execute(interval_context(_next_day(day)))
     assert _files_state(part) == before  # not rewritten: same files, bytes and mtimes
@@ -507,11 +510,27 @@ def test_unchanged_repull_rewrites_nothing_and_emits_no_event(
     assert summary["changed"] == []
     [landed] = summary["partitions"]
     assert (landed["date"], landed["changed"], landed["rewritten"]) == (day, False, False)
-    publish = PublishChangesOperator(task_id="publish", source_task_ids=["pull"])
+    publish = PublishChangesOperator(task_id="publish", base_path=str(tmp_path))
     assert [a.name for a in publish.outlets] == ["affiliate_network_conversions"]
-    with pytest.raises(AirflowSkipException, match="no partition of conversions changed"):
-        publish.publish(interval_context(_next_day(day)), [summary])
+    with pytest.raises(AirflowSkipException, match="no change of conversions left"):
+        publish.publish({**interval_context(_next_day(day)), "run_id": "scheduled__next"})
     assert _files_state(part) == before
+
+
+def test_a_pull_announces_the_change_an_earlier_run_left_pending(
+    sandbox, network_conn, tmp_path, day
+) -> None:
+    """A run whose pull recorded a change and then failed before announcing it: the next pull
+    with the dataset's outlet announces that change with its own, and only once."""
+    earlier = (dt.date.fromisoformat(day) - dt.timedelta(days=3)).isoformat()
+    conversions_op(tmp_path, outlets=[]).execute({**interval_context(earlier), "run_id": "a"})
+    ctx = {**interval_context(day), "run_id": "b"}
+    conversions_op(tmp_path).execute(ctx)
+    event = ctx["outlet_events"][dataset_asset("conversions")]
+    assert event.partition_keys == {f"date={earlier}", f"date={day}"}
+    assert [p["first_landing"] for p in event.extra["partitions"]] == [True, True]
+    with pytest.raises(AirflowSkipException):
+        conversions_op(tmp_path).execute({**interval_context(day), "run_id": "c"})
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
@@ -520,7 +539,8 @@ def test_changed_day_alone_is_rewritten_with_its_changes(
 ) -> None:
     """A status change (on-hold PATCH) and a sale-amount change in one day of the window."""
     first = (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
-    conversions_op(tmp_path, outlets=[], format=fmt).execute(interval_context(first, days=2))
+    # Landed and announced (the pull's own outlet): what follows is the only change left.
+    conversions_op(tmp_path, format=fmt).execute(interval_context(first, days=2))
     parts = {d: _partition(tmp_path, d) for d in (first, day)}
     before = {d: _files_state(p) for d, p in parts.items()}
     old_checksum = read_manifest(parts[day]).content_checksum  # type: ignore[union-attr]
@@ -590,19 +610,30 @@ def test_changed_day_alone_is_rewritten_with_its_changes(
     assert _files_state(parts[day]) == after
 
 
-def test_the_published_event_carries_the_runs_reconciliation(
+def test_the_published_event_carries_each_partitions_verdict(
     sandbox, network_conn, tmp_path, day
 ) -> None:
-    """The daily DAG's publish step: changed days and the reconciliation task's verdict."""
-    summary = conversions_op(tmp_path, outlets=[]).execute(interval_context(day))
+    """The daily DAG's publish step: each announced day with this run's verdict of its content,
+    never one flag for the whole event."""
+    from affiliate_network.operators.reconciliation import ReconciliationOperator
+
+    earlier = (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
+    conversions_op(tmp_path, outlets=[]).execute(interval_context(earlier, days=2))
+    reconciliation = ReconciliationOperator(
+        task_id="reconcile", base_path=str(tmp_path), date=day, outlets=[],
+        hook_kwargs=dict(FAST_RETRIES),
+    ).execute({})  # fmt: skip
     publish = PublishChangesOperator(
-        task_id="publish", source_task_ids=["pull"], reconciliation_task_id="reconcile"
+        task_id="publish", base_path=str(tmp_path), reconciliation_task_id="reconcile"
     )
-    context = interval_context(day)
-    verdict = {"date": day, "reconciled": True, "comparison": "x/_reconciliation.json"}
-    publish.publish(context, [summary], verdict)
+    context = {**interval_context(day), "run_id": "scheduled__1"}
+    publish.publish(context, reconciliation)
     [asset] = publish.outlets
     extra = context["outlet_events"][asset].extra
-    assert extra["reconciled"] is True
-    assert extra["reconciliation"] == verdict
-    assert [p["date"] for p in extra["partitions"]] == [day]
+    assert "reconciled" not in extra
+    by_day = {p["date"]: p for p in extra["partitions"]}
+    assert sorted(by_day) == [earlier, day]
+    assert by_day[day]["reconciled"] is True
+    assert by_day[day]["reconciliation"] == reconciliation["partitions"][0]
+    assert by_day[earlier]["reconciled"] is None  # nobody compared it
+    assert by_day[earlier]["reconciliation"]["verdict"] == "not_compared"

@@ -102,3 +102,16 @@ def test_the_answer_is_about_the_conversion_not_the_traffic_or_the_clock() -> No
         row
     )
     assert fingerprint({**row, "rule_id": "ip-mismatch"}) != fingerprint(row)
+
+
+def test_an_answer_stored_with_float_amounts_still_matches_the_exact_amounts() -> None:
+    """Amounts are Decimal now; a "Keep on hold" stored when they were JSON numbers still
+    covers the same conversion (same fingerprint), and another amount still does not."""
+    from decimal import Decimal
+
+    row = {"rule_id": RULE, "matched": {"sale_amount": 6400.0}, "payout": 12.5, "sale_amount": 6400}
+    exact = {**row, "payout": Decimal("12.5"), "sale_amount": Decimal("6400")}
+    assert fingerprint(exact) == fingerprint(row)
+    assert fingerprint({**exact, "payout": Decimal("12.51")}) != fingerprint(row)
+    precise = {**exact, "payout": Decimal("0.1000000000000000055511151231257827")}
+    assert fingerprint(precise) != fingerprint({**row, "payout": 0.1})

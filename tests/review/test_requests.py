@@ -68,3 +68,56 @@ def test_a_request_shows_names_money_with_currency_rounded_values_and_the_audit_
         build_review_requests({"audit_path": str(audit), "review_pending": 1, "dry_run": True})
         == []
     )
+
+
+def test_money_at_stake_is_per_currency_never_one_sum(tmp_path) -> None:
+    import json
+
+    from affiliate_network.review.requests import build_review_requests
+
+    audit = tmp_path / "decisions-attempt-1.jsonl"
+    base = {"action": "review", "rule_id": "big", "affiliate_id": 1, "offer_id": 2}
+    rows = [
+        {
+            **base,
+            "conversion_id": "u1",
+            "payout": "10",
+            "sale_amount": "99.5",
+            "currency_id": "USD",
+        },
+        {**base, "conversion_id": "k1", "payout": "900.125", "currency_id": "KWD"},
+        {**base, "conversion_id": "k2", "payout": "0.001", "currency_id": "KWD"},
+        {**base, "conversion_id": "i1", "payout": 100000, "currency_id": "IDR"},
+    ]
+    audit.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (req,) = build_review_requests({"audit_path": str(audit), "review_pending": 4})
+    body = req["body"]
+    assert "(payout 100,000.00 IDR + 900.126 KWD + 10.00 USD)" in body
+    # Highest first within each currency, the currencies taking turns: IDR, KWD, USD, KWD.
+    table = [line.split("`")[1] for line in body.splitlines() if line.startswith("| `")]
+    assert table == ["i1", "k1", "u1", "k2"]
+    assert "| 900.125 KWD |" in body
+    assert "| 0.001 KWD |" in body
+    assert "or on-hold ids" in body
+
+
+def test_audit_amounts_are_decimal_text_in_the_file_and_decimal_when_read(tmp_path) -> None:
+    import json
+    from decimal import Decimal
+
+    from airflow.sdk import ObjectStoragePath
+
+    from affiliate_network.review.audit import read_jsonl, write_jsonl_atomic
+
+    path = ObjectStoragePath(str(tmp_path / "decisions-attempt-1.jsonl"))
+    write_jsonl_atomic(
+        path, [{"conversion_id": "c", "payout": Decimal("0.30"), "sale_amount": None}]
+    )
+    assert json.loads((tmp_path / "decisions-attempt-1.jsonl").read_text())["payout"] == "0.30"
+    [row] = read_jsonl(path)
+    assert row["payout"] == Decimal("0.30")
+    assert type(row["payout"]) is Decimal
+    assert row["sale_amount"] is None
+    # A file written with JSON numbers reads back by the numbers' text, not their binary value.
+    (tmp_path / "old.jsonl").write_text('{"conversion_id": "c", "payout": 0.1}\n')
+    assert read_jsonl(str(tmp_path / "old.jsonl"))[0]["payout"] == Decimal("0.1")

@@ -129,3 +129,92 @@ def test_backtest_of_landed_sandbox_days_matches_the_engine_and_the_network(
     for rule, n in Counter(r["rule"] for r in rows).items():
         if not rule.startswith("("):
             assert totals[rule] == n
+
+
+#: Rules whose aggregates see every kind of traffic difference: a per-offer burst within an
+#: hour, one IP within a day (no ``is_event`` guard) and a ratio to the offer's median over the
+#: whole pull (no window: it depends on exactly which rows the run pulled).
+SAME_AS_REVIEW_RULES = """\
+rules:
+  - id: offer-burst
+    description: eight or more conversions of one offer within an hour
+    action: reject
+    when: {agg: {count_same: relationship.offer.network_offer_id, within_hours: 1}, ge: 8}
+  - id: shared-ip
+    description: three or more conversions of one IP within a day
+    action: reject
+    when: {agg: {count_same: conversion_user_ip, within_hours: 24}, ge: 3}
+  - id: big-for-its-offer
+    description: three times the offer's median sale
+    action: review
+    when: {agg: {ratio_to_median: sale_amount, per: relationship.offer.network_offer_id}, gt: 3}
+"""
+
+
+def test_the_backtest_decides_the_ids_the_review_decides_on_the_same_days(
+    sandbox, network_conn, tmp_path, capsys
+) -> None:
+    """Days landed as the daily report DAG lands them (events included); for each decided day
+    the review itself (``run_review``, a dry run) runs at the instant the backtest replays, on
+    the sandbox: both decide the same on-hold ids with the same rules."""
+    from affiliate_network.review.job import ReviewOptions, ReviewRun, run_review
+    from affiliate_network.review.window import review_window
+    from affiliate_network.rules.backtest import Backtest
+
+    catalog = sandbox.catalog()
+    first = dt.date.fromisoformat(catalog["first_date"])
+    last = dt.date.fromisoformat(catalog["last_date"])
+    land_days(network_conn, tmp_path, first, last, show_events=True)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(SAME_AS_REVIEW_RULES)
+    d1, d2 = first + dt.timedelta(days=7), first + dt.timedelta(days=9)
+    out = tmp_path / "decisions.csv"
+    code = main(
+        ["backtest", str(rules), "--records", str(tmp_path / "conversions"), "--from", str(d1),
+         "--to", str(d2), "--lookback-days", "7", "--min-age-hours", "1", "--decisions", str(out)]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    with out.open(newline="") as handle:
+        backtest = {
+            (r["day"], r["on_hold_conversion_id"], r["rule"])
+            for r in csv.DictReader(handle)
+            if r["rule"] != "(no rule)"
+        }
+
+    ruleset = RuleSet.from_file(rules)
+    replay = Backtest(ruleset, timezone="UTC", lookback_days=7, min_age_hours=1.0)
+    review: set[tuple[str, str, str]] = set()
+    hook = AffiliateNetworkHook(network_conn)
+    try:
+        day = d1
+        while day <= d2:
+            as_of = replay.plan(day).as_of
+            window = review_window(
+                timezone_id=67,
+                lookback_days=7,
+                to_date=None,
+                as_of=as_of.isoformat(),
+                horizon_hours=ruleset.horizon_hours,
+            )
+            result = run_review(
+                hook,
+                ruleset,
+                window,
+                options=ReviewOptions(min_age_hours=1.0),
+                run=ReviewRun(
+                    base=str(tmp_path / "review"),
+                    conn_id=network_conn,
+                    dag_id="same",
+                    run_id=str(day),
+                ),
+                dry_run=True,
+            )
+            for row in result.rows:
+                at = dt.datetime.fromtimestamp(row["conversion_unix_timestamp"], dt.UTC)
+                if at.date() == day:  # the run also decides the other days of its window
+                    review.add((day.isoformat(), row["on_hold_conversion_id"], row["rule_id"]))
+            day += dt.timedelta(days=1)
+    finally:
+        hook.close()
+    assert {rule for _, _, rule in review} == {"offer-burst", "shared-ip", "big-for-its-offer"}
+    assert backtest == review

@@ -27,12 +27,19 @@ def day_request(
 
 
 def land_days(
-    conn_id: str, base: Path, first: dt.date, last: dt.date, *, timezone_id: int = 67
+    conn_id: str,
+    base: Path,
+    first: dt.date,
+    last: dt.date,
+    *,
+    timezone_id: int = 67,
+    show_events: bool = False,
 ) -> list[dict]:
     """Land ``first``..``last`` as ``<base>/conversions/date=YYYY-MM-DD/`` Parquet partitions.
 
     :param conn_id: an Airflow connection to the sandbox's network portal.
     :param base: the output base.
+    :param show_events: land the events too (as the daily report DAG does).
     :returns: each day's landing summary.
     """
     hook = AffiliateNetworkHook(conn_id)
@@ -45,7 +52,7 @@ def land_days(
                     hook,
                     str(base),
                     day,
-                    request=day_request(day, timezone_id=timezone_id),
+                    request=day_request(day, timezone_id=timezone_id, show_events=show_events),
                     page_size=2000,
                     consistency_retries=1,
                     log=logging.getLogger("landed_history"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import random
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -27,6 +28,7 @@ from requests_toolbelt.adapters.socket_options import TCPKeepAliveAdapter
 
 from affiliate_network.exceptions import (
     AffiliateNetworkError,
+    ConnectionConfigError,
     OutcomeUnknownError,
     TransportError,
     error_for_status,
@@ -42,6 +44,18 @@ from affiliate_network.hooks._retry import (
 from affiliate_network.tasklog import TaskLog
 
 API_KEY_HEADER = "X-Svc-Api-Key"
+#: The connection extra naming the key header (default :data:`API_KEY_HEADER`, the spec's).
+#: Not ``api_key_header``: Airflow's masker treats any extra whose name holds ``api_key`` as a
+#: secret, and would hide the header's name in every log line and in the connection form.
+KEY_HEADER_EXTRA = "key_header"
+#: The real API family's spelling, sent by its public clients (docs/api-decisions.md).
+REAL_FAMILY_KEY_HEADER = "X-Eflow-API-Key"
+#: An HTTP field name: RFC 9110 ``token`` characters, bounded.
+_HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}\Z")
+#: Names the key cannot travel in: ones the session sets itself or that frame the message.
+_RESERVED_HEADERS = frozenset(
+    {"accept", "content-type", "content-length", "host", "transfer-encoding", "connection"}
+)
 CONNECT_TIMEOUT_S = 10.0
 #: The one status after which a non-idempotent request is re-sent: a 429 is the rate limiter
 #: refusing the request before it was handled. Any 5xx may come after the create was applied
@@ -155,12 +169,41 @@ def read_body(response: requests.Response) -> bytes:
         response.close()  # after a full read this only returns the connection to the pool
 
 
+def key_header_name(value: Any, conn_id: str) -> str:
+    """The header the API key travels in, from the connection extra :data:`KEY_HEADER_EXTRA`.
+
+    Unset, ``None`` or blank: :data:`API_KEY_HEADER`. Otherwise a legal HTTP field name (RFC
+    9110 token characters, at most 64) that the session does not set itself; surrounding
+    blanks are dropped. Header names are case-insensitive, so the spelling is kept as given.
+
+    :param value: the extra's value.
+    :param conn_id: the connection, for the error.
+    :raises ConnectionConfigError: naming the extra, never its value (it may be the API key
+        typed into the wrong field).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return API_KEY_HEADER
+    name = value.strip() if isinstance(value, str) else ""
+    if not _HEADER_TOKEN.match(name) or name.lower() in _RESERVED_HEADERS:
+        raise ConnectionConfigError(
+            f"connection {conn_id!r}: extra {KEY_HEADER_EXTRA!r} must be an HTTP header name "
+            "(1 to 64 letters, digits or !#$%&'*+-.^_`|~; not Accept, Content-Type, "
+            f"Content-Length, Host, Transfer-Encoding or Connection), e.g. {API_KEY_HEADER!r} "
+            f"(the default) or {REAL_FAMILY_KEY_HEADER!r}"
+        )
+    return name
+
+
 def new_session(
-    api_key: str, extras: Mapping[str, Any], adapter: requests.adapters.HTTPAdapter | None
+    api_key: str,
+    extras: Mapping[str, Any],
+    adapter: requests.adapters.HTTPAdapter | None,
+    key_header: str = API_KEY_HEADER,
 ) -> requests.Session:
     """A ``requests`` session with the key header and the connection's transport extras.
 
-    The key travels in ``X-Svc-Api-Key``, never as basic auth. ``verify``/``verify_ssl``,
+    The key travels in ``key_header`` (default ``X-Svc-Api-Key``; :func:`key_header_name`),
+    never as basic auth. ``verify``/``verify_ssl``,
     ``proxies``/``proxy``, ``cert``, ``stream`` and ``trust_env`` are read as providers-http
     reads them; no other extra reaches the session. One adapter (one connection pool) per
     session: a session is used by one thread at a time.
@@ -177,7 +220,7 @@ def new_session(
     )
     session.mount("http://", mounted)
     session.mount("https://", mounted)
-    session.headers.update({API_KEY_HEADER: api_key, "Accept": "application/json"})
+    session.headers.update({key_header: api_key, "Accept": "application/json"})
     return session
 
 
@@ -186,6 +229,7 @@ class Transport:
 
     :param base_url: URL every path is appended to (ends in ``/v1``).
     :param api_key: the portal's API key (already registered with the secrets masker).
+    :param key_header: the header the key travels in (:func:`key_header_name`).
     :param extras: the connection's transport extras (see :data:`TRANSPORT_EXTRAS`).
     :param adapter: ``requests`` adapter mounted on every session (default: TCP keep-alive).
     :param throttle: the hook's rate-limit throttle.
@@ -202,6 +246,7 @@ class Transport:
         *,
         base_url: str,
         api_key: str,
+        key_header: str = API_KEY_HEADER,
         extras: Mapping[str, Any],
         adapter: requests.adapters.HTTPAdapter | None,
         throttle: RateLimitThrottle,
@@ -213,6 +258,7 @@ class Transport:
     ) -> None:
         self.base_url = base_url
         self._api_key = api_key
+        self.key_header = key_header
         self._extras = {k: extras[k] for k in TRANSPORT_EXTRAS if k in extras}
         self._adapter = adapter
         self._throttle = throttle
@@ -226,7 +272,7 @@ class Transport:
     # ------------------------------------------------------------------ sessions
     def new_session(self) -> requests.Session:
         """A new session carrying the key header and the transport extras."""
-        return new_session(self._api_key, self._extras, self._adapter)
+        return new_session(self._api_key, self._extras, self._adapter, self.key_header)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[requests.Session]:
@@ -312,7 +358,7 @@ class Transport:
         """One HTTP exchange: status, reason, headers and the whole body."""
         data = request.data
         with self.session() as session:
-            # allow_redirects=False: requests would forward X-Svc-Api-Key to any host a
+            # allow_redirects=False: requests would forward the key header to any host a
             # redirect names.
             response = session.request(
                 request.method,

@@ -8,9 +8,11 @@ one :class:`~affiliate_network.hooks._transport.Request` (:meth:`AffiliateNetwor
 portal check, query, encoded body, idempotency, the quota it draws on, timeout) and the
 transport sends it (:meth:`~affiliate_network.hooks._transport.Transport.send`).
 
-* Auth: the API key (connection password) goes in ``X-Svc-Api-Key``; it is registered with the
-  secrets masker the moment it is read. Connection extras are never sent as headers; only the
-  transport extras (``verify``, ``proxies``, ``cert``, ...) set session options.
+* Auth: the API key (connection password) goes in ``X-Svc-Api-Key``, or the header the extra
+  ``key_header`` names (the real API family's clients send ``X-Eflow-API-Key``); it is
+  registered with the secrets masker the moment it is read. Connection extras are never sent
+  as headers; only the transport extras (``verify``, ``proxies``, ``cert``, ...) set session
+  options.
 * Portal guard: each endpoint belongs to the portal named by its path prefix (``/networks``,
   ``/affiliates``, ``/advertisers``, ``/partners``); calling one with another portal's connection
   raises :class:`PortalMismatchError` before anything is sent.
@@ -84,10 +86,12 @@ from affiliate_network.hooks._retry import RetryPolicy
 from affiliate_network.hooks._transport import (
     API_KEY_HEADER,
     CONNECT_TIMEOUT_S,
+    KEY_HEADER_EXTRA,
     RETRY_AFTER_CAP_S,
     SAFE_RESEND_STATUSES,
     Request,
     Transport,
+    key_header_name,
 )
 from affiliate_network.report_columns import column_count_problem, granular_columns
 
@@ -209,6 +213,41 @@ def _conversion_filters(
     return [dict(item) for item in filters]
 
 
+def _entity_columns(columns: Any) -> list[dict[str, Any]]:
+    """The entity table's ``columns`` as sent: each a ``{"column": name}`` object.
+
+    A name is a shorthand for its object. The whole argument given as one plain string
+    (``columns="offer"``) would be sent letter by letter: refused, like an item that is neither
+    a name nor an object with a ``column`` name, by position, so no error says ``None``.
+
+    :raises InvalidRequestError: naming ``columns`` (and the item's position).
+    """
+    if isinstance(columns, str | bytes) or not isinstance(columns, Sequence):
+        shown = repr(columns) if isinstance(columns, str | bytes) else type(columns).__name__
+        raise InvalidRequestError(
+            f"columns: {shown:.60} is not a list of columns; pass a list of names or "
+            '{"column": name} objects, e.g. ["offer"]'
+        )
+    cols: list[dict[str, Any]] = []
+    for i, item in enumerate(columns):
+        if isinstance(item, str) and item.strip():
+            cols.append({"column": item})
+            continue
+        if isinstance(item, Mapping):
+            name = item.get("column")
+            if isinstance(name, str) and name.strip():
+                cols.append(dict(item))
+                continue
+            keys = ", ".join(repr(k) for k in list(item)[:5]) or "no keys"
+            problem = f"an object without a 'column' name (it has {keys})"
+        else:
+            problem = f"a {type(item).__name__}" if not isinstance(item, str) else "an empty name"
+        raise InvalidRequestError(
+            f'columns[{i}]: {problem:.120}; each column is a name or a {{"column": name}} object'
+        )
+    return cols
+
+
 class EntityTableQuery(TypedDict):
     """The keywords of an aggregated report (both portals' ``entity/table`` take one body).
 
@@ -243,7 +282,8 @@ class AffiliateNetworkHook(BaseHook):
 
     Connection: ``host`` = base URL ending in ``/v1``; ``password`` = the portal's API key; extras
     ``portal`` (required), ``region`` (``eu`` selects ``eu_base_url``), ``eu_base_url``,
-    ``timeout`` (seconds), ``page_size``, ``concurrency``. Arguments given here win over extras.
+    ``timeout`` (seconds), ``page_size``, ``concurrency``, ``key_header`` (the header the key
+    travels in, default ``X-Svc-Api-Key``). Arguments given here win over extras.
 
     :param affiliate_network_conn_id: Airflow connection id.
     :param max_attempts: tries in all per request (spec: 5).
@@ -352,6 +392,7 @@ class AffiliateNetworkHook(BaseHook):
                 f"connection {conn_id!r}: the API key (password field) is empty"
             )
         self._extras = extras
+        key_header = key_header_name(extras.get(KEY_HEADER_EXTRA), conn_id)
         timeout_s = self._number_setting(
             "timeout", self._timeout_arg, DEFAULT_TIMEOUT_S, 0.001, 3600.0, float
         )
@@ -372,6 +413,7 @@ class AffiliateNetworkHook(BaseHook):
         transport = Transport(
             base_url=base_url,
             api_key=key,
+            key_header=key_header,
             extras=extras,
             adapter=self._adapter,
             throttle=self._throttle,
@@ -957,7 +999,7 @@ class AffiliateNetworkHook(BaseHook):
         columns, filters = query["columns"], query.get("filters")
         from_date, to_date = query["from_date"], query["to_date"]
         timezone_id, currency_id = query["timezone_id"], query.get("currency_id")
-        cols = [dict(c) if isinstance(c, Mapping) else {"column": str(c)} for c in columns]
+        cols = _entity_columns(columns)
         problem = column_count_problem([str(c.get("column")) for c in cols])
         if problem is not None:
             raise InvalidRequestError(f"columns: {problem}")

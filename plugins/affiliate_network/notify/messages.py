@@ -14,6 +14,7 @@ import dataclasses
 import html
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 #: Runbook anchors of docs/notifications.md, one per event.
@@ -205,11 +206,20 @@ def _sample(items: Sequence[Any], total: int | None = None) -> str:
     return f"{shown} (and {more} more)" if more > 0 else shown
 
 
-def _money(amount: float | None, currencies: Iterable[str]) -> str:
+def _money(amount: float | Mapping[str, Any] | None, currencies: Iterable[str]) -> str:
     if amount is None:
         return "unknown"
+    if isinstance(amount, Mapping):  # per currency: amounts of two currencies are never added
+        return " + ".join(f"{_decimals(a)} {c}" for c, a in amount.items()) or "0.00"
     unit = "/".join(currencies)
     return f"{amount:,.2f}{f' {unit}' if unit else ''}"
+
+
+def _decimals(amount: Any) -> str:
+    """At least two decimals, up to four (ISO 4217's finest minor unit: 900.125 KWD)."""
+    exponent = amount.normalize().as_tuple().exponent if isinstance(amount, Decimal) else -2
+    places = min(4, max(2, -exponent)) if isinstance(exponent, int) else 2
+    return f"{amount:,.{places}f}"
 
 
 def _exception_facts(error: BaseException) -> list[str]:

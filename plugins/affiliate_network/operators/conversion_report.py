@@ -26,7 +26,7 @@ from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.affiliate_report import AffiliateReportOperator
 from affiliate_network.operators.assets import dataset_asset
 from affiliate_network.operators.lineage import CONVERSIONS_ENDPOINT
-from affiliate_network.operators.publish import changed_partitions_extra
+from affiliate_network.operators.publish import announce_pending, changed_partitions_extra
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
 from affiliate_network.reports.window import MAX_WINDOW_DAYS
@@ -69,8 +69,11 @@ class ConversionReportOperator(ReportOperatorBase):
     partition's content checksum is not written again (its files and manifest stay byte for
     byte); a changed day is published with a change record beside its manifest
     (``_changes-<ns>-<token>.json``: status transitions, new, removed and updated ids). The summary
-    says per partition whether it ``changed``; the asset event lists only changed partitions,
-    and when none changed a task with an Asset outlet ends **skipped** (no event). In a DAG
+    says per partition whether it ``changed``. A change stays pending until a run announces it:
+    with an Asset outlet the event lists every partition whose change no run has announced
+    yet (this pull's, or those of an earlier run that failed before announcing them:
+    :func:`~affiliate_network.operators.publish.announce_pending`), and when there is none the
+    task ends **skipped** (no event). In a DAG
     where tasks follow the pull, give it ``outlets=[]`` and announce through
     :class:`~affiliate_network.operators.publish.PublishChangesOperator` instead, as the daily
     DAG does, so that the pull itself always ends green.
@@ -197,6 +200,12 @@ class ConversionReportOperator(ReportOperatorBase):
             # Documented: the conversion report serves the prior 365 days only.
             check_report_history(days[0], self._timezone()[1])
         base = resolve_data_base(self.base_path)
+        if self.only_if_changed:
+            from affiliate_network.reports.announcements import start_tracking
+
+            # Before the first change record: from here every change stays pending until a
+            # run announces it (the publish step, or this task's own outlet below).
+            start_tracking(base, self.dataset)
         started = time.monotonic()
         run_id = context.get("run_id")
         partitions: list[dict[str, Any]] = []
@@ -216,14 +225,21 @@ class ConversionReportOperator(ReportOperatorBase):
             "seconds": round(time.monotonic() - started, 3),
             "changed": [p["date"] for p in partitions if p["changed"]],
         }
-        extra, keys = changed_partitions_extra(self.dataset, partitions)
-        self._emit_asset_events(context, extra, keys)
+        extra: dict[str, Any] = {"dataset": self.dataset, "partitions": []}
+        keys: list[str] = []
+        if self._announces():
+            if self.only_if_changed:
+                # Every change no run announced yet, this run's and a failed run's.
+                extra, keys = announce_pending(context, base, self.dataset)
+            else:
+                extra, keys = changed_partitions_extra(self.dataset, partitions)
+            self._emit_asset_events(context, extra, keys)
         self.log.info(
             "Pulled %d partition(s) of %s, %d changed: %d rows, %d pages, "
             "%d duplicates dropped in %.1fs",
             len(partitions),
             self.dataset,
-            len(keys),
+            len(summary["changed"]),
             summary["rows"],
             summary["pages"],
             summary["duplicates_dropped"],
@@ -233,8 +249,8 @@ class ConversionReportOperator(ReportOperatorBase):
             # Nothing to announce: skipped, so the outlet's Asset gets no event (a task with
             # an outlet emits one on every success). The work above is done and kept.
             raise AirflowSkipException(
-                f"none of the {len(partitions)} partition(s) of {self.dataset} changed: "
-                "no asset event"
+                f"none of the {len(partitions)} partition(s) of {self.dataset} changed and no "
+                "change is left to announce: no asset event"
             )
         return summary
 

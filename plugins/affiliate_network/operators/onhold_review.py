@@ -13,11 +13,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 from affiliate_network.operators.lineage import (
     CONVERSIONS_ENDPOINT,
@@ -34,6 +34,8 @@ from affiliate_network.review.apply import (
     check_reject_status,
 )
 from affiliate_network.review.guardrails import Guardrails
+from affiliate_network.review.money import payout_ceilings
+from affiliate_network.review.numbers import check_number
 from affiliate_network.review.options import ReviewOptions
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, resolve_rules_file
 
@@ -44,6 +46,10 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.review.job import ReviewResult, ReviewRun
+
+
+#: Most days a review looks back (a year: the window is pulled whole, so more is a typo).
+MAX_LOOKBACK_DAYS = 366
 
 
 class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
@@ -79,7 +85,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         (templated; the trigger form offers the choices). Anything else, a path outside the
         folder or a symlink out of it, is refused before reading (:func:`resolve_rules_file`).
     :param affiliate_network_conn_id: network-portal connection.
-    :param lookback_days: days of conversions to decide, ending with the day of ``as_of``.
+    :param lookback_days: days of conversions to decide, ending with the day of ``as_of``
+        (a whole number, 1..:data:`MAX_LOOKBACK_DAYS`).
     :param to_date: last day of the window, ``YYYY-MM-DD`` (templated); default: the day of
         ``as_of`` in the network's timezone.
     :param as_of: the review's "now", ISO date-time (templated); default: the current time.
@@ -97,7 +104,11 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param max_reject_share: fail before any write when rejections / decided conversions (those a
         rule matched) exceed this share (0..1); ``None`` disables.
     :param max_reject_count: fail before any write when rejections exceed this count.
-    :param max_approved_payout: fail before any write when the payout of approvals exceeds this.
+    :param max_approved_payout: ceilings per currency of the approvals' payout: fail before any
+        write when one currency's approvals exceed its ceiling, or when there are approvals in
+        a currency without one (``{"USD": Decimal(2000)}`` or the text ``"USD=2000,EUR=1800"``;
+        ``None``: no ceiling). Payouts of different currencies are never added; a plain number
+        is refused.
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param base_path: audit base (templated); default Variable ``affiliate_network_data_base``.
     :param page_size: conversion report page size (default: the connection's).
@@ -135,7 +146,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         reject_status: str = DEFAULT_REJECT_STATUS,
         max_reject_share: float | None = 0.5,
         max_reject_count: int | None = 1000,
-        max_approved_payout: float | None = None,
+        max_approved_payout: Mapping[str, Decimal | int | str] | str | None = None,
         lease_wait_minutes: float = 35.0,
         base_path: str | None = None,
         page_size: int | None = None,
@@ -144,11 +155,10 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if lookback_days < 1:
-            raise ConfigValidationError(f"lookback_days must be >= 1, got {lookback_days}")
+        check_number(lookback_days, "lookback_days", low=1, high=MAX_LOOKBACK_DAYS, whole=True)
         self.rules_file = rules_file
         self.affiliate_network_conn_id = affiliate_network_conn_id
-        self.lookback_days = lookback_days
+        self.lookback_days = int(lookback_days)
         self.to_date = to_date
         self.as_of = as_of
         self.timezone_id = timezone_id
@@ -174,7 +184,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             chunk_size=self.chunk_size,
             reject_status=self.reject_status,
             guardrails=Guardrails(
-                self.max_reject_share, self.max_reject_count, self.max_approved_payout
+                self.max_reject_share,
+                self.max_reject_count,
+                payout_ceilings(self.max_approved_payout, "max_approved_payout"),
             ),
             lease_wait_minutes=self.lease_wait_minutes,
             page_size=self.page_size,

@@ -39,6 +39,12 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     option, an empty or missing answer, a timeout without a person) keeps the conversions on
     hold, is logged, and is asked again next time.
 
+    ``keep_on_hold`` ids are matched without regard to case, a conversion's on-hold id naming it
+    too. An id matching none of a request's conversions writes nothing of that request (its
+    conversions stay on hold and are asked again next run); after the other requests are
+    applied the task fails with ``InvalidRequestError`` naming the ids (a rerun meets the same
+    answer, so it fails without retries).
+
     Safe to rerun: writes hold the network's write lease, every id is re-checked right before
     its chunk and only ids still on hold are sent, so nothing is approved or rejected twice.
 

@@ -4,20 +4,26 @@ In Airflow 3 a task with an Asset outlet emits an event every time it succeeds, 
 downstream DAG scheduled on the Asset runs for it. A re-pull that changed nothing must not
 wake those DAGs, and it must not be "skipped" either: the pull did its work (it checked every
 day), and a skipped pull would skip the tasks after it under the default trigger rule. So in
-the daily DAG the pulls carry no outlet and report what changed in their XCom summary
-(``partitions[*].changed``), and :class:`PublishChangesOperator`, a leaf after them, carries
-the outlet: it emits one event listing the changed partitions (status transitions, new,
-removed and updated counts, the change record's file), or ends **skipped** when nothing
-changed. A skipped task emits no asset event, and a skipped leaf holds nothing up.
+the daily DAG the pulls and the reconciliation carry no outlet, and
+:class:`PublishChangesOperator`, a leaf after them, carries it: it emits one event listing the
+partitions whose change no run has announced yet (status transitions, new, removed and
+updated counts, the change records' files, and each partition's reconciliation verdict), or
+ends **skipped** when there is none. A skipped task emits no asset event, and a skipped leaf
+holds nothing up.
 
-:func:`changed_partitions_extra` is the event ``extra`` both this step and a
+What is pending is read from the dataset (:mod:`affiliate_network.reports.announcements`), not
+from this run's pulls: a change recorded by a run that failed before its publish step is
+announced by the next run that succeeds, exactly once.
+
+:func:`announce_pending` is what both this step and a
 :class:`~affiliate_network.operators.conversion_report.ConversionReportOperator` with its own
-outlet use.
+outlet announce; :func:`changed_partitions_extra` is the event of a pull that records no
+changes (``only_if_changed=False``: every day pulled counts as changed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -28,7 +34,9 @@ from affiliate_network.operators.assets import dataset_asset, emit_asset_events
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-__all__ = ["PublishChangesOperator", "changed_partitions_extra"]
+    from affiliate_network.reports.verdicts import DayVerdict
+
+__all__ = ["PublishChangesOperator", "announce_pending", "changed_partitions_extra"]
 
 #: What the event says of each changed partition (from the pull's partition summary).
 _EVENT_FIELDS = ("date", "path", "rows", "checksum")
@@ -56,76 +64,142 @@ def changed_partitions_extra(
     return {"dataset": dataset, "partitions": changed}, [f"date={p['date']}" for p in changed]
 
 
-class PublishChangesOperator(BaseOperator):
-    """Emit the dataset's asset event for the partitions the pulls changed; skip otherwise.
+def announce_pending(
+    context: Context,
+    base: str,
+    dataset: str,
+    verdicts: Mapping[str, DayVerdict] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """Claim every partition whose change no run has announced yet; the event's extra and keys.
 
-    Reads the XCom summaries of ``source_task_ids`` (report operators). When at least one
-    partition changed, the task succeeds and its outlet's event lists the changed partitions
-    (with their transition counts) and their partition keys; when none changed it raises
-    ``AirflowSkipException``: skipped, no event, downstream DAGs on the Asset do not run. A
-    failed pull fails the run before this step (default trigger rule ``all_success``: this
-    step is then ``upstream_failed``, never a skip that hides it).
+    Pending changes are read from the dataset itself
+    (:func:`~affiliate_network.reports.announcements.pending_changes`), so a change recorded by
+    a run that failed before announcing it is announced here, by the next run that gets this
+    far; a change another run announced is not announced again, and what this run announced
+    before (a retry, a cleared rerun) is announced again as a clean run would. Each partition
+    carries its verdict: this run's reconciliation (``verdicts``) when it is about the
+    partition's content, else the comparison file beside it when that was made for the same
+    content, else ``not_compared`` with the reason.
+
+    :param context: the task context (its ``run_id``).
+    :param base: the output base.
+    :param dataset: the dataset folder.
+    :param verdicts: this run's reconciliation, by date.
+    :returns: ``({"dataset", "partitions": [...]}, ["date=YYYY-MM-DD", ...])``; no partition
+        when nothing is pending (or another run claimed all of it).
+    """
+    from affiliate_network.reports.announcements import claim_announcement, pending_changes
+
+    run_id = context.get("run_id")
+    entries: list[dict[str, Any]] = []
+    keys: list[str] = []
+    for pending in pending_changes(base, dataset, run_id=run_id):
+        if not claim_announcement(base, dataset, pending, run_id=run_id):
+            continue  # another run announces this content
+        entry = pending.entry()
+        verdict = _verdict(pending.keys.get("date"), pending.path, pending.checksum, verdicts)
+        entry["reconciled"] = verdict.reconciled
+        entry["reconciliation"] = verdict.to_dict()
+        entries.append(entry)
+        keys.append(pending.name)
+    return {"dataset": dataset, "partitions": entries}, keys
+
+
+def _verdict(
+    date: str | None,
+    partition: Any,
+    checksum: str,
+    verdicts: Mapping[str, DayVerdict] | None,
+) -> DayVerdict:
+    from affiliate_network.reports.verdicts import DayVerdict, stored_verdict
+
+    day = date or str(partition)
+    ours = (verdicts or {}).get(day)
+    if ours is not None and ours.checksum == checksum:
+        return ours
+    stored = stored_verdict(partition, checksum)
+    if stored is not None:
+        return stored
+    why = "no comparison of this content with the network's report"
+    if verdicts is None:
+        why += " (no reconciliation step before this announcement)"
+    return DayVerdict.not_compared(day, why, checksum)
+
+
+class PublishChangesOperator(BaseOperator):
+    """Emit the dataset's asset event for every change no run has announced; skip otherwise.
+
+    The pending changes are read from the dataset (:func:`announce_pending`): the changes this
+    run's pulls recorded, and those of an earlier run that failed before announcing them. When
+    at least one partition is pending, the task succeeds and its outlet's event lists them
+    (what changed since their last announced content, and each partition's reconciliation
+    verdict) with their partition keys; when none is, it raises ``AirflowSkipException``:
+    skipped, no event, downstream DAGs on the Asset do not run. A failed pull or
+    reconciliation fails the run before this step (default trigger rule ``all_success``: this
+    step is then ``upstream_failed``, never a skip that hides it), and its changes stay
+    pending for the next run.
 
     :param dataset: the dataset folder; the outlet defaults to its Asset.
-    :param source_task_ids: the tasks whose summaries to announce, in order.
-    :param reconciliation_task_id: a :class:`ReconciliationOperator` task whose verdict the
-        event carries (``"reconciled"`` and ``"reconciliation"``: date, verdict, comparison
-        file); None: the event says nothing of it.
+    :param base_path: output base (templated); default as the report operators'.
+    :param reconciliation_task_id: a :class:`ReconciliationOperator` task whose verdicts the
+        event carries per partition; None: the comparison files beside the partitions only.
+    :param source_task_ids: the pull tasks before this step (named in the log only: the
+        pending changes are read from the dataset).
     """
 
-    template_fields: Sequence[str] = ()
+    template_fields: Sequence[str] = ("base_path",)
     ui_color = "#f3eefa"
 
     def __init__(
         self,
         *,
         dataset: str = "conversions",
-        source_task_ids: Sequence[str],
+        base_path: str | None = None,
         reconciliation_task_id: str | None = None,
+        source_task_ids: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs:
             kwargs["outlets"] = [dataset_asset(dataset)]
         super().__init__(**kwargs)
         self.dataset = dataset
-        self.source_task_ids = list(source_task_ids)
+        self.base_path = base_path
         self.reconciliation_task_id = reconciliation_task_id
+        self.source_task_ids = list(source_task_ids)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        summaries = context["ti"].xcom_pull(task_ids=self.source_task_ids)
-        if isinstance(summaries, dict):  # one task id: Airflow returns the value itself
-            summaries = [summaries]
-        verdict = None
+        summary = None
         if self.reconciliation_task_id:
-            verdict = context["ti"].xcom_pull(task_ids=self.reconciliation_task_id)
-        return self.publish(context, [s for s in summaries or [] if s], verdict)
+            summary = context["ti"].xcom_pull(task_ids=self.reconciliation_task_id)
+        return self.publish(context, summary)
 
     def publish(
-        self,
-        context: Context,
-        summaries: Sequence[dict[str, Any]],
-        verdict: dict[str, Any] | None = None,
+        self, context: Context, reconciliation: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Annotate the event with the changed partitions of ``summaries``, or skip.
+        """Announce the pending changes with their verdicts, or skip.
 
-        :param context: the task context (its ``outlet_events``).
-        :param summaries: the report operators' return values.
-        :param verdict: the reconciliation task's summary (``date``, ``reconciled``,
-            ``comparison``), carried into the event.
-        :raises AirflowSkipException: no partition changed (no asset event).
+        :param context: the task context (its ``run_id`` and ``outlet_events``).
+        :param reconciliation: the reconciliation task's summary (its ``partitions``: one
+            verdict per day), or ``None``.
+        :raises AirflowSkipException: nothing pending (no asset event).
         """
-        parts = [p for summary in summaries for p in summary.get("partitions", [])]
-        extra, keys = changed_partitions_extra(self.dataset, parts)
+        from affiliate_network.paths import resolve_data_base
+        from affiliate_network.reports.verdicts import DayVerdict
+
+        verdicts: dict[str, DayVerdict] | None = None
+        if reconciliation is not None:
+            verdicts = {
+                str(p["date"]): DayVerdict.from_dict(p)
+                for p in reconciliation.get("partitions", [])
+            }
+        extra, keys = announce_pending(
+            context, resolve_data_base(self.base_path), self.dataset, verdicts
+        )
         if not keys:
             raise AirflowSkipException(
-                f"no partition of {self.dataset} changed ({len(parts)} checked): "
-                "no asset event, downstream DAGs do not run"
+                f"no change of {self.dataset} left to announce: no asset event, downstream "
+                "DAGs do not run"
             )
-        if verdict:
-            extra["reconciled"] = bool(verdict.get("reconciled"))
-            extra["reconciliation"] = {
-                k: verdict[k] for k in ("date", "reconciled", "comparison") if k in verdict
-            }
         emit_asset_events(context, self.outlets, extra, keys)
         self.log.info(
             "Announcing %d changed partition(s) of %s: %s",
@@ -137,9 +211,10 @@ class PublishChangesOperator(BaseOperator):
 
 
 def _describe(part: dict[str, Any]) -> str:
-    """``(pending->approved: 3, new: 1)`` for the log."""
+    """``(pending->approved: 3, new: 1; reconciled)`` for the log."""
+    verdict = (part.get("reconciliation") or {}).get("verdict", "not_compared")
     if part.get("first_landing"):
-        return f"(first landing, {part.get('rows')} rows)"
+        return f"(first landing, {part.get('rows')} rows; {verdict})"
     counts = dict(part.get("transitions") or {})
     counts.update({k: part[k] for k in ("new", "removed", "updated") if part.get(k)})
-    return "(" + ", ".join(f"{k}: {v}" for k, v in counts.items()) + ")"
+    return "(" + ", ".join(f"{k}: {v}" for k, v in counts.items()) + f"; {verdict})"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import ObjectStoragePath
 
+from affiliate_network.review.money import amount_of
 from affiliate_network.rules.fields import on_hold_conversion_id
 
 if TYPE_CHECKING:
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 
 #: Fields copied from a conversion into the audit so a reviewer sees what was decided.
 AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")
+#: The amounts among them: exact (``Decimal``) in memory, decimal text in the file, in the
+#: row's ``currency_id`` (:mod:`affiliate_network.review.money`).
+MONEY_FIELDS = ("payout", "sale_amount")
 
 
 def _safe_name(text: str) -> str:
@@ -55,10 +59,22 @@ def write_jsonl_atomic(path: ObjectStoragePath, rows: Iterable[dict[str, Any]]) 
 
 
 def read_jsonl(path: str | ObjectStoragePath) -> list[dict[str, Any]]:
-    """Rows of a JSON Lines audit file."""
+    """Rows of a JSON Lines audit file; their :data:`MONEY_FIELDS` as ``Decimal``.
+
+    Amounts are written as decimal text (``"12.5"``); a file written before that holds JSON
+    numbers, read back by their shortest text as well.
+    """
     target = path if isinstance(path, ObjectStoragePath) else ObjectStoragePath(path)
     with target.open("r", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        return [_exact_money(json.loads(line)) for line in handle if line.strip()]
+
+
+def _exact_money(row: dict[str, Any]) -> dict[str, Any]:
+    for key in MONEY_FIELDS:
+        if key in row:
+            what = f"conversion {row.get('conversion_id')}: {key}"
+            row[key] = amount_of(row[key], what=what)
+    return row
 
 
 def audit_rows(
@@ -92,6 +108,7 @@ def audit_rows(
         }
         for key in AUDIT_FIELDS:
             row[key] = record.get(key)
+        _exact_money(row)
         rows.append(row)
     return rows
 

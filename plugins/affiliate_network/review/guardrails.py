@@ -6,24 +6,36 @@ and is old enough, whatever its state now
 still on hold, makes the verdict a function of the traffic: approvals that an attempt applied
 before it died (approvals go first) leave "on hold" but not the plan, so the retry and the next
 scheduled run reach the verdict of one clean run instead of a larger reject share.
+
+Money is exact (``Decimal``) and kept per currency: the payout ceiling is a ceiling per
+currency (:mod:`affiliate_network.review.money`), never a sum of several currencies' payouts.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.exceptions import ConfigValidationError, GuardrailError
+from affiliate_network.exceptions import GuardrailError
+from affiliate_network.review.money import (
+    highest_first,
+    money_text,
+    payout_ceilings,
+    totals_by_currency,
+    totals_text,
+)
+from affiliate_network.review.numbers import check_number
 
 if TYPE_CHECKING:
-    from affiliate_network.rules.engine import Evaluation
+    from affiliate_network.rules.engine import Decision, Evaluation
 
 
 @dataclass(frozen=True)
 class Guardrails:
-    """Ceilings of one review run; ``None`` disables a ceiling.
+    """Ceilings of one review run; ``None`` disables a ceiling. Checked when built.
 
     All three read the same decisions: the rules' decisions over the run's whole plan (see the
     module doc), conversions already approved or rejected included, so none of them moves when
@@ -31,24 +43,38 @@ class Guardrails:
 
     :param max_reject_share: rejections / decided conversions (those a rule matched) of the
         plan, 0..1.
-    :param max_reject_count: rejections of the plan.
-    :param max_approved_payout: payout of the plan's approvals.
+    :param max_reject_count: rejections of the plan, a whole number >= 0.
+    :param max_approved_payout: ceilings per currency of the payout of the plan's approvals
+        (``{"USD": Decimal(2000)}``; the text form ``"USD=2000,EUR=1800"`` is read too:
+        :func:`~affiliate_network.review.money.payout_ceilings`). Payouts of different
+        currencies are never added: each currency's approvals are held to its own ceiling,
+        and once any ceiling is set, approvals in a currency without one stop the run.
+    :raises ConfigValidationError: a ceiling that is not a finite number in its range (``nan``
+        would switch its check off), or a payout ceiling without a currency.
     """
 
     max_reject_share: float | None = 0.5
     max_reject_count: int | None = 1000
-    max_approved_payout: float | None = None
+    max_approved_payout: Mapping[str, Decimal] | None = None
+
+    def __post_init__(self) -> None:
+        self.validate()
+        # Stored checked: currency codes in upper case, amounts as Decimal.
+        ceilings = payout_ceilings(self.max_approved_payout, "max_approved_payout")
+        object.__setattr__(self, "max_approved_payout", ceilings)
+        if self.max_reject_count is not None:
+            object.__setattr__(self, "max_reject_count", int(self.max_reject_count))
 
     def validate(self) -> None:
         """Reject ceilings that make no sense (before anything is pulled).
 
         :raises ConfigValidationError: naming the argument.
         """
-        share, count = self.max_reject_share, self.max_reject_count
-        if share is not None and not 0 <= share <= 1:
-            raise ConfigValidationError(f"max_reject_share must be in [0, 1], got {share}")
-        if count is not None and count < 0:
-            raise ConfigValidationError(f"max_reject_count must be >= 0, got {count}")
+        if self.max_reject_share is not None:
+            check_number(self.max_reject_share, "max_reject_share", low=0, high=1)
+        if self.max_reject_count is not None:
+            check_number(self.max_reject_count, "max_reject_count", low=0, whole=True)
+        payout_ceilings(self.max_approved_payout, "max_approved_payout")
 
     def check(self, evaluation: Evaluation, records: Sequence[dict[str, Any]]) -> None:
         """Raise when the plan's decisions cross a ceiling.
@@ -60,9 +86,11 @@ class Guardrails:
 
         :param evaluation: the rules' decisions over the run's whole plan (not only the
             conversions still on hold).
-        :param records: the records the decisions index into (their ``payout`` is summed).
+        :param records: the records the decisions index into (their ``payout`` and
+            ``currency_id`` are read).
         :raises GuardrailError: every crossed ceiling in one message, with the top rejecting
             rules.
+        :raises SchemaMismatchError: a payout of the plan's approvals that is not a number.
         """
         rejects = [d for d in evaluation.decisions if d.action == "reject"]
         decided = len(evaluation.decisions)
@@ -76,16 +104,7 @@ class Guardrails:
                 f"{self.max_reject_share:.1%}"
             )
         if self.max_approved_payout is not None:
-            payout = sum(
-                float(records[d.index].get("payout") or 0)
-                for d in evaluation.decisions
-                if d.action == "approve"
-            )
-            if payout > self.max_approved_payout:
-                problems.append(
-                    f"approved payout {payout:.2f} > max_approved_payout "
-                    f"{self.max_approved_payout:.2f}"
-                )
+            problems += self._payout_problems(evaluation, records, self.max_approved_payout)
         if problems:
             top = Counter(d.rule_id for d in rejects).most_common(5)
             top_text = ", ".join(f"{rule} ({n})" for rule, n in top) or "none"
@@ -98,31 +117,54 @@ class Guardrails:
                 top_rules=top,
             )
 
+    @staticmethod
+    def _payout_problems(
+        evaluation: Evaluation,
+        records: Sequence[dict[str, Any]],
+        ceilings: Mapping[str, Decimal],
+    ) -> list[str]:
+        """Each currency's approved payout against its own ceiling; a currency without one
+        is a problem whatever its total (it cannot be compared with another currency's)."""
+        approved = (records[d.index] for d in evaluation.decisions if d.action == "approve")
+        problems = []
+        for currency, total in totals_by_currency(approved, "payout").items():
+            ceiling = ceilings.get(currency)
+            if ceiling is None:
+                problems.append(
+                    f"approved payout {money_text(total, currency)} has no ceiling in "
+                    f"max_approved_payout (ceilings: {totals_text(ceilings)}); payouts of "
+                    "different currencies are never added, so a currency without a ceiling "
+                    "stops the run"
+                )
+            elif total > ceiling:
+                problems.append(
+                    f"approved payout {money_text(total, currency)} > max_approved_payout "
+                    f"{money_text(ceiling, currency)}"
+                )
+        return problems
 
-#: Rejected conversion ids a :class:`GuardrailError` carries (highest payout first).
+
+#: Rejected conversion ids a :class:`GuardrailError` carries (highest payout first, per
+#: currency: :func:`~affiliate_network.review.money.highest_first`).
 SAMPLE_IDS = 10
 
 
 def _at_stake(
-    evaluation: Evaluation, records: Sequence[dict[str, Any]], rejects: Sequence[Any]
+    evaluation: Evaluation, records: Sequence[dict[str, Any]], rejects: Sequence[Decision]
 ) -> dict[str, Any]:
-    """What a tripped guardrail held back: counts, payouts, a sample of ids (for notifications)."""
-
-    def payout(index: int) -> float:
-        return float(records[index].get("payout") or 0)
-
+    """What a tripped guardrail held back: counts, payouts per currency, a sample of ids (for
+    notifications)."""
     approved = [d for d in evaluation.decisions if d.action == "approve"]
-    sample = sorted(rejects, key=lambda d: payout(d.index), reverse=True)[:SAMPLE_IDS]
-    currencies = {
-        str(records[d.index]["currency_id"])
-        for d in (*rejects, *approved)
-        if records[d.index].get("currency_id")
-    }
+    rejected_payout = totals_by_currency((records[d.index] for d in rejects), "payout")
+    approved_payout = totals_by_currency((records[d.index] for d in approved), "payout")
     return {
         "rejections": len(rejects),
         "decided": len(evaluation.decisions),
-        "rejected_payout": round(sum(payout(d.index) for d in rejects), 2),
-        "approved_payout": round(sum(payout(d.index) for d in approved), 2),
-        "currencies": sorted(currencies),
-        "conversion_ids": [str(records[d.index].get("conversion_id")) for d in sample],
+        "rejected_payout": rejected_payout,
+        "approved_payout": approved_payout,
+        "currencies": sorted({*rejected_payout, *approved_payout}),
+        "conversion_ids": [
+            str(r.get("conversion_id"))
+            for r in highest_first(records[d.index] for d in rejects)[:SAMPLE_IDS]
+        ],
     }

@@ -5,6 +5,13 @@ keeps, and is remembered (:mod:`affiliate_network.review.human_decisions`). Any 
 (a renamed option, an empty or missing answer, a timeout without a person) keeps the
 conversions on hold and is asked again next run. Writes hold the network's write lease and go
 through :class:`~affiliate_network.review.apply.OnHoldWriter`, so a rerun never writes twice.
+
+The ``keep_on_hold`` ids a reviewer lists are matched without regard to case, against the
+request's conversion ids and on-hold ids (either names the conversion). An id that matches
+none of them means the answer is not what the reviewer meant (a typo, an id of another
+request): nothing of that request is written, its conversions stay on hold and are asked about
+again, and the step fails naming the ids once the other requests are applied. So nothing a
+person tried to hold is ever approved or rejected.
 """
 
 from __future__ import annotations
@@ -13,12 +20,12 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import ObjectStoragePath
 
-from affiliate_network.exceptions import AffiliateNetworkError
+from affiliate_network.exceptions import AffiliateNetworkError, InvalidRequestError
 from affiliate_network.review.apply import (
     APPROVED,
     ApplyOutcome,
@@ -31,6 +38,7 @@ from affiliate_network.review.requests import (
     KEEP_PARAM,
     OPTION_APPROVE,
     OPTION_KEEP,
+    OPTION_REJECT,
     REVIEW_OPTIONS,
     UNANSWERED,
     rule_of_subject,
@@ -45,6 +53,11 @@ _LOG = logging.getLogger(__name__)
 
 #: On-hold id -> (choice, who answered).
 Decided = dict[str, tuple[str, str]]
+#: Audit value of the conversions of a request whose ``keep_on_hold`` names an id matching none
+#: of them: nothing of that request is written.
+STOPPED = "stopped: unmatched keep_on_hold ids"
+#: Between the ids of a ``keep_on_hold`` answer (quotes and backticks of a copied id too).
+_KEEP_SEPARATORS = re.compile(r"[\s,;`'\"]+")
 
 
 @dataclass
@@ -60,6 +73,8 @@ class HumanApplyResult:
     :param accepted_not_landed: ids accepted by the API but not visible within the read-back
         wait (a late or lost write: the conversion is still on hold, so the next review decides
         it again).
+    :param stopped: rule id -> the ``keep_on_hold`` ids of its request that matched none of its
+        conversions (nothing of those requests was written).
     """
 
     requests: int
@@ -69,26 +84,75 @@ class HumanApplyResult:
     readback_mismatches: int
     audit_path: ObjectStoragePath
     accepted_not_landed: int = 0
+    stopped: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def of(
         cls,
         requests: int,
         per_status: dict[str, ApplyOutcome],
-        decided: Decided,
+        choices: HumanChoices,
         audit_path: ObjectStoragePath,
     ) -> HumanApplyResult:
         """Counts from the writes' outcomes and the choices."""
-        choices = [c for c, _ in decided.values()]
+        decided = [c for c, _ in choices.decided.values()]
         return cls(
             requests=requests,
             applied={s: len(o.applied) for s, o in per_status.items()},
-            kept_on_hold=choices.count(OPTION_KEEP),
-            unanswered=choices.count(UNANSWERED),
+            kept_on_hold=decided.count(OPTION_KEEP),
+            unanswered=decided.count(UNANSWERED),
             readback_mismatches=sum(len(o.mismatches) for o in per_status.values()),
             audit_path=audit_path,
             accepted_not_landed=sum(len(o.not_landed) for o in per_status.values()),
+            stopped=dict(choices.stopped),
         )
+
+
+@dataclass
+class HumanChoices:
+    """What the answers ask for (:func:`plan_choices`).
+
+    :param plan: status -> on-hold ids to send.
+    :param decided: on-hold id -> (choice, responder), every conversion of every request.
+    :param stopped: rule id -> the ``keep_on_hold`` ids of its request that match none of its
+        conversions (its conversions are :data:`STOPPED`, none is in ``plan``).
+    """
+
+    plan: dict[str, list[str]]
+    decided: Decided
+    stopped: dict[str, list[str]]
+
+
+def keep_ids(text: object) -> list[str]:
+    """The ids a ``keep_on_hold`` answer lists, in order, once each (comma, semicolon or space
+    separated; quotes and backticks around a copied id dropped).
+
+    :param text: the form field's value (``None``: none).
+    """
+    tokens = _KEEP_SEPARATORS.split(str(text or "").strip())
+    return list(dict.fromkeys(t for t in tokens if t))
+
+
+def match_keep_ids(
+    ids: Sequence[str], rows: Sequence[Mapping[str, Any]]
+) -> tuple[set[str], list[str]]:
+    """The on-hold ids the ``keep_on_hold`` ids name among ``rows``, and the ids naming none.
+
+    An id names a row when it equals, without regard to case, its ``conversion_id`` or its
+    ``on_hold_conversion_id``.
+
+    :param ids: from :func:`keep_ids`.
+    :param rows: the audit rows of one request.
+    :return: ``(on-hold ids named, ids matching no row)``.
+    """
+    by_name: dict[str, str] = {}
+    for row in rows:
+        oh_id = str(row["on_hold_conversion_id"])
+        for name in (row.get("conversion_id"), oh_id):
+            if name:
+                by_name.setdefault(str(name).casefold(), oh_id)
+    named = {by_name[i.casefold()] for i in ids if i.casefold() in by_name}
+    return named, [i for i in ids if i.casefold() not in by_name]
 
 
 def plan_choices(
@@ -97,8 +161,8 @@ def plan_choices(
     rows: Sequence[Mapping[str, Any]],
     reject_status: str,
     log: TaskLog | None = None,
-) -> tuple[dict[str, list[str]], Decided]:
-    """Status -> on-hold ids to send, and on-hold id -> (choice, responder).
+) -> HumanChoices:
+    """The writes the answers ask for, and every conversion's choice and responder.
 
     :param requests: the requests shown (subjects name their rule), in map-index order.
     :param responses: the answers in the same order (``chosen_options``, ``params_input``,
@@ -110,14 +174,17 @@ def plan_choices(
     log = log or _LOG
     plan: dict[str, list[str]] = {APPROVED: [], reject_status: []}
     decided: Decided = {}
+    stopped: dict[str, list[str]] = {}
+    by_rule: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_rule.setdefault(str(row["rule_id"]), []).append(row)
     for request, response in zip(requests, responses, strict=True):
         rule_id = rule_of_subject(request["subject"])
         response = response if isinstance(response, dict) else {}
         chosen = response.get("chosen_options") or []
         params = response.get("params_input") or {}
-        keep = set(re.split(r"[\s,;]+", str(params.get(KEEP_PARAM) or "").strip())) - {""}
         who = response.get("responded_by_user")
-        who_name = (who.get("name") or who.get("id")) if isinstance(who, dict) else who
+        who_name = str(((who.get("name") or who.get("id")) if isinstance(who, dict) else who) or "")
         choice = chosen[0] if len(chosen) == 1 and isinstance(chosen[0], str) else None
         if choice not in REVIEW_OPTIONS:
             # Only the exact options write; anything else changes nothing and is asked again.
@@ -130,21 +197,71 @@ def plan_choices(
                 REVIEW_OPTIONS,
             )
             choice = UNANSWERED
-        log.info("Rule %s: %s chose %r (keep on hold: %d)", rule_id, who_name, choice, len(keep))
-        for row in rows:
-            if row["rule_id"] != rule_id:
-                continue
-            oh_id = row["on_hold_conversion_id"]
-            if choice in (OPTION_KEEP, UNANSWERED) or row["conversion_id"] in keep:
-                decided[oh_id] = (
-                    UNANSWERED if choice == UNANSWERED else OPTION_KEEP,
-                    str(who_name or ""),
-                )
-                continue
-            status = APPROVED if choice == OPTION_APPROVE else reject_status
-            plan[status].append(oh_id)
-            decided[oh_id] = (choice, str(who_name or ""))
-    return plan, decided
+        items = by_rule.get(rule_id, [])
+        listed = keep_ids(params.get(KEEP_PARAM))
+        kept, unmatched = match_keep_ids(listed, items)
+        if unmatched and choice in (OPTION_APPROVE, OPTION_REJECT):
+            # The answer is not what the reviewer meant (a typo, another request's id): writing
+            # the rest could approve a conversion they tried to hold.
+            stopped[rule_id] = unmatched
+            choice = STOPPED
+            log.error(
+                "Rule %s: keep_on_hold ids %s match none of its %d conversions: nothing of "
+                "this request is written (%s answered by %s); its conversions stay on hold and "
+                "are asked about again next run",
+                rule_id,
+                _quoted(unmatched, rows),
+                len(items),
+                chosen,
+                who_name or "nobody",
+            )
+        elif unmatched:
+            log.warning(
+                "Rule %s: keep_on_hold ids %s match none of its conversions (nothing is "
+                "written for %r anyway)",
+                rule_id,
+                _quoted(unmatched, rows),
+                choice,
+            )
+        writes = choice in (OPTION_APPROVE, OPTION_REJECT)
+        really_kept = (
+            len(kept) if writes else (0 if choice in (UNANSWERED, STOPPED) else len(items))
+        )
+        log.info(
+            "Rule %s: %s chose %r: %d conversions, %d kept on hold (keep_on_hold listed %d)",
+            rule_id,
+            who_name or "nobody",
+            choice,
+            len(items),
+            really_kept,
+            len(listed),
+        )
+        for row in items:
+            oh_id = str(row["on_hold_conversion_id"])
+            if not writes:
+                decided[oh_id] = (OPTION_KEEP if choice == OPTION_KEEP else choice, who_name)
+            elif oh_id in kept:
+                decided[oh_id] = (OPTION_KEEP, who_name)
+            else:
+                status = APPROVED if choice == OPTION_APPROVE else reject_status
+                plan[status].append(oh_id)
+                decided[oh_id] = (str(choice), who_name)
+    return HumanChoices(plan, decided, stopped)
+
+
+def _quoted(ids: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
+    """``'c-12', 'abd' (a conversion of rule other's request)``: the ids, and where an id of
+    another request belongs."""
+    owner: dict[str, str] = {}
+    for row in rows:
+        for name in (row.get("conversion_id"), row.get("on_hold_conversion_id")):
+            if name:
+                owner.setdefault(str(name).casefold(), str(row["rule_id"]))
+    parts = []
+    for i in ids:
+        rule = owner.get(i.casefold())
+        parts.append(f"{i!r} (a conversion of rule {rule}'s request)" if rule else repr(i))
+    return ", ".join(parts)
 
 
 def apply_human_choices(
@@ -173,6 +290,9 @@ def apply_human_choices(
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param log: logger (default: this module's).
     :raises AffiliateNetworkError: not one response per request.
+    :raises InvalidRequestError: after the other requests were applied and the audit written,
+        when a request's ``keep_on_hold`` names ids matching none of its conversions (nothing
+        of that request was written; the message lists the ids per rule).
     """
     log = log or _LOG
     check_reject_status(reject_status)
@@ -181,18 +301,18 @@ def apply_human_choices(
             f"{len(requests)} review requests but {len(responses)} responses"
         )
     rows = [r for r in read_jsonl(identity.audit_path) if r["action"] == "review"]
-    plan, decided = plan_choices(requests, responses, rows, reject_status, log)
+    choices = plan_choices(requests, responses, rows, reject_status, log)
     human_rows: list[dict[str, Any]] = []
 
     def remember(outcomes: dict[str, ApplyOutcome]) -> None:
         # Under the lease: two steps answering for one network do not interleave their writes.
         reasons = outcome_reasons(outcomes)
-        human_rows.extend(_human_rows(rows, decided, reasons, identity.run.run_id))
+        human_rows.extend(_human_rows(rows, choices, reasons, identity.run.run_id))
         _remember(identity.state_dir, human_rows)
 
     per_status = apply_under_lease(
         hook,
-        plan,
+        choices.plan,
         identity=identity,
         chunk_size=chunk_size,
         lease_wait_s=lease_wait_minutes * 60,
@@ -201,12 +321,29 @@ def apply_human_choices(
     )
     audit_path = identity.audit_path.parent / f"human-attempt-{attempt}.jsonl"
     write_jsonl_atomic(audit_path, human_rows)
-    return HumanApplyResult.of(len(requests), per_status, decided, audit_path)
+    result = HumanApplyResult.of(len(requests), per_status, choices, audit_path)
+    if choices.stopped:
+        raise InvalidRequestError(
+            "Review answers not applied: "
+            + "; ".join(
+                f"rule {rule}: keep_on_hold ids {_quoted(ids, rows)} match none of its "
+                "conversions (neither a conversion id nor an on-hold id of that request)"
+                for rule, ids in choices.stopped.items()
+            )
+            + ". Nothing of those requests was written: their conversions stay on hold and are "
+            "asked about again next run (check the ids there). The other requests were applied"
+            f" ({_applied_text(result.applied)}). Audit: {audit_path}"
+        )
+    return result
+
+
+def _applied_text(applied: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in applied.items()) or "nothing to write"
 
 
 def _human_rows(
     rows: Sequence[Mapping[str, Any]],
-    decided: Decided,
+    choices: HumanChoices,
     outcomes: dict[str, tuple[bool, str]],
     run_id: str,
 ) -> list[dict[str, Any]]:
@@ -215,12 +352,19 @@ def _human_rows(
     human_rows = []
     for row in rows:
         oh_id = row["on_hold_conversion_id"]
-        if oh_id not in decided:
+        if oh_id not in choices.decided:
             continue
-        choice, who_name = decided[oh_id]
-        default = "kept on hold by reviewer" if choice == OPTION_KEEP else (
-            "no valid answer: kept on hold, asked again next run"
-        )  # fmt: skip
+        choice, who_name = choices.decided[oh_id]
+        if choice == OPTION_KEEP:
+            default = "kept on hold by reviewer"
+        elif choice == STOPPED:
+            unmatched = ", ".join(repr(i) for i in choices.stopped.get(str(row["rule_id"]), []))
+            default = (
+                f"not applied: keep_on_hold ids {unmatched} match none of this request's "
+                "conversions; kept on hold, asked again next run"
+            )
+        else:
+            default = "no valid answer: kept on hold, asked again next run"
         ok, why = outcomes.get(oh_id, (False, default))
         human_rows.append(
             {
@@ -244,7 +388,7 @@ def _remember(state: ObjectStoragePath, human_rows: Sequence[Mapping[str, Any]])
     answered = [
         {**r, "choice": r["human_choice"]}
         for r in human_rows
-        if r["human_choice"] != UNANSWERED
+        if r["human_choice"] not in (UNANSWERED, STOPPED)
         and (r["responded_by"] or r["human_choice"] != OPTION_KEEP)
     ]
     if answered:

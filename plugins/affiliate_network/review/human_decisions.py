@@ -19,6 +19,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from airflow.sdk import ObjectStoragePath
@@ -51,11 +52,22 @@ def fingerprint(row: Mapping[str, Any]) -> str:
     seen = {
         "rule_id": row.get("rule_id"),
         "fields": own_values(row.get("matched") or {}),
-        "payout": row.get("payout"),
-        "sale_amount": row.get("sale_amount"),
+        "payout": _as_sent(row.get("payout")),
+        "sale_amount": _as_sent(row.get("sale_amount")),
     }
     text = json.dumps(seen, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _as_sent(amount: object) -> object:
+    """An exact amount as the JSON number the API sent (when a float holds it exactly): the
+    form the stored answers' fingerprints were taken of, so they keep matching."""
+    if not isinstance(amount, Decimal) or not amount.is_finite():
+        return amount
+    if amount.as_tuple().exponent >= 0:  # type: ignore[operator]  # finite: an int
+        return int(amount)
+    as_float = float(amount)
+    return as_float if Decimal(repr(as_float)) == amount else str(amount)
 
 
 class HumanDecisions:

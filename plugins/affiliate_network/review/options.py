@@ -19,27 +19,36 @@ from affiliate_network.review.apply import (
     check_readback_wait,
 )
 from affiliate_network.review.guardrails import Guardrails
+from affiliate_network.review.numbers import MAX_HOURS, check_number
 
-__all__ = ["ReviewOptions"]
+__all__ = ["MAX_LEASE_WAIT_MINUTES", "ReviewOptions"]
+
+#: Longest wait for another run's write lease (a day: a lease expires 10 min after its holder
+#: stops renewing it, so longer only hides a stuck run).
+MAX_LEASE_WAIT_MINUTES = 1440.0
 
 
 @dataclass(frozen=True)
 class ReviewOptions:
     """How a review decides and writes (checked when built).
 
-    :param min_age_hours: decide only conversions on hold for at least this long.
-    :param keep_decision_hours: a reviewer's "Keep on hold" is not asked again for this long.
-    :param chunk_size: on-hold ids per PATCH (1..2000).
+    :param min_age_hours: decide only conversions on hold for at least this long (hours,
+        0..:data:`~affiliate_network.review.numbers.MAX_HOURS`).
+    :param keep_decision_hours: a reviewer's "Keep on hold" is not asked again for this long
+        (hours, 0..:data:`~affiliate_network.review.numbers.MAX_HOURS`).
+    :param chunk_size: on-hold ids per PATCH (a whole number, 1..2000).
     :param reject_status: PATCH status for rejections.
     :param guardrails: ceilings checked before the first write.
-    :param lease_wait_minutes: how long to wait for another run's write lease.
-    :param page_size: conversion report page size (``None``: the connection's).
+    :param lease_wait_minutes: how long to wait for another run's write lease (minutes,
+        0..:data:`MAX_LEASE_WAIT_MINUTES`).
+    :param page_size: conversion report page size (``None``: the connection's; the hook
+        checks its upper bound).
     :param full_pull: pull the whole window instead of the traffic snapshot plus what is new.
     :param readback_wait_s: longest wait, in seconds, for sent statuses to show in a read-back
         (0..600, default :data:`~affiliate_network.review.apply.DEFAULT_READBACK_WAIT_S` = 10:
         the API applies them asynchronously, "up to a few seconds"). Ids still on hold then are
         audited as accepted but not landed and decided again by the next run.
-    :raises ConfigValidationError: an argument out of its range.
+    :raises ConfigValidationError: an argument out of its range, ``nan`` or infinite (named).
     """
 
     min_age_hours: float = 0.0
@@ -53,14 +62,24 @@ class ReviewOptions:
     readback_wait_s: float = DEFAULT_READBACK_WAIT_S
 
     def __post_init__(self) -> None:
-        check_chunk_size(self.chunk_size)
+        # Every number finite and in range: ``nan`` compares false, so a ``nan`` minimum age
+        # or keep time would switch its check off instead of failing.
+        check_number(self.chunk_size, "chunk_size", low=1, whole=True)
+        object.__setattr__(self, "chunk_size", int(self.chunk_size))
+        check_chunk_size(self.chunk_size)  # the range
         check_readback_wait(self.readback_wait_s)
-        if self.min_age_hours < 0:
-            raise ConfigValidationError(f"min_age_hours must be >= 0, got {self.min_age_hours}")
-        if self.keep_decision_hours < 0:
-            raise ConfigValidationError(
-                f"keep_decision_hours must be >= 0, got {self.keep_decision_hours}"
-            )
+        for name in ("min_age_hours", "keep_decision_hours"):
+            check_number(getattr(self, name), name, low=0, high=MAX_HOURS, unit="hours")
+        check_number(
+            self.lease_wait_minutes,
+            "lease_wait_minutes",
+            low=0,
+            high=MAX_LEASE_WAIT_MINUTES,
+            unit="minutes",
+        )
+        if self.page_size is not None:
+            check_number(self.page_size, "page_size", low=1, whole=True)
+            object.__setattr__(self, "page_size", int(self.page_size))
         self.guardrails.validate()
         if not self.reject_status or self.reject_status == APPROVED:
             raise ConfigValidationError(

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-import heapq
+from decimal import Decimal
 from typing import Any
+
+from affiliate_network.review.money import (
+    highest_first,
+    money_text,
+    totals_by_currency,
+    totals_text,
+)
 
 #: Options a reviewer picks from, per rule, in the Airflow UI ("Required actions").
 OPTION_APPROVE = "Approve all"
@@ -12,7 +19,9 @@ OPTION_KEEP = "Keep on hold"
 REVIEW_OPTIONS = [OPTION_APPROVE, OPTION_REJECT, OPTION_KEEP]
 #: Audit value for an answer that is not one of the options (or no person answered).
 UNANSWERED = "no valid answer"
-#: HITL form field: conversion ids (comma/space separated) to leave on hold whatever the choice.
+#: HITL form field: conversion ids (comma/space separated) to leave on hold whatever the choice;
+#: matched without regard to case, and an on-hold id names its conversion. An id that matches
+#: none of the request's conversions stops that request (nothing of it is written).
 KEEP_PARAM = "keep_on_hold"
 #: Conversions listed in one request body (the choice applies to all of the rule's conversions).
 BODY_ROWS = 50
@@ -44,20 +53,20 @@ def build_review_requests(
     requests = []
     for rule_id, items in by_rule.items():
         description = items[0].get("rule_description") or ""
-        payout = sum(float(r.get("payout") or 0) for r in items)
-        currencies = sorted({str(r["currency_id"]) for r in items if r.get("currency_id")})
-        total = f"{payout:,.2f} {'/'.join(currencies)}".strip()
+        # Money at stake per currency: amounts of different currencies are never added.
+        total = totals_text(totals_by_currency(items, "payout"))
         lines = [
             f"**Rule `{rule_id}`** flagged **{len(items)}** on-hold conversions "
             f"(payout {total}). {description}".strip(),
             "",
             f"Your choice applies to all {len(items)}. To leave some on hold, list their "
-            f"conversion ids in `{KEEP_PARAM}`.",
+            f"conversion ids (or on-hold ids) in `{KEEP_PARAM}`; an id that matches none of "
+            "them stops this request: nothing of it is written, it is asked again next run.",
             "",
             "| conversion | affiliate | offer | payout | sale | matched |",
             "|---|---|---|---|---|---|",
         ]
-        shown = heapq.nlargest(max_rows, items, key=lambda r: float(r.get("payout") or 0))
+        shown = highest_first(items)[:max_rows]
         for r in shown:
             matched = ", ".join(f"{k}={_number(v)}" for k, v in (r.get("matched") or {}).items())
             affiliate = _named(r.get("affiliate_name"), r.get("affiliate_id"))
@@ -68,7 +77,9 @@ def build_review_requests(
                 f"{_money(r.get('sale_amount'), r.get('currency_id'))} | {matched} |"
             )
         if len(items) > max_rows:
-            lines.append(f"\n… and {len(items) - max_rows} more (highest payout shown first).")
+            lines.append(
+                f"\n… and {len(items) - max_rows} more (highest payout shown first, per currency)."
+            )
         lines.append(f"\nAudit file: `{summary['audit_path']}`")
         requests.append({"subject": review_subject(rule_id, len(items)), "body": "\n".join(lines)})
     return requests
@@ -109,9 +120,9 @@ def _named(name: object, ident: object) -> str:
 
 
 def _money(amount: object, currency: object) -> str:
-    """Two decimals with the record's currency (raw reports are in the offer's currency)."""
-    if isinstance(amount, int | float) and not isinstance(amount, bool):
-        return f"{amount:,.2f}{f' {currency}' if currency else ''}"
+    """An exact amount with the record's currency (raw reports are in the offer's currency)."""
+    if isinstance(amount, Decimal) and amount.is_finite():
+        return money_text(amount, str(currency) if currency else None)
     return "" if amount is None else _cell(str(amount))
 
 

@@ -12,7 +12,10 @@ imports no job library):
 * **traffic**: every landed conversion of that run's window, whatever its status: the
   ``lookback_days`` local days ending with the run's day, plus the look-back the aggregates
   need before them (the local day of the window's first midnight minus the horizon), up to the
-  run's instant. The aggregates count over all of it, like the review's.
+  run's instant. The aggregates count over all of it, like the review's. Events
+  (``is_event`` true: the daily report lands them beside the conversions) are dropped as they
+  are read: the review pulls conversions only (``show_events`` false), so an event is neither
+  counted in an aggregate nor decided.
 * **candidates**: the conversions of ``D`` that have been on hold (an on-hold snapshot with an
   on-hold id), whatever their landed state, on hold for ``min_age_hours`` and ``horizon`` old
   at the run's instant (the review's plan).
@@ -26,6 +29,7 @@ run's traffic are held (compacted to the fields the rules read), so 30 days take
 from __future__ import annotations
 
 import datetime as dt
+import math
 import zoneinfo
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -45,12 +49,25 @@ if TYPE_CHECKING:
 #: ``AFFILIATE_ONHOLD_LOOKBACK_DAYS`` and ``AFFILIATE_ONHOLD_MIN_AGE_HOURS``).
 DEFAULT_LOOKBACK_DAYS = 7
 DEFAULT_MIN_AGE_HOURS = 1.0
+#: Longest review window: the conversion report covers the prior 365 days only, so a review
+#: could never pull a longer one.
+MAX_LOOKBACK_DAYS = 365
+#: Most hours any setting may span (min age, decide-after, the rules' horizon): a year. The
+#: report's history is a year; beyond it no run could see its traffic.
+MAX_HOURS = 8760.0
+#: Days a backtest decides: conversion times are Unix seconds (nothing lands before 1970), and
+#: the last day leaves room before the calendar's end for its run (up to :data:`MAX_HOURS`
+#: later) and the days that run reads.
+FIRST_DAY = dt.date(1970, 1, 1)
+LAST_DAY = dt.date.max - dt.timedelta(days=400)
 #: The rule column of candidates no rule matched (they stay on hold).
 NO_RULE = "(no rule)"
 #: The network's landed decisions, as reported.
 NETWORK_STATUSES = ("approved", "rejected", "on_hold", "other")
 #: Fields every compact record keeps besides what the rules read.
 _KEEP_FIELDS = ("conversion_id", "conversion_unix_timestamp", "payout", "status", "relationship")
+#: Landed columns read besides the kept fields: what tells an event from a conversion.
+_FILTER_FIELDS = ("is_event",)
 #: Where a compact record keeps its exact payout (no rule can name it: not a record field).
 _EXACT_PAYOUT = "_backtest_payout"
 
@@ -173,6 +190,27 @@ def _midnight(day: dt.date, tz: zoneinfo.ZoneInfo) -> dt.datetime:
     return dt.datetime(day.year, day.month, day.day, tzinfo=tz)
 
 
+def check_day(name: str, day: dt.date) -> None:
+    """Refuse a day outside :data:`FIRST_DAY`..:data:`LAST_DAY` (its run could not be
+    computed, or decides nothing that can have landed), naming it ``name``."""
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise ConfigValidationError(f"{name} {day} is out of range ({FIRST_DAY} to {LAST_DAY})")
+
+
+def _check_hours(name: str, hours: float) -> None:
+    """``hours`` a finite number from 0 to :data:`MAX_HOURS` (NaN fails every comparison, so
+    it is refused by name rather than let through by one)."""
+    if (
+        isinstance(hours, bool)
+        or not isinstance(hours, int | float)
+        or not math.isfinite(hours)
+        or not 0 <= hours <= MAX_HOURS
+    ):
+        raise ConfigValidationError(
+            f"{name} must be a number from 0 to {MAX_HOURS:g}, got {hours!r}"
+        )
+
+
 class Backtest:
     """Replays the review over landed days (see the module doc).
 
@@ -182,8 +220,9 @@ class Backtest:
     :param min_age_hours: the review's ``min_age_hours``.
     :param decide_after_hours: hours after a day ends that its run happens (``None``: the
         rules' horizon, at least ``min_age_hours``).
-    :raises ConfigValidationError: an option out of range, or a run so late that the day has
-        left its window.
+    :raises ConfigValidationError: an option out of range (not finite, below 0 or 1, above
+        :data:`MAX_LOOKBACK_DAYS` or :data:`MAX_HOURS`; the rules' widest ``within_hours``
+        too), or a run so late that the day has left its window.
     """
 
     def __init__(
@@ -195,10 +234,17 @@ class Backtest:
         min_age_hours: float = DEFAULT_MIN_AGE_HOURS,
         decide_after_hours: float | None = None,
     ) -> None:
-        if lookback_days < 1:
-            raise ConfigValidationError(f"lookback days must be >= 1, got {lookback_days}")
-        if min_age_hours < 0:
-            raise ConfigValidationError(f"min age hours must be >= 0, got {min_age_hours}")
+        if (
+            isinstance(lookback_days, bool)
+            or not isinstance(lookback_days, int)
+            or not 1 <= lookback_days <= MAX_LOOKBACK_DAYS
+        ):
+            raise ConfigValidationError(
+                f"lookback days must be a whole number from 1 to {MAX_LOOKBACK_DAYS}, "
+                f"got {lookback_days!r}"
+            )
+        _check_hours("min age hours", min_age_hours)
+        _check_hours("the rules' widest within_hours", ruleset.horizon_hours)
         self.ruleset = ruleset
         self.tz = zoneinfo.ZoneInfo(timezone)
         self.lookback_days = lookback_days
@@ -206,10 +252,7 @@ class Backtest:
         self.horizon_hours = ruleset.horizon_hours
         after = max(self.horizon_hours, min_age_hours)
         self.decide_after_hours = after if decide_after_hours is None else decide_after_hours
-        if self.decide_after_hours < 0:
-            raise ConfigValidationError(
-                f"decide after hours must be >= 0, got {self.decide_after_hours}"
-            )
+        _check_hours("decide after hours", self.decide_after_hours)
         self.fields = frozenset(
             {*(p.split(".", 1)[0] for p in ruleset.prefetch), *_KEEP_FIELDS, "extra_fields"}
         )
@@ -217,7 +260,12 @@ class Backtest:
         self.member_keys = _member_keys(ruleset.prefetch, self.members)
 
     def plan(self, day: dt.date) -> RunPlan:
-        """The run deciding ``day``: the review's window as of that run (``review_window``)."""
+        """The run deciding ``day``: the review's window as of that run (``review_window``).
+
+        :raises ConfigValidationError: ``day`` outside :data:`FIRST_DAY`..:data:`LAST_DAY`, or
+            no longer in the window of its run.
+        """
+        check_day("day", day)
         end = _midnight(day + dt.timedelta(days=1), self.tz)
         as_of = (end.astimezone(dt.UTC) + dt.timedelta(hours=self.decide_after_hours)).astimezone(
             self.tz
@@ -240,15 +288,20 @@ class Backtest:
 
     def columns(self) -> list[str]:
         """Landed columns to read (the rules' fields, what a decision row reports)."""
-        return sorted(self.fields)
+        return sorted({*self.fields, *_FILTER_FIELDS})
 
     def compact(self, batch: Any, source: str) -> list[dict[str, Any]]:
-        """Landed rows as the API's records, kept to what the rules and the report read."""
+        """Landed rows as the API's records, kept to what the rules and the report read.
+
+        Events are left out: the review's traffic has none (see the module doc).
+        """
         rows = batch.to_pylist() if hasattr(batch, "to_pylist") else batch
         out: list[dict[str, Any]] = []
         fields, members = self.fields, self.members
         path = Path(source)
         for row in rows:
+            if is_event(row):
+                continue
             payout = row.get("payout")
             record = as_record(row, path)
             compact = {k: record[k] for k in fields if k in record}
@@ -276,6 +329,8 @@ class Backtest:
         :param on_row: called with each candidate's :class:`DecisionRow`.
         :raises ConfigValidationError: ``first`` after ``last``.
         """
+        check_day("--from", first)
+        check_day("--to", last)
         if first > last:
             raise ConfigValidationError(f"--from {first} is after --to {last}")
         source = iter(days)
@@ -368,6 +423,13 @@ class Backtest:
             per_rule=per_rule,
             missing_days=missing,
         )
+
+
+def is_event(row: dict[str, Any]) -> bool:
+    """Whether a landed or exported row is an event (``is_event`` true; the text ``true`` of an
+    export too), not a conversion: the review never pulls events."""
+    flag = row.get("is_event")
+    return flag is True or (isinstance(flag, str) and flag.strip().lower() == "true")
 
 
 def _member_keys(

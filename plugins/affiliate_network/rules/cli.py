@@ -19,6 +19,10 @@ Commands:
 Also runs as ``python -m affiliate_network.rules``. Help, ``validate`` and ``fields`` import no
 Airflow (seconds to import); ``evaluate`` of Parquet and ``backtest`` import pyarrow, never
 Airflow (:mod:`affiliate_network.rules.landed` reads the partitions).
+
+Bad input never ends in a traceback: a number that is not one (NaN, an infinity, text), out of
+its range, an impossible or out-of-range date, an unknown option, is one line on stderr naming
+the option (or the environment variable a default came from), and exit 1.
 """
 
 from __future__ import annotations
@@ -26,12 +30,23 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
+import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NoReturn
 
 from affiliate_network.exceptions import ConfigValidationError, StorageError
+from affiliate_network.rules.backtest import (
+    DEFAULT_LOOKBACK_DAYS,
+    DEFAULT_MIN_AGE_HOURS,
+    FIRST_DAY,
+    LAST_DAY,
+    MAX_HOURS,
+    MAX_LOOKBACK_DAYS,
+)
 from affiliate_network.rules.records import load_records
 
 
@@ -111,10 +126,12 @@ network decided.
 
 For each day D of --from..--to (local days of the network's timezone) the review run that
 decides D is replayed: it runs --decide-after-hours after D ends (default: the rules' widest
-within_hours, at least --min-age-hours), its aggregates count ALL landed traffic of its window
-(--lookback-days days ending with its day, plus the horizon before), and it decides the
+within_hours, at least --min-age-hours), its aggregates count ALL landed conversions of its
+window (--lookback-days days ending with its day, plus the horizon before), and it decides the
 conversions of D that have been on hold (whatever their landed state) and are old enough.
-Partitions outside --from..--to are read for that look-back (and look-ahead) only.
+Partitions outside --from..--to are read for that look-back (and look-ahead) only. Landed
+events (is_event true) are left out, as the review pulls conversions only; so is a partition
+landed with filters, search terms or without conversions (named on stderr).
 
 Network status (the landed on-hold state: rel_on_hold_status, else status):
   approved   the network approved it
@@ -129,27 +146,115 @@ Agreement of a rule's action with the network status:
   none       review, hold or no rule: the rules take no side (counted, not scored)
 
 Output: one line per day and rule (count, payout at stake, network statuses, agree,
-disagree, open), then the totals per rule. Exit 1 on a bad date range, a missing records
-folder or an invalid rules file.
+disagree, open), then the totals per rule. Exit 1 with one line on stderr on a bad argument
+(NaN, infinite or out-of-range number, impossible date), a bad date range, a missing records
+folder or an invalid rules file. Dates from 1970-01-01 to 9998-11-26.
 """
 
 
+class _UsageError(Exception):
+    """A bad command line: one line for stderr (``main`` prints it and returns 1)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as :class:`_UsageError` (one line, exit 1) instead of a usage
+    block and exit 2: a bad value ends like every other refusal of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: {' '.join(message.split())} (see --help)")
+
+
+#: Unix seconds ``--now`` may be: 1970-01-01 to 9999-12-31 23:59:59 UTC.
+MAX_UNIX_SECONDS = 253_402_300_799
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
+_WHOLE = re.compile(r"[+-]?\d{1,18}\Z")
+
+
+def _shown(text: str) -> str:
+    """The value as quoted in an error: repr (one line whatever it holds), cut when long."""
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def _number(text: str, *, whole: bool, low: float, high: float) -> float:
+    """``text`` as a finite number from ``low`` to ``high`` (a whole one if ``whole``).
+
+    :raises ValueError: with the reason, quoting the text (never a traceback's words).
+    """
+    value = text.strip()
+    if whole:
+        if not _WHOLE.match(value):
+            if re.fullmatch(r"[+-]?\d+", value):
+                raise ValueError(f"{_shown(text)} is out of range ({low:g} to {high:g})")
+            raise ValueError(f"{_shown(text)} is not a whole number")
+        number: float = int(value)
+    else:
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{_shown(text)} is not a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"{_shown(text)} is not a finite number")
+    if not low <= number <= high:
+        raise ValueError(f"{_shown(text)} is out of range ({low:g} to {high:g})")
+    return number
+
+
+def _number_arg(*, whole: bool, low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type`` for :func:`_number` (argparse names the option in its error)."""
+
+    def parse(text: str) -> float:
+        try:
+            return _number(text, whole=whole, low=low, high=high)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return parse
+
+
 def _date_arg(value: str) -> dt.date:
+    """A ``YYYY-MM-DD`` day that exists, within the backtest's range."""
+    text = value.strip()
+    if not _ISO_DAY.match(text):
+        raise argparse.ArgumentTypeError(f"{_shown(value)} is not a YYYY-MM-DD date")
     try:
-        return dt.date.fromisoformat(value.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a YYYY-MM-DD date") from None
+        day = dt.date.fromisoformat(text)
+    except ValueError:  # 2026-02-30, month 13, year 0
+        raise argparse.ArgumentTypeError(f"{_shown(value)} is not a calendar date") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise argparse.ArgumentTypeError(
+            f"{_shown(value)} is out of range ({FIRST_DAY} to {LAST_DAY})"
+        )
+    return day
 
 
-def _env_number(name: str, default: float) -> float:
-    """The review DAG's setting from its environment variable, as the DAG reads it."""
-    import os
+def _timezone_arg(value: str) -> int:
+    """An API timezone id (``GET /meta/timezones``)."""
+    from affiliate_network.timezones import TIMEZONES
 
+    try:
+        tz_id = int(_number(value, whole=True, low=min(TIMEZONES), high=max(TIMEZONES)))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{err}: not an API timezone id") from None
+    if tz_id not in TIMEZONES:
+        raise argparse.ArgumentTypeError(f"{_shown(value)} is not an API timezone id")
+    return tz_id
+
+
+def _env_default(name: str, option: str, *, whole: bool, default: float, high: float) -> float:
+    """The review DAG's setting from its environment variable (unset, empty or ``none``: the
+    DAG's default); a value the DAG could not use is refused naming the variable.
+
+    :raises _UsageError: the value is not a finite number in range.
+    """
     value = os.environ.get(name, "")
-    try:
-        return float(value) if value.strip() and value.lower() != "none" else default
-    except ValueError:
+    if not value.strip() or value.strip().lower() == "none":
         return default
+    try:
+        return _number(value, whole=whole, low=1 if whole else 0, high=high)
+    except ValueError as err:
+        raise _UsageError(
+            f"affiliate-network-rules backtest: {name} (the default of {option}): {err}"
+        ) from None
 
 
 def _money(value: Decimal) -> str:
@@ -205,6 +310,24 @@ class _DecisionWriter:
 
 
 def _backtest(args: argparse.Namespace) -> int:
+    if args.lookback_days is None:
+        args.lookback_days = int(
+            _env_default(
+                "AFFILIATE_ONHOLD_LOOKBACK_DAYS",
+                "--lookback-days",
+                whole=True,
+                default=DEFAULT_LOOKBACK_DAYS,
+                high=MAX_LOOKBACK_DAYS,
+            )
+        )
+    if args.min_age_hours is None:
+        args.min_age_hours = _env_default(
+            "AFFILIATE_ONHOLD_MIN_AGE_HOURS",
+            "--min-age-hours",
+            whole=False,
+            default=DEFAULT_MIN_AGE_HOURS,
+            high=MAX_HOURS,
+        )
     from affiliate_network.rules.backtest import NO_RULE, Backtest, Tally
     from affiliate_network.rules.engine import RuleSet
     from affiliate_network.rules.landed import landed_days
@@ -227,6 +350,8 @@ def _backtest(args: argparse.Namespace) -> int:
         days = landed_days(
             args.records, need_first - dt.timedelta(days=1), need_last + dt.timedelta(days=1)
         )
+        partial = {d.day: d.partial for d in days if d.partial}
+        days = [d for d in days if not d.partial]  # missing, like a day never landed
         in_range = [d for d in days if args.date_from <= d.day <= args.date_to]
         if not in_range:
             raise StorageError(
@@ -241,8 +366,10 @@ def _backtest(args: argparse.Namespace) -> int:
                     "choose one with --timezone-id"
                 )
             tz_id = landed_tz.pop() if landed_tz else 67
-        if tz_id not in TIMEZONES:
-            raise ConfigValidationError(f"--timezone-id {tz_id} is not an API timezone id")
+        if tz_id not in TIMEZONES:  # a manifest's id (--timezone-id is checked when parsed)
+            raise StorageError(
+                f"{args.records}: landed in timezone {tz_id}, not an API timezone id"
+            )
         backtest = Backtest(
             ruleset,
             timezone=TIMEZONES[tz_id],
@@ -285,6 +412,8 @@ def _backtest(args: argparse.Namespace) -> int:
         for rule, tally in totals.items():
             print(_tally_line("total", rule, actions[rule], tally, width))
         print(f"{decided} conversions decided over {(args.date_to - args.date_from).days + 1} days")
+        for gap in sorted(missing & set(partial)):
+            print(f"warning: {gap} left out: {partial[gap]}", file=sys.stderr)
         if missing:
             shown = ", ".join(d.isoformat() for d in sorted(missing))
             print(
@@ -303,7 +432,7 @@ def _backtest(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``affiliate-network-rules`` console script."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="affiliate-network-rules", description="Check and try on-hold review rules files."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -317,7 +446,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         required=True,
         help="a landed file or partition folder (.parquet, .jsonl.gz), or exported JSON rows",
     )
-    evaluate.add_argument("--now", type=float, default=None, help="evaluation time (unix s)")
+    evaluate.add_argument(
+        "--now",
+        type=_number_arg(whole=False, low=0, high=MAX_UNIX_SECONDS),
+        default=None,
+        help="evaluation time (unix s, 0 to 9999-12-31's last second)",
+    )
     evaluate.add_argument(
         "--decisions", metavar="OUT", help="write each record's rule and action as JSON Lines"
     )
@@ -333,30 +467,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     backtest.add_argument("--from", dest="date_from", required=True, type=_date_arg, metavar="D1")
     backtest.add_argument("--to", dest="date_to", required=True, type=_date_arg, metavar="D2")
+    # Read when the backtest runs (a bad environment must not break validate or --help).
     backtest.add_argument(
         "--lookback-days",
-        type=int,
-        default=int(_env_number("AFFILIATE_ONHOLD_LOOKBACK_DAYS", 7)),
-        help="the review's window in days (default: the DAG's, AFFILIATE_ONHOLD_LOOKBACK_DAYS "
-        "or 7)",
+        type=_number_arg(whole=True, low=1, high=MAX_LOOKBACK_DAYS),
+        default=None,
+        help=f"the review's window in days, 1 to {MAX_LOOKBACK_DAYS} (default: the DAG's, "
+        "AFFILIATE_ONHOLD_LOOKBACK_DAYS or 7)",
     )
     backtest.add_argument(
         "--min-age-hours",
-        type=float,
-        default=_env_number("AFFILIATE_ONHOLD_MIN_AGE_HOURS", 1.0),
-        help="decide conversions on hold this long (default: the DAG's, "
+        type=_number_arg(whole=False, low=0, high=MAX_HOURS),
+        default=None,
+        help=f"decide conversions on hold this long, 0 to {MAX_HOURS:g} (default: the DAG's, "
         "AFFILIATE_ONHOLD_MIN_AGE_HOURS or 1)",
     )
     backtest.add_argument(
         "--decide-after-hours",
-        type=float,
+        type=_number_arg(whole=False, low=0, high=MAX_HOURS),
         default=None,
-        help="hours after a day ends that its run happens (default: the rules' widest "
-        "within_hours, at least --min-age-hours); raise it for rules on hold_age_hours",
+        help=f"hours after a day ends that its run happens, 0 to {MAX_HOURS:g} (default: the "
+        "rules' widest within_hours, at least --min-age-hours); raise it for rules on "
+        "hold_age_hours",
     )
     backtest.add_argument(
         "--timezone-id",
-        type=int,
+        type=_timezone_arg,
         default=None,
         help="the network timezone of the landed days (default: the manifests' request)",
     )
@@ -368,9 +504,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     backtest.add_argument(
         "--all-rules", action="store_true", help="print rules that decided nothing on a day too"
     )
-    args = parser.parse_args(argv)
-    if args.command == "backtest":
-        return _backtest(args)
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "backtest":
+            return _backtest(args)
+    except _UsageError as err:
+        print(str(err), file=sys.stderr)
+        return 1
     if args.command == "validate":
         return _validate(args.files)
     if args.command == "fields":

@@ -45,6 +45,9 @@ class LandedDay:
     :param format: ``parquet`` or ``jsonl``.
     :param timezone_id: the timezone of the pull that landed it (manifest ``request``), if known.
     :param rows: the manifest's row count.
+    :param partial: why the partition is not the whole traffic of its day that the review
+        pulls (landed without conversions, or with filters or search terms: its manifest
+        ``request``), empty when it is.
     """
 
     day: dt.date
@@ -53,6 +56,7 @@ class LandedDay:
     format: str
     timezone_id: int | None
     rows: int
+    partial: str = ""
 
     def batches(self, columns: Iterable[str] | None = None) -> Iterator[pa.RecordBatch]:
         """The partition's rows as record batches (only ``columns`` that exist, if given).
@@ -110,7 +114,9 @@ def _complete(folder: Path, day: dt.date) -> LandedDay | None:
     except (KeyError, TypeError, ValueError):
         return None
     request = manifest.get("request") or {}
-    tz = request.get("timezone_id") if isinstance(request, dict) else None
+    if not isinstance(request, dict):
+        request = {}
+    tz = request.get("timezone_id")
     return LandedDay(
         day=day,
         folder=folder,
@@ -118,7 +124,25 @@ def _complete(folder: Path, day: dt.date) -> LandedDay | None:
         format=str(manifest.get("format", "parquet")),
         timezone_id=int(tz) if isinstance(tz, int | str) and str(tz).isdigit() else None,
         rows=int(manifest.get("row_count") or 0),
+        partial=_partial(request),
     )
+
+
+def _partial(request: dict[str, Any]) -> str:
+    """Why a landing's request is not the review's pull (every conversion of the day), or "".
+
+    The review pulls conversions without filters or search terms; a partition landed another
+    way holds part of a day's traffic (or none of it), and aggregates over it would count less
+    than the review's.
+    """
+    if request.get("show_conversions") is False:
+        return "landed without conversions (show_conversions false)"
+    query = request.get("query")
+    nested = query if isinstance(query, dict) else {}
+    for key in ("filters", "search_terms"):
+        if request.get(key) or nested.get(key):
+            return f"landed with {key.replace('_', ' ')}"
+    return ""
 
 
 def landed_days(records: str | Path, first: dt.date, last: dt.date) -> list[LandedDay]:
