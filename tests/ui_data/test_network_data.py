@@ -72,3 +72,33 @@ def test_quota_headroom_counts_the_rolling_window_only(tmp_path: Path) -> None:
         ("b", None, None),
         ("c", 0, 5),
     ]
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_review_money_stays_per_currency_and_answers_name_the_person(tmp_path: Path) -> None:
+    run = tmp_path / "onhold_review/affiliate_onhold_review/manual__2026-11-20T08_00_00_00_00"
+    rows = [
+        {"rule_id": "r1", "action": "review", "payout": "10.10", "currency_id": "USD",
+         "on_hold_conversion_id": "a"},
+        {"rule_id": "r1", "action": "review", "payout": "1000", "currency_id": "JPY",
+         "on_hold_conversion_id": "b"},
+        {"rule_id": "r2", "action": "reject", "payout": 2.5, "currency_id": "USD",
+         "on_hold_conversion_id": "c", "reason": "dry run"},
+    ]  # fmt: skip
+    _jsonl(run / "decisions-attempt-1.jsonl", rows)
+    waiting = read_page(tmp_path, last=dt.date(2026, 11, 20), sections=("review",)).review
+    assert waiting["waiting_count"] == 2
+    r1 = next(e for e in waiting["by_day_rule"] if e["rule_id"] == "r1")
+    assert r1["money"] == {"review": {"JPY": "1000", "USD": "10.1"}}
+    assert waiting["runs"][0]["dry_run"] is True
+    _jsonl(run / "human-attempt-1.jsonl", [
+        {**rows[0], "human_choice": "Approve", "responded_by": "reviewer", "applied": True},
+        {**rows[1], "human_choice": "Keep on hold", "responded_by": "", "applied": False},
+    ])  # fmt: skip
+    answered = read_page(tmp_path, last=dt.date(2026, 11, 20), sections=("review",)).review
+    assert answered["waiting_count"] == 0
+    assert [a["responded_by"] for a in answered["answered"]] == ["reviewer", ""]
