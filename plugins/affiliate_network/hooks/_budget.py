@@ -288,6 +288,7 @@ class FileStore:
     :param directory: folder of the files (created, mode 0700); not on a network filesystem.
     :param scope: hashed identity of the network and user type (the file names' stem).
     :param clock: this machine's clock (monotonic, shared by its processes).
+    :param mounts: the mount table the folder's filesystem is looked up in.
     :raises ConnectionConfigError: the folder is on a network filesystem (several hosts would
         share it, each with its own clock).
     """
@@ -298,10 +299,11 @@ class FileStore:
         scope: str,
         *,
         clock: Callable[[], float] = time.monotonic,
+        mounts: str = "/proc/mounts",
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fstype = filesystem_type(self.directory)
+        fstype = filesystem_type(self.directory, mounts)
         if is_network_filesystem(fstype):
             raise ConnectionConfigError(
                 f"quota_dir {str(self.directory)!r} is on a network filesystem ({fstype}): the "
