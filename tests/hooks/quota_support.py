@@ -104,6 +104,7 @@ class TrickleServer(http.server.ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.in_flight = 0
         self.max_in_flight = 0
+        self.started = 0
         self.served: list[tuple[float, float]] = []  # (start, end), monotonic
 
     @property
@@ -119,6 +120,7 @@ class _TrickleHandler(http.server.BaseHTTPRequestHandler):
         srv = self.server
         with srv.lock:
             srv.in_flight += 1
+            srv.started += 1
             srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
         start = time.monotonic()
         steps = max(3, int(srv.trickle_s / srv.step_s))
@@ -197,7 +199,7 @@ while not stop.exists() and answered < cfg["count"]:
         print(json.dumps({{"status": reply.status}}), flush=True)
     except QuotaStoreError as exc:
         print(json.dumps({{"error": type(exc).__name__}}), flush=True)
-        time.sleep(0.1)
+        time.sleep(0.05)
 print(json.dumps({{"done": answered}}), flush=True)
 """
 
@@ -228,10 +230,12 @@ class Workers:
         self.go.touch()
 
     def finish(self, timeout: float = 120, *, stop: bool = True) -> list[list[dict[str, Any]]]:
-        """Wait for every worker (told to stop, or not: each ends after its ``count``); each
-        one's outcome lines."""
+        """Each worker's outcome lines: told to stop (those still waiting for a slot are ended
+        after a second), or not (each ends after its ``count``)."""
         if stop:
             self.stop_file.touch()
+            time.sleep(1.0)
+            self.kill()
         outs = []
         for proc in self.procs:
             out, _ = proc.communicate(timeout=timeout)

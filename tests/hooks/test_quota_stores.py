@@ -102,36 +102,51 @@ def test_redis_stopped_mid_pull_ends_with_every_row_or_one_typed_error(
         assert len(warnings) == 1  # one warning, however many requests met the outage
 
 
+def _renewed(redis_url: str, key: str, timeout: float = 10.0) -> None:
+    """Return right after the lease in ``key`` is renewed (its score moves)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        deadline = time.monotonic() + timeout
+        first = client.zrange(key, 0, -1, withscores=True)
+        while client.zrange(key, 0, -1, withscores=True) == first:
+            assert time.monotonic() < deadline, "the lease in flight was never renewed"
+            time.sleep(0.005)
+    finally:
+        client.close()
+
+
 def test_after_a_redis_restart_the_cap_of_1_still_holds(tmp_path):
-    """Three processes take turns on one reporting slot (answers trickle for 3 s). Redis is
-    killed while one answer trickles and restarted empty: the holder re-asserts its lease on
-    its heartbeat, and nobody gets a new one until the restart grace has passed."""
-    with redis_server(tmp_path) as redis, trickle_server(trickle_s=3.0) as server:
+    """Three processes take turns on one reporting slot (answers trickle for 4.5 s). Redis is
+    killed right after the holder renewed its lease and restarted empty 0.3 s later: the others
+    ask at once, the holder re-asserts its lease only on its next heartbeat (2 s), and nobody
+    gets a new lease until the restart grace (4 s) has passed."""
+    scope = uuid.uuid4().hex
+    with redis_server(tmp_path) as redis, trickle_server(trickle_s=4.5, step_s=0.1) as server:
         cfg = {
             "base_url": server.base_url,
-            "scope": uuid.uuid4().hex,
+            "scope": scope,
             "redis_url": redis.url,
-            "grace_s": 2.0,
-            "slot_ttl_s": 2.0,  # renewed every 0.5 s
+            "grace_s": 4.0,
+            "slot_ttl_s": 8.0,  # renewed every 2 s
             "timeout_s": 1.0,
             "count": 1000,
         }
-        time.sleep(2.0)  # past the grace of the server's own start
-        workers = Workers(tmp_path, 3, **cfg)
+        workers = Workers(tmp_path, 3, **cfg)  # they wait out the grace of Redis's own start
         try:
             deadline = time.monotonic() + 30
-            while server.in_flight == 0 or len(server.served) < 1:
+            while server.started < 1:
                 assert time.monotonic() < deadline, "no answer was started"
-                time.sleep(0.05)
-            time.sleep(0.5)  # the next answer is trickling
-            assert server.in_flight == 1
+                time.sleep(0.01)
+            _renewed(redis.url, f"affiliate_network:quota:{scope}:slots")
             redis.stop()
-            time.sleep(0.5)
+            time.sleep(0.3)
             redis.start()
             restarted = time.monotonic()
-            while len([s for s, _ in server.served if s > restarted]) < 2:
+            while not [s for s, _ in server.served if s > restarted]:
                 assert time.monotonic() < restarted + 40, "no answer after the restart"
-                time.sleep(0.1)
+                time.sleep(0.05)
             outs = workers.finish()
         finally:
             workers.kill()
