@@ -160,6 +160,15 @@ def error_for_status(status_code: int, message: str) -> AffiliateNetworkError:
     return STATUS_ERRORS.get(status_code, AffiliateNetworkError)(message, status_code)
 
 
+class QuotaStoreError(AffiliateNetworkError):
+    """The store of the network's shared quota (Redis) did not answer; nothing was sent.
+
+    The message names the store (its URL without credentials) and the connection extra that
+    lets the hook go on with a conservative local budget instead. Retryable: the store may be
+    back by the next try.
+    """
+
+
 class LeaseBusyError(AffiliateNetworkError):
     """Another run holds the network's on-hold write lease; nothing was written (retryable)."""
 
