@@ -177,7 +177,9 @@ def _sum_cells(table: Any) -> Any:
     return grouped.rename_columns([n.removesuffix("_sum") for n in grouped.column_names])
 
 
-def landed_cells(partition: ObjectStoragePath | str) -> dict[CellKey, dict[str, Any]]:
+def landed_cells(
+    partition: ObjectStoragePath | str, *, batch_rows: int | None = None
+) -> dict[CellKey, dict[str, Any]]:
     """Per (affiliate, offer, currency): approved conversions and the approved rows' payout
     and revenue, in the rows' own ``currency_id``.
 
@@ -186,13 +188,18 @@ def landed_cells(partition: ObjectStoragePath | str) -> dict[CellKey, dict[str, 
     landed offer's currency is known.
 
     :param partition: a complete Parquet conversion partition.
+    :param batch_rows: rows read and folded at a time (default
+        :data:`~affiliate_network.reports.storage.COLUMN_BATCH_ROWS`).
     """
     import pyarrow as pa
 
-    from affiliate_network.reports.storage import iter_partition_columns
+    from affiliate_network.reports.storage import COLUMN_BATCH_ROWS, iter_partition_columns
 
     running: Any = None
-    for batch in iter_partition_columns(partition, LANDED_COLUMNS):
+    batches = iter_partition_columns(
+        partition, LANDED_COLUMNS, batch_rows=batch_rows or COLUMN_BATCH_ROWS
+    )
+    for batch in batches:
         if batch.num_rows == 0:
             continue
         folded = _fold(batch)
@@ -278,8 +285,8 @@ class NetworkReport:
     timezone_id: int
     #: Entity-table requests sent (whole and capped answers).
     requests: int = 0
-    #: Capped answers that were split.
-    splits: int = 0
+    #: Capped answers split, per filter type halved (``{"offer": 3, "affiliate": 2}``).
+    splits: dict[str, int] = field(default_factory=dict)
     _asked: list[dict[str, Any]] = field(default_factory=list)
 
     def _table(
@@ -348,23 +355,32 @@ class NetworkReport:
         try:
             return self._table(REPORT_COLUMNS, currency, filters)
         except ReportRowLimitError as capped:
-            self.splits += 1
             for kind in SPLIT_BY:
                 ids = filters.get(kind)
                 if ids is None:
+                    # Under one id of the other type, this type's list is as long as the
+                    # capped table itself: no use asking for it.
+                    if any(len(v) == 1 for k, v in filters.items() if k != kind):
+                        continue
                     ids = self.ids(kind, currency, filters)
                     if ids is None:
                         continue
                 if len(ids) > 1:
+                    self.splits[kind] = self.splits.get(kind, 0) + 1
                     half = len(ids) // 2
                     return self._rows(currency, {**filters, kind: ids[:half]}) + self._rows(
                         currency, {**filters, kind: ids[half:]}
                     )
-                filters = {**filters, kind: ids}  # one id: narrower, try the next type
-            sizes = {k: len(v) for k, v in filters.items()}
+                filters = {**filters, kind: ids}  # one id: nothing to halve in this type
+            where = ", ".join(
+                f"{kind} {v[0]}" if len(v) == 1 else f"{len(v)} {kind}s"
+                for kind, v in filters.items()
+            )
             raise ReportRowLimitError(
-                f"the network entity table of {self.day} stays capped after splitting "
-                f"(filter ids per type: {sizes}); nothing narrower can be asked"
+                f"the network entity table of {self.day} in {currency or 'the default currency'}"
+                f" stays capped under {where or 'no filter'}: more (affiliate, offer) cells than"
+                " one answer holds, and no smaller offer or affiliate list to split them by "
+                "(one offer with more affiliates than the cap in a day)"
             ) from capped
 
     @property
@@ -591,7 +607,7 @@ def reconcile_day(
             "currency_id": request_currency,
             "by_currency": report.asked,
             "requests": report.requests,
-            "split_answers": report.splits,
+            "split_answers": dict(report.splits),
         },
         "counted_status": COUNTED_STATUS,
         "events_landed": events_landed,
