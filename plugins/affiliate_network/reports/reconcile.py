@@ -556,6 +556,11 @@ def reconcile_day(
     :raises ConfigValidationError: a filtered pull or a JSON Lines partition (nothing to
         compare with the whole network), or a bad setting.
     """
+    from affiliate_network.hooks._memory import prefer_system_arrow_pool
+
+    # Before pyarrow loads (the storage import below): freed batch buffers go back to the OS
+    # instead of staying in Arrow's own pool, as in the landing task.
+    prefer_system_arrow_pool()
     from affiliate_network.reports.storage import partition_path, read_manifest
 
     mode = _check_on_mismatch(on_mismatch)
