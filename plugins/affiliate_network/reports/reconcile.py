@@ -269,11 +269,12 @@ class NetworkReport:
     """The network's ``affiliate``/``offer`` table of one day, asked for in whole answers.
 
     A capped answer (``ReportRowLimitError``: ``incomplete_results`` or 10,000 rows) is split:
-    its offer set halved (an unfiltered request first learns the day's offers from an
-    ``offer``-column table), then, for one offer alone too large, its affiliate set (learned
-    from an ``affiliate``-column table of that offer), recursively until every answer is whole.
-    Filter items are the documented ``{resource_type, filter_id_value}`` (one type ORs its
-    values, two types AND).
+    its offer set halved (a request without offer filter first learns its offers from an
+    ``offer``-column table under the same filters), recursively until every answer is whole;
+    when that offer list is itself capped, by the affiliate set the same way. One offer alone
+    over the cap cannot be split (its affiliate list is as long as the capped table): that
+    raises. Filter items are the documented ``{resource_type, filter_id_value}`` (one type ORs
+    its values, two types AND).
 
     :param hook: a network-portal hook.
     :param day: the day (``YYYY-MM-DD``).
@@ -284,10 +285,10 @@ class NetworkReport:
     day: str
     timezone_id: int
     #: Entity-table requests sent (whole and capped answers).
-    requests: int = 0
+    requests: int = field(default=0, init=False)
     #: Capped answers split, per filter type halved (``{"offer": 3, "affiliate": 2}``).
-    splits: dict[str, int] = field(default_factory=dict)
-    _asked: list[dict[str, Any]] = field(default_factory=list)
+    splits: dict[str, int] = field(default_factory=dict, init=False)
+    _asked: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
 
     def _table(
         self,
