@@ -251,10 +251,11 @@ class ReconciliationError(NonRetryableError):
     :param message: the day, the differing cells and what to do.
     :param status_code: always ``None``.
     :param day: the day compared (``YYYY-MM-DD``).
-    :param cells: the first differing cells, one line each (``affiliate 2001 offer 7: cv landed
-        41 network 43 (difference 2)``); the comparison file has every cell.
+    :param cells: the first differing cells, one line each (``affiliate 2001 offer 7 in USD: cv
+        landed 41 network 43 (difference 2)``); the comparison file has every cell.
     :param differences: how many cells differ beyond the tolerance.
-    :param totals: the day's totals (``landed``, ``network``, ``difference``), amounts as text.
+    :param totals: the day's totals per currency (``{"USD": {landed, network, difference}}``),
+        amounts as text.
     :param comparison_path: the comparison file written beside the day's manifest.
     """
 

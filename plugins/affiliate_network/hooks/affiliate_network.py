@@ -54,6 +54,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlsplit
 
@@ -246,6 +247,26 @@ def _entity_columns(columns: Any) -> list[dict[str, Any]]:
             f'columns[{i}]: {problem:.120}; each column is a name or a {{"column": name}} object'
         )
     return cols
+
+
+def _exact_object(content: bytes, what: str) -> dict[str, Any]:
+    """A JSON object answer with its non-integer numbers as ``Decimal`` (their text, exactly).
+
+    :raises AffiliateNetworkError: the body is not JSON, or JSON but not an object.
+    """
+    import msgspec
+
+    if not content:
+        return {}
+    try:
+        doc = msgspec.json.Decoder(float_hook=Decimal).decode(content)
+    except msgspec.DecodeError:
+        raise AffiliateNetworkError(f"{what}: the response is not JSON") from None
+    if not isinstance(doc, dict):
+        raise AffiliateNetworkError(
+            f"{what}: the response is a JSON {type(doc).__name__}, not an object"
+        )
+    return doc
 
 
 class EntityTableQuery(TypedDict):
@@ -993,9 +1014,12 @@ class AffiliateNetworkHook(BaseHook):
         return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
     # ------------------------------------------------------------------ aggregated reports
-    def _entity_table(self, path: str, what: str, query: EntityTableQuery) -> list[dict[str, Any]]:
+    def _entity_table(
+        self, path: str, what: str, query: EntityTableQuery, *, exact: bool = False
+    ) -> list[dict[str, Any]]:
         """Build and send one entity-table request (both portals take the same body) and
-        refuse a capped answer; ``what`` names the report in the error."""
+        refuse a capped answer; ``what`` names the report in the error; ``exact`` reads every
+        non-integer JSON number as the :class:`~decimal.Decimal` of its text."""
         columns, filters = query["columns"], query.get("filters")
         from_date, to_date = query["from_date"], query["to_date"]
         timezone_id, currency_id = query["timezone_id"], query.get("currency_id")
@@ -1016,7 +1040,8 @@ class AffiliateNetworkHook(BaseHook):
         # Read-only: re-sent after a timeout. _build decides the quota it draws on: a
         # reporting slot under /networks/reporting/, the granular quota only when a column
         # is granular.
-        doc = self._transport.send(self._build("POST", path, body=body, idempotent=True)).object()
+        reply = self._transport.send(self._build("POST", path, body=body, idempotent=True))
+        doc = _exact_object(reply.content, what) if exact else reply.object()
         table = doc.get("table")
         if not isinstance(table, list):
             raise AffiliateNetworkError("entity table response has no 'table' list")
@@ -1041,11 +1066,17 @@ class AffiliateNetworkHook(BaseHook):
         request (the 10-concurrent cap) and spends a granular query only when a column is
         granular (``report_columns.GRANULAR_COLUMNS``; ``offer`` and ``affiliate`` are not).
 
+        Amounts are exact: every JSON number with a fraction or an exponent is the
+        :class:`~decimal.Decimal` of its text (a binary float is wrong from 17 significant
+        digits); integers (``cv``, ``event``) are ``int``.
+
         :param query: the keywords of :class:`EntityTableQuery`.
         :raises ReportRowLimitError: the answer says ``incomplete_results: true`` or reached the
             10,000-row cap; narrow it.
         """
-        return self._entity_table("/networks/reporting/entity/table", "network entity table", query)
+        return self._entity_table(
+            "/networks/reporting/entity/table", "network entity table", query, exact=True
+        )
 
     # ------------------------------------------------------------------ affiliate portal
     def affiliate_entity_table(self, **query: Unpack[EntityTableQuery]) -> list[dict[str, Any]]:
