@@ -22,7 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.changing_lists import PENDING, ChangeBetween, ChangingDay, judge
+from tests.support.changing_lists import (
+    PENDING,
+    ChangeBetween,
+    ChangingDay,
+    crowded_second,
+    judge,
+)
 
 #: Bounded for CI (each example is a fresh sandbox state and one pull over real HTTP).
 PROPERTY = settings(
@@ -202,32 +208,16 @@ def test_a_second_fuller_than_a_page_is_paged_with_the_checks(
 ) -> None:
     """One second holding more records than a page cannot be split: it is paged with the
     offset checks, so a shift there stops the pull (and the landing pulls again)."""
-    import requests
-
     from affiliate_network.exceptions import PullShiftedError
-    from affiliate_network.hooks._transport import API_KEY_HEADER
 
-    sandbox.reset(conversions_per_day=200_000, days=2)  # 2 or 3 conversions a second
+    sandbox.reset(conversions_per_day=200_000, days=2)
     day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
-    reply = requests.post(
-        sandbox.base_url + "/networks/reporting/conversions",
-        params={"page": 1, "page_size": 2000},
-        json={"from": f"{day} 10:00:00", "to": f"{day} 10:04:59", "timezone_id": 67},
-        headers={API_KEY_HEADER: sandbox.keys["network"]},
-        timeout=30,
-    ).json()
-    assert reply["paging"]["total_count"] == len(reply["conversions"])
-    stamps: dict[int, int] = {}
-    for record in reply["conversions"]:
-        t = record["conversion_unix_timestamp"]
-        stamps[t] = stamps.get(t, 0) + 1
     # three in one second: the fault holds one back from the first answer, and two still
     # overflow a page of one
-    second = next(t for t, n in sorted(stamps.items()) if n >= 3)
-    at = dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    at, held = crowded_second(sandbox, day)
     hook = make_hook(network_conn, concurrency=1)
     pull = hook.iter_conversions(from_date=at, to_date=at, timezone_id=67, page_size=1)
-    assert len(list(pull)) == stamps[second]
+    assert len(list(pull)) == held
     assert pull.stats.paged_seconds == 1
 
     sandbox.set_faults(insert_after_page=1, insert_count=1)

@@ -147,3 +147,23 @@ def judge(served: list[str], before: set[str], after: set[str]) -> None:
     assert not lost, f"rows that existed throughout the pull were never served: {lost}"
     foreign = sorted(set(served) - before - after)
     assert not foreign, f"served rows that were never in the listing: {foreign}"
+
+
+def crowded_second(sandbox: Any, day: dt.date, at_least: int = 3) -> tuple[str, int]:
+    """``YYYY-MM-DD hh:mm:ss`` (UTC) of a second of ``day`` holding ``at_least`` conversions,
+    and how many it holds, read from one answer (the sandbox reset to 200,000 conversions a
+    day: 2 to 4 a second)."""
+    reply = requests.post(
+        sandbox.base_url + REPORT,
+        params={"page": 1, "page_size": 2000},
+        json={"from": f"{day} 10:00:00", "to": f"{day} 10:04:59", "timezone_id": 67},
+        headers={API_KEY_HEADER: sandbox.keys["network"]},
+        timeout=30,
+    ).json()
+    assert reply["paging"]["total_count"] == len(reply["conversions"])
+    stamps: dict[int, int] = {}
+    for record in reply["conversions"]:
+        t = record["conversion_unix_timestamp"]
+        stamps[t] = stamps.get(t, 0) + 1
+    second = next(t for t, n in sorted(stamps.items()) if n >= at_least)
+    return dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%d %H:%M:%S"), stamps[second]
