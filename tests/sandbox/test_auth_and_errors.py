@@ -177,3 +177,28 @@ def test_every_response_carries_rate_limit_header(api, day):
         api.call("POST", CONVERSIONS, key=None, json=day_body(day)),
     ):
         assert resp.headers["X-RateLimit-Remaining"].isdigit()
+
+
+@pytest.mark.parametrize("header", ["X-Eflow-API-Key", "x-eflow-api-key"])
+def test_the_real_familys_header_is_an_alias_of_the_key_header(api, sandbox, day, header):
+    body = day_body(day)
+    ok = api.call(
+        "POST", CONVERSIONS, key=None, json=body, headers={header: sandbox.keys["network"]}
+    )
+    assert ok.status_code == 200
+    assert ok.json()["paging"]["total_count"] > 0
+    wrong = api.call("POST", CONVERSIONS, key=None, json=body, headers={header: "not-a-key"})
+    assert wrong.status_code == 401
+    assert wrong.json() == {"Error": "No authentication method found"}
+
+
+def test_with_both_headers_the_specs_header_is_read(api, sandbox, day):
+    good, bad = sandbox.keys["network"], "not-a-key"
+    both = {"X-Svc-Api-Key": bad, "X-Eflow-API-Key": good}
+    assert (
+        api.call("POST", CONVERSIONS, key=None, json=day_body(day), headers=both).status_code == 401
+    )
+    both = {"X-Svc-Api-Key": good, "X-Eflow-API-Key": bad}
+    assert (
+        api.call("POST", CONVERSIONS, key=None, json=day_body(day), headers=both).status_code == 200
+    )

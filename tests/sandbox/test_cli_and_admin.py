@@ -66,6 +66,33 @@ def test_start_sandbox_context_manager_starts_and_stops():
     assert process.poll() is not None
 
 
+def test_start_sandbox_with_the_large_world_refined_by_flags():
+    # --world large, then the other flags refine it (here: fewer conversions, two currencies).
+    with start_sandbox(
+        world="large", conversions_per_day=50, offer_currencies=["JPY", "KWD"], days=2
+    ) as sb:
+        cfg = requests.get(sb.url + "/_sandbox/config", timeout=5).json()
+        assert (cfg["world"], cfg["affiliates"], cfg["offers"]) == ("large", 300, 60)
+        assert (cfg["conversions_per_day"], cfg["offer_currencies"]) == (50, ["JPY", "KWD"])
+        assert (cfg["late_share"], cfg["deletion_share"]) == (0.02, 0.002)
+        currencies = {o["currency_id"] for o in sb.catalog()["offers"].values()}
+        assert currencies == {"JPY", "KWD"}
+        # A reset without a world keeps the startup world; naming one switches.
+        assert sb.reset()["config"]["world"] == "large"
+        assert sb.reset(world="small")["config"]["affiliates"] == 8
+
+
+def test_cli_rejects_an_unknown_world():
+    proc = subprocess.run(
+        [sys.executable, "-m", "affiliate_network_sandbox", "--port", "0", "--world", "huge"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--world" in proc.stderr
+
+
 def test_start_sandbox_rejects_unknown_config():
     with pytest.raises(TypeError):
         start_sandbox(colour="red")

@@ -170,3 +170,71 @@ def test_network_table_follows_a_status_change(api, sandbox, day):
     assert round(after[key]["payout"] - before[key]["payout"], 2) == target["payout"]
     others = {k: v for k, v in after.items() if k != key}
     assert others == {k: v for k, v in before.items() if k != key}
+
+
+# --- the public rate-limiting guide's columns, sent by third-party clients ---------------------
+
+GUIDE_COLUMNS = ("offer_url", "source_id", "adv1", "adv2", "adv3", "adv4", "adv5", "event_name")
+
+
+@pytest.mark.parametrize("path", [TABLE, NETWORK_TABLE])
+def test_the_guides_columns_are_accepted_and_group_the_records(api, sandbox, day, path):
+    fid, aff_key = _aff(sandbox)
+    key = aff_key if path == TABLE else "network"
+    for column in GUIDE_COLUMNS:
+        resp = api.call("POST", path, key=key, json=day_body(day, columns=[{"column": column}]))
+        assert resp.status_code == 200, (column, resp.text)
+        assert {row["columns"][0]["column_type"] for row in resp.json()["table"]} == {column}
+    # The groups are the records' values: offer URLs by id with their names, event names.
+    records = api.all_conversions(day_body(day, show_events=True))
+    if path == TABLE:
+        records = [
+            r for r in records if r["relationship"]["affiliate"]["network_affiliate_id"] == fid
+        ]
+    urls = {
+        (
+            str(r["relationship"]["offer_url"]["network_offer_url_id"]),
+            r["relationship"]["offer_url"]["name"],
+        )
+        for r in records
+    }
+    body = day_body(day, columns=[{"column": "offer_url"}])
+    table = api.call("POST", path, key=key, json=body).json()["table"]
+    assert {(row["columns"][0]["id"], row["columns"][0]["label"]) for row in table} == urls
+    body = day_body(day, columns=[{"column": "event_name"}])
+    table = api.call("POST", path, key=key, json=body).json()["table"]
+    by_name = {row["columns"][0]["id"]: row["reporting"]["event"] for row in table}
+    events = [r["event"] for r in records if r["is_event"]]
+    assert by_name.get("", 0) == 0  # base conversions carry no event name
+    assert {n: c for n, c in by_name.items() if n} == {n: events.count(n) for n in set(events)}
+
+
+def test_the_guides_columns_count_against_the_granular_quota(api, sandbox, day):
+    sandbox.set_quota(granular_per_window=len(GUIDE_COLUMNS), granular_window_s=600)
+    for column in GUIDE_COLUMNS:
+        body = day_body(day, columns=[{"column": column}])
+        assert api.call("POST", NETWORK_TABLE, json=body).status_code == 200, column
+    body = day_body(day, columns=[{"column": "adv1"}])
+    refused = api.call("POST", NETWORK_TABLE, json=body)
+    assert refused.status_code == 429
+    assert "Granular" in refused.json()["Error"]
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        ("offer", '"offer"'),
+        (7, "7"),
+        ({"name": "offer"}, '{"name":"offer"}'),
+        ({"column": None}, '{"column":null}'),
+        ({"column": "planet"}, "'planet'"),
+    ],
+)
+@pytest.mark.parametrize("path", [TABLE, NETWORK_TABLE])
+def test_a_bad_column_item_is_400_naming_it(api, sandbox, day, path, item, named):
+    key = _aff(sandbox)[1] if path == TABLE else "network"
+    resp = api.call("POST", path, key=key, json=day_body(day, columns=[item]))
+    assert resp.status_code == 400
+    message = resp.json()["error"]
+    assert named in message
+    assert "None" not in message

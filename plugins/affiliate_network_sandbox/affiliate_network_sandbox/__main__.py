@@ -59,6 +59,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="the network's default reporting timezone (API timezone id; default 67 = UTC)",
     )
     p.add_argument(
+        "--world",
+        choices=("small", "large"),
+        default=None,
+        help="world profile: 'small' (default: one currency, 8 affiliates x 12 offers) or "
+        "'large' (six currencies incl. JPY and KWD, 300 affiliates x 60 offers, 30,000 "
+        "conversions a day, late-recorded and deleted conversions); the other data flags "
+        "refine it",
+    )
+    p.add_argument(
+        "--offer-currencies",
+        default=None,
+        metavar="CODES",
+        help="comma-separated currencies the offers pay in (offer k: the k-th modulo the list)",
+    )
+    p.add_argument("--late-share", type=float, default=None, help="share of late conversions")
+    p.add_argument("--late-max-s", type=int, default=None, help="latest recording delay, s")
+    p.add_argument("--deletion-share", type=float, default=None, help="share deleted later")
+    p.add_argument("--deletion-max-s", type=int, default=None, help="latest deletion, s")
+    p.add_argument(
         "--rate-limit",
         choices=("sandbox", "documented"),
         default="sandbox",
@@ -111,6 +130,12 @@ def config_from_args(args: argparse.Namespace) -> DataConfig:
             "on_hold_share",
             "event_share",
             "reporting_timezone_id",
+            "world",
+            "offer_currencies",
+            "late_share",
+            "late_max_s",
+            "deletion_share",
+            "deletion_max_s",
         )
         if getattr(args, name) is not None
     }

@@ -22,6 +22,7 @@ import orjson
 from affiliate_network_sandbox import choices
 from affiliate_network_sandbox.auth import (
     HEADER,
+    HEADER_ALIAS,
     PORTAL_PREFIXES,
     KeyRing,
     Principal,
@@ -523,7 +524,11 @@ class Sandbox:
                 }
                 for region, w in self.worlds.items()
             }
-        if route in (("GET", "/_sandbox/truth/conversions"), ("GET", "/_sandbox/truth/planted")):
+        if route in (
+            ("GET", "/_sandbox/truth/conversions"),
+            ("GET", "/_sandbox/truth/planted"),
+            ("GET", "/_sandbox/truth/money"),
+        ):
             return self._admin_truth(route[1], query)
         if method == "GET" and path.startswith("/_sandbox/objects/"):
             kind = path.rsplit("/", 1)[1]
@@ -534,7 +539,7 @@ class Sandbox:
         raise not_found()
 
     def _admin_truth(self, path: str, query: dict[str, Any]) -> Any:
-        """``/_sandbox/truth/conversions`` and ``/_sandbox/truth/planted`` for a window."""
+        """``/_sandbox/truth/conversions``, ``/planted`` and ``/money`` for a window."""
         world = self._world(query)
         body = {"from": query.get("from"), "to": query.get("to")}
         tz = query.get("timezone_id")
@@ -544,6 +549,11 @@ class Sandbox:
             except ValueError:
                 raise invalid("timezone_id must be an integer") from None
         t0, t1 = world.window(body, "admin")
+        if path.endswith("money"):
+            cells = query.get("cells", "true")
+            if cells not in ("true", "false"):
+                raise invalid("cells must be true or false")
+            return world.money_truth(t0, t1, cells=cells == "true")
         truth = world.truth(t0, t1)
         if path.endswith("conversions"):
             return {k: val for k, val in truth.items() if not k.startswith("_")}
@@ -552,7 +562,7 @@ class Sandbox:
             "conversion_ids": planted_ids,
             "on_hold_conversion_ids": planted_oh,
             "clean_on_hold_conversion_ids": clean,
-            "rules": planted_rules(),
+            "rules": planted_rules(world.cfg.offer_currencies),
         }
 
     def _admin_rate_limit(self, raw: bytes) -> Any:
@@ -562,15 +572,23 @@ class Sandbox:
         return self.limiter.to_json()
 
 
-def planted_rules() -> dict[str, str]:
-    """The planted patterns and the rules that catch exactly them (README "Planted patterns")."""
+def planted_rules(currencies: tuple[str, ...] = ("USD",)) -> dict[str, str]:
+    """The planted patterns and the rules that catch exactly them (README "Planted patterns").
+
+    :param currencies: the offers' currencies: the outlier threshold is a USD amount, so with
+        other currencies the rule compares with it times the record currency's rate.
+    """
+    outlier = f"sale_amount >= {choices.OUTLIER_SALE_AMOUNT_MIN}"
+    if set(currencies) != {"USD"}:
+        rates = ", ".join(f"{c} {choices.CURRENCY_RATES[c]}" for c in currencies)
+        outlier += f" x the rate of the record's currency_id per 1 USD ({rates})"
     return {
         "duplicate_ip": f">= {choices.DUPLICATE_IP_MIN_CONVERSIONS} conversions (is_event false) "
         "with the same conversion_user_ip in one UTC day",
         "fast_click": "conversion_unix_timestamp - click_unix_timestamp < "
         f"{choices.FAST_CLICK_MAX_SECONDS}",
         "blocklisted_sub": f"sub1 in {list(choices.BLOCKLISTED_SUB1)}",
-        "outlier_sale_amount": f"sale_amount >= {choices.OUTLIER_SALE_AMOUNT_MIN}",
+        "outlier_sale_amount": outlier,
         "ip_mismatch": "session_user_ip != conversion_user_ip",
     }
 
@@ -658,8 +676,11 @@ def create_app(
 
 
 def _api_key(scope: dict[str, Any]) -> str | None:
-    """The request's API key header, if any."""
+    """The request's API key header (``X-Svc-Api-Key``, else its alias ``X-Eflow-API-Key``)."""
+    alias = None
     for name, value in scope["headers"]:
         if name == HEADER:
             return str(value.decode("latin-1"))
-    return None
+        if name == HEADER_ALIAS and alias is None:
+            alias = str(value.decode("latin-1"))
+    return alias

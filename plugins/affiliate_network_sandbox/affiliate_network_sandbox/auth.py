@@ -17,6 +17,9 @@ PORTAL_PREFIXES = {
     "partners": "marketplace",
 }
 HEADER = b"x-svc-api-key"  # ASGI lower-cases header names, so every spelling matches
+#: The real API family's spelling (its reference and public clients send it; real-service
+#: facts "header"): a documented alias. When both are sent, the spec's header is the one read.
+HEADER_ALIAS = b"x-eflow-api-key"
 
 
 @dataclass(frozen=True)

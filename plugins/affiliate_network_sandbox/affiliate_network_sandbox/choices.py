@@ -6,6 +6,7 @@ clients may rely on these and nothing else. When a choice changes, change it her
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 # --- Resources and their fields (conventions) --------------------------------------------------
@@ -36,12 +37,34 @@ READ_ONLY_FIELDS = ("network_id", "time_created", "time_saved", "relationship")
 #: 67 = UTC);
 #: unknown id -> 400; omitted -> the network's reporting timezone (DataConfig
 #: .reporting_timezone_id, 67 by default: a sandbox choice). See sandbox/reporting_window.py.
-#: currency_id -> rate from USD (amounts are generated in USD). Unknown code -> 400.
-CURRENCY_RATES: dict[str, float] = {"USD": 1.0, "EUR": 0.92, "GBP": 0.79}
+#: currency_id -> fixed sandbox rate: units of the currency per 1 USD (a sandbox choice; the
+#: real service publishes no rates). Unknown code -> 400. See sandbox/money.py for how the
+#: aggregated reports apply them.
+CURRENCY_RATES: dict[str, Decimal] = {
+    "USD": Decimal("1"),
+    "EUR": Decimal("0.92"),
+    "GBP": Decimal("0.79"),
+    "JPY": Decimal("150"),
+    "KWD": Decimal("0.307"),
+    "IDR": Decimal("15800"),
+}
+#: Digits of each currency's minor unit (ISO 4217): amounts of raw records carry at most these.
+CURRENCY_MINOR_DIGITS: dict[str, int] = {
+    "USD": 2,
+    "EUR": 2,
+    "GBP": 2,
+    "JPY": 0,
+    "KWD": 3,
+    "IDR": 2,
+}
+#: The network's default currency: an aggregated request without ``currency_id`` is answered
+#: in it (sandbox choice; a real network's is in ``GET /networks``).
 DEFAULT_CURRENCY = "USD"
-#: Currency of every generated offer. Raw conversion reports are not converted (documented:
-#: amounts come in the offer's currency); the aggregated report converts with CURRENCY_RATES.
-OFFER_CURRENCY = "USD"
+#: Raw conversion reports are not converted (documented: amounts come in the offer's
+#: currency; ``currency_id`` of the request is validated, not applied). Each generated offer
+#: pays in one currency of ``DataConfig.offer_currencies`` (offer k: the k-th modulo the list);
+#: its amounts are the USD draws times the rate, at the currency's minor unit. The aggregated
+#: reports convert with CURRENCY_RATES (money.convert_sums).
 
 # --- POST /networks/reporting/conversions: filter and search-term items (not shown) --------------
 #: ``query.filters`` items: ``{"resource_type": T, "filter_id_value": "<string>"}``. AND across
@@ -260,9 +283,23 @@ ENTITY_COLUMNS = (
     "sub3",
     "sub4",
     "sub5",
+    # Named by the public rate-limiting guide's granular list and sent by public clients
+    # (real-service facts "entity-table columns"); all granular. ``offer_url`` groups by
+    # network_offer_url_id (label: the URL's name), ``event_name`` by the record's ``event``
+    # ("" for base conversions), the others by the record field of the same name.
+    "offer_url",
+    "source_id",
+    "adv1",
+    "adv2",
+    "adv3",
+    "adv4",
+    "adv5",
+    "event_name",
 )
 TIME_COLUMNS = ("hour", "date", "week", "month", "year")
 MAX_COLUMNS = 10
+#: ``columns`` items are objects ``{"column": "<name>"}``; anything else (a plain string, a
+#: number, an object without ``column``) -> 400 naming the item as sent.
 MAX_TABLE_ROWS = 10_000
 #: Filter items as in the conversion report (resource types: offer, advertiser, country,
 #: platform, device_type, status). Rows are sorted by their column ids.
@@ -293,8 +330,9 @@ NETWORK_ENTITY_COLUMNS = (*ENTITY_COLUMNS, "affiliate")
 #:   approved events (events count in money, not in ``cv``; their count is ``event``);
 #: - ``on_hold_conversion_count`` / ``on_hold_potential_payout`` / ``on_hold_potential_revenue``
 #:   count the conversions currently ``pending`` (on hold) and their amounts;
-#: - rejected conversions appear in no metric. Amounts are rounded to 2 decimals only after
-#:   summing (sums of the stored amounts; every generated amount has at most 2 decimals).
+#: - rejected conversions appear in no metric. Amounts are summed exactly per currency of the
+#:   records, converted to the request's currency_id (omitted: DEFAULT_CURRENCY) and rounded once
+#:   (money.convert_sums); amounts already in the requested currency are not converted.
 NETWORK_COUNTED_STATUS = STATUS_APPROVED
 NETWORK_ON_HOLD_STATUS = STATUS_PENDING
 
@@ -304,6 +342,9 @@ NETWORK_ON_HOLD_STATUS = STATUS_PENDING
 MSG_NO_HEADER = "Unable to authenticate request"
 MSG_BAD_KEY = "No authentication method found"
 MSG_OUT_OF_REALM = "Out of realm"
+#: Key header: the spec's ``X-Svc-Api-Key``; the real API family's ``X-Eflow-API-Key`` (its
+#: reference and public clients send it) is accepted as an alias. When both are sent the
+#: spec's header is read (auth.HEADER, auth.HEADER_ALIAS).
 MSG_NO_SCOPE = "Insufficient permissions"
 #: Order of checks before an endpoint: rate limit 429 -> router 404 -> 405 -> 401 -> 403 ->
 #: injected faults -> endpoint (so every /v1 response carries X-RateLimit-Remaining).

@@ -29,6 +29,7 @@ from affiliate_network_sandbox.entities import (
     Catalog,
 )
 from affiliate_network_sandbox.ids import _C1, _C2, GOLDEN, INDEX_BITS, M64, IdCodec, derive, mix
+from affiliate_network_sandbox.money import from_usd, minor_digits
 from affiliate_network_sandbox.state import State
 
 KIND_CONVERSION = 0
@@ -252,6 +253,8 @@ class PairT:
         "base_sale",
         "cand_j",
         "cand_rel",
+        "cdig",
+        "cur",
         "ev_name",
         "ev_payout",
         "ev_prid",
@@ -273,14 +276,17 @@ class PairT:
     fid: int
     adv_id: int
     group_id: int
-    payout: float
-    revenue: float
+    #: The offer's currency and the digits of its minor unit (amounts below are in it).
+    cur: str
+    cdig: int
+    payout: float | int
+    revenue: float | int
     prid: int
-    base_sale: float
+    base_sale: float | int
     ev_name: str
     ev_prid: int
-    ev_payout: float
-    ev_revenue: float
+    ev_payout: float | int
+    ev_revenue: float | int
     sub1s: tuple[str, ...]
     #: Dict templates (record top level, relationship, advertiser global event, candidates).
     top: dict[str, Any]
@@ -309,15 +315,19 @@ class DayCtx:
 
     __slots__ = (
         "bkey",
+        "del_r",
         "dkey",
         "dup_thr",
         "e",
         "iokey",
+        "late_r",
+        "lkey",
         "n",
         "oh_thr",
         "ord",
         "start",
         "vbase",
+        "xkey",
     )
 
     def __init__(self, gen: Generator, ordinal: int) -> None:
@@ -338,6 +348,12 @@ class DayCtx:
         ordinary = max(0.0, cfg.on_hold_share - dup_share * 3.5 / DUP_BLOCK)
         self.oh_thr = int(ordinary * 65536)
         self.vbase = ordinal << INDEX_BITS
+        # Late and deleted conversions: every k-th index from a per-day offset (enumerable in
+        # O(range / k), no scan of the day).
+        self.lkey = derive(gen.seed, f"late:{ordinal}")
+        self.xkey = derive(gen.seed, f"del:{ordinal}")
+        self.late_r = self.lkey % gen.late_every if gen.late_every else 0
+        self.del_r = self.xkey % gen.del_every if gen.del_every else 0
 
 
 class Segment:
@@ -390,8 +406,14 @@ class Generator:
         self.aff_ids = list(catalog.affiliates)
         self.n_aff = len(self.aff_ids)
         self.pairs = len(self.offer_ids) * self.n_aff
+        self.late_every = round(1 / cfg.late_share) if cfg.late_share > 0 else 0
+        self.del_every = round(1 / cfg.deletion_share) if cfg.deletion_share > 0 else 0
         self._days: dict[int, DayCtx] = {}
         self._pairs: dict[int, PairT] = {}
+        self._seg_cache: dict[tuple[int, int, int, bool, bool], list[Segment]] = {}
+        #: Nested template objects shared by the couples of one offer or one affiliate (never
+        #: mutated: records copy the top level only).
+        self._intern: dict[tuple[str, int], dict[str, Any]] = {}
         #: Work counters (exposed by ``GET /_sandbox/stats``; tests assert on them).
         self.records_built = 0
         self.cores_computed = 0
@@ -434,8 +456,24 @@ class Generator:
 
         Records later than the sandbox's clock do not exist yet: ``t1`` stops at the clock.
         """
+        ve = self.visible_end()
+        t1 = min(t1, ve)
+        if not self.changes_with_clock:
+            return self._segments(t0, t1, ve, conversions, events)
+        # With late and deleted records a window is split around its holes (thousands a day at
+        # a million conversions a day): every page of a pull asks the same split again.
+        key = (t0, t1, ve, conversions, events)
+        hit = self._seg_cache.get(key)
+        if hit is None:
+            hit = self._seg_cache[key] = self._segments(t0, t1, ve, conversions, events)
+            while len(self._seg_cache) > 8:
+                del self._seg_cache[next(iter(self._seg_cache))]
+        return list(hit)
+
+    def _segments(
+        self, t0: int, t1: int, ve: int, conversions: bool, events: bool
+    ) -> list[Segment]:
         out: list[Segment] = []
-        t1 = min(t1, self.visible_end())
         if t1 <= t0:
             return out
         first = max(self.first_ord, dt.datetime.fromtimestamp(t0 - DAY, dt.UTC).date().toordinal())
@@ -452,7 +490,7 @@ class Generator:
                     else self._first_at_or_after(self.conv_ts, c, c.n, t1)
                 )
                 if hi > lo:
-                    out.append(Segment(KIND_CONVERSION, c, lo, hi))
+                    out.extend(self._split(KIND_CONVERSION, c, lo, hi, ve))
         if events:
             for o in range(first, last + 1):
                 c = self.day(o)
@@ -464,7 +502,109 @@ class Generator:
                 lo = 0 if t0 <= s0 else self._first_at_or_after(self.event_ts, c, c.e, t0)
                 hi = c.e if t1 >= s1 else self._first_at_or_after(self.event_ts, c, c.e, t1)
                 if hi > lo:
-                    out.append(Segment(KIND_EVENT, c, lo, hi))
+                    out.extend(self._split(KIND_EVENT, c, lo, hi, ve))
+        return out
+
+    # --- late and deleted records ---------------------------------------------------------------
+
+    @property
+    def changes_with_clock(self) -> bool:
+        """Whether records of a past window appear (late) or vanish (deleted) as the clock runs:
+        then caches of a window must key on the clock too."""
+        return bool(self.late_every or self.del_every)
+
+    def late_delay(self, c: DayCtx, i: int) -> int:
+        """Seconds between conversion ``i``'s timestamp and its recording (0: on time)."""
+        k = self.late_every
+        if not k or (i - c.late_r) % k:
+            return 0
+        return 3601 + mix(c.lkey ^ i) % (self.cfg.late_max_s - 3600)
+
+    def deleted_at(self, c: DayCtx, i: int, ts: int | None = None) -> int | None:
+        """When conversion ``i`` (and its event) is deleted: after its recording; None: never."""
+        k = self.del_every
+        if not k or (i - c.del_r) % k:
+            return None
+        if ts is None:
+            ts = self.conv_ts(c, i)
+        after = 3600 + mix(c.xkey ^ i) % (self.cfg.deletion_max_s - 3599)
+        return ts + self.late_delay(c, i) + after
+
+    def conv_hidden(self, c: DayCtx, i: int, ve: int, ts: int | None = None) -> bool:
+        """Whether conversion ``i`` (timestamp before ``ve``) is not served at clock end ``ve``:
+        recorded at or after it (late), or deleted before it."""
+        if not (self.late_every or self.del_every):
+            return False
+        if ts is None:
+            ts = self.conv_ts(c, i)
+        delay = self.late_delay(c, i)
+        if delay and ts + delay >= ve:
+            return True
+        gone = self.deleted_at(c, i, ts)
+        return gone is not None and gone < ve
+
+    def event_hidden(self, c: DayCtx, j: int, ve: int) -> bool:
+        """Whether event ``j`` is not served: its conversion is recorded late (the event with
+        it, the same delay after its own timestamp) or deleted (the event with it)."""
+        if not (self.late_every or self.del_every):
+            return False
+        i = self.event_parent(c, j)
+        ts = self.conv_ts(c, i)
+        delay = self.late_delay(c, i)
+        if delay and ts + EVENT_DELAY_S + delay >= ve:
+            return True
+        gone = self.deleted_at(c, i, ts)
+        return gone is not None and gone < ve
+
+    def _hidden_parents(self, c: DayCtx, lo: int, hi: int, ve: int, lag: int) -> list[int]:
+        """Conversions ``lo <= i < hi`` hidden at ``ve`` (``lag``: 0 for the conversion itself,
+        EVENT_DELAY_S for its event, which is recorded that much later)."""
+        out: set[int] = set()
+        k = self.late_every
+        if k:
+            max_s = self.cfg.late_max_s
+            # Only conversions within late_max_s of the clock can still be unrecorded.
+            if c.start + DAY + lag + max_s >= ve:
+                start = lo
+                if ve - lag - max_s > c.start:
+                    start = max(lo, self._first_at_or_after(self.conv_ts, c, c.n, ve - lag - max_s))
+                first = start + (c.late_r - start) % k
+                for i in range(first, hi, k):
+                    if self.conv_ts(c, i) + lag + self.late_delay(c, i) >= ve:
+                        out.add(i)
+        k = self.del_every
+        if k:
+            first = lo + (c.del_r - lo) % k
+            if c.start + DAY + self.cfg.late_max_s + self.cfg.deletion_max_s < ve:
+                out.update(range(first, hi, k))  # the whole day's deletions are done
+            else:
+                for i in range(first, hi, k):
+                    gone = self.deleted_at(c, i)
+                    if gone is not None and gone < ve:
+                        out.add(i)
+        return sorted(out)
+
+    def _split(self, kind: int, c: DayCtx, lo: int, hi: int, ve: int) -> list[Segment]:
+        """``[lo, hi)`` of one day as segments without the records hidden at ``ve``."""
+        if not (self.late_every or self.del_every):
+            return [Segment(kind, c, lo, hi)]
+        if kind == KIND_CONVERSION:
+            holes = self._hidden_parents(c, lo, hi, ve, 0)
+        else:
+            p_lo, p_hi = self.event_parent(c, lo), self.event_parent(c, hi - 1) + 1
+            holes = []
+            for i in self._hidden_parents(c, p_lo, p_hi, ve, EVENT_DELAY_S):
+                j = self.has_event(c, i)
+                if j is not None and lo <= j < hi:
+                    holes.append(j)
+        out = []
+        start = lo
+        for h in holes:
+            if h > start:
+                out.append(Segment(kind, c, start, h))
+            start = h + 1
+        if hi > start:
+            out.append(Segment(kind, c, start, hi))
         return out
 
     # --- the per-record core ---------------------------------------------------------------------
@@ -547,6 +687,8 @@ class Generator:
         t.fid = fid
         t.adv_id = info["advertiser_id"]
         t.group_id = info["group_id"]
+        t.cur = info["currency_id"]
+        t.cdig = minor_digits(t.cur)
         t.payout = cpr["payout_amount"] if cpr else info["payout"]
         t.revenue = (
             cpr["revenue_amount"] if cpr and cpr["is_custom_revenue_enabled"] else info["revenue"]
@@ -682,7 +824,22 @@ class Generator:
             "network_advertiser_global_event_id": info["event_payout_revenue_id"],
             "network_id": nid,
         }
-        t.cand_rel = {"affiliate": static_rel["affiliate"]}
+        # One shared copy of each nested object that couples of one offer or one affiliate have
+        # in common (18,000 couples in the large world: a third of a template's memory).
+        # Keyed by what each one depends on (cheap; the other members vary per couple).
+        owner = {
+            "advertiser": oid,
+            "offer": oid,
+            "offer_group": oid,
+            "offer_url": url["network_offer_url_id"],
+            "affiliate": fid,
+            "affiliate_tier": fid,
+        }
+        for name, key in owner.items():
+            static_rel[name] = self._intern.setdefault((name, key), static_rel[name])
+        t.age = self._intern.setdefault(("age", oid), t.age)
+        t.age_ev = self._intern.setdefault(("age_ev", oid), t.age_ev)
+        t.cand_rel = self._intern.setdefault(("cand", fid), {"affiliate": static_rel["affiliate"]})
         # Dict templates: per-record keys first (placeholders), in the same order as the JSON.
         t.top = dict.fromkeys(RECORD_KEYS)
         t.top.update(GEO_FRAGS[0])
@@ -702,24 +859,24 @@ class Generator:
 
     # --- building records ------------------------------------------------------------------------
 
-    def record_dict(self, kind: int, c: DayCtx, idx: int, currency: str = "USD") -> dict[str, Any]:
-        """Conversion or event ``idx`` of a day as a dict (filters, aggregation, flowchart)."""
-        return cast("dict[str, Any]", self._record(kind, c, idx, currency, False))
+    def record_dict(self, kind: int, c: DayCtx, idx: int) -> dict[str, Any]:
+        """Conversion or event ``idx`` of a day as a dict (filters, aggregation, flowchart).
 
-    def record_json(self, kind: int, c: DayCtx, idx: int, currency: str = "USD") -> str:
+        Amounts are in the offer's currency (``currency_id``), at its minor unit.
+        """
+        return cast("dict[str, Any]", self._record(kind, c, idx, False))
+
+    def record_json(self, kind: int, c: DayCtx, idx: int) -> str:
         """The same record as :meth:`record_dict`, formatted straight to JSON text (hot path)."""
-        return cast(str, self._record(kind, c, idx, currency, True))
+        return cast(str, self._record(kind, c, idx, True))
 
-    def _record(
-        self, kind: int, c: DayCtx, idx: int, currency: str, as_json: bool
-    ) -> dict[str, Any] | str:
+    def _record(self, kind: int, c: DayCtx, idx: int, as_json: bool) -> dict[str, Any] | str:
         """Conversion or event ``idx`` of a day (writes applied), as a dict or as JSON text.
 
         One computation of the values, then the two forms side by side: they cannot drift
         apart (a unit test keeps them equal, key order included). The JSON text is formatted
         directly (no dict built, then dumped): it is the page hot path.
         """
-        rate = choices.CURRENCY_RATES[currency]
         i = idx if kind == KIND_CONVERSION else (idx * c.n) // c.e
         # Hot path: core(), mix() and IdCodec.encode() inlined (same arithmetic; the tests
         # compare these records with core()-based truth, filters and lookups).
@@ -778,8 +935,12 @@ class Generator:
                 # Rounded: the float sum printed 16-17 digits (11397.189999999999), an amount
                 # no network sends and that the landing refuses (more than 6 decimals).
                 sale = round(5000.0 + ((u2 >> 20) % 1_500_000) / 100, 2)
+                if t.cur != "USD":
+                    sale = from_usd(sale, t.cur)
             else:
-                sale = round(t.base_sale * (500 + (u2 >> 20) % 1000) / 1000, 2)
+                sale = round(t.base_sale * (500 + (u2 >> 20) % 1000) / 1000, t.cdig)
+                if not t.cdig:
+                    sale = int(sale)
             order_id = f"ORD-{c.ord % 100000:05d}-{i:07d}"
             payout, revenue, prid = t.payout, t.revenue, t.prid
             ev_count = 0
@@ -804,7 +965,7 @@ class Generator:
             v = c.vbase | idx
             cid = self.event_ids.encode(v)
             ts += EVENT_DELAY_S
-            sale = 0.0
+            sale = 0.0 if t.cdig else 0
             order_id = ""
             payout, revenue, prid = t.ev_payout, t.ev_revenue, t.ev_prid
             ev_count = 0
@@ -816,10 +977,6 @@ class Generator:
             if fix:
                 sale = fix[-1]["sale_amount"]
                 snaps = fix
-        if rate != 1.0:
-            payout = round(payout * rate, 2)
-            revenue = round(revenue * rate, 2)
-            sale = round(sale * rate, 2)
         geo, dev = (u >> 32) % 20, (u >> 40) % 10
         if as_json:
             if onhold_snaps is None:
@@ -844,7 +1001,7 @@ class Generator:
                 f'"click_unix_timestamp":{click_ts},"conversion_user_ip":"{ip}",'
                 f'"session_user_ip":"{sess}",{GEO_JSON[geo]},{DEV_JSON[dev]},"sub1":"{sub1}",'
                 f'"sub2":"{sub2}","sub3":"{sub3}","order_id":"{order_id}","payout":{payout!r},'
-                f'"revenue":{revenue!r},"sale_amount":{sale!r},"currency_id":"{currency}",'
+                f'"revenue":{revenue!r},"sale_amount":{sale!r},"currency_id":"{t.cur}",'
                 f'"network_offer_payout_revenue_id":{prid},{t.top_j},"relationship":{{{t.rel_j},'
                 f'"adv_global_event":{age},"candidate_clicks":[{{"relationship":{t.cand_j},'
                 f'"transaction_id":"{tid}","unix_timestamp":{click_ts}}}],'
@@ -870,7 +1027,7 @@ class Generator:
         rec["payout"] = payout
         rec["revenue"] = revenue
         rec["sale_amount"] = sale
-        rec["currency_id"] = currency
+        rec["currency_id"] = t.cur
         rec["network_offer_payout_revenue_id"] = prid
         rel = t.rel.copy()
         rel["adv_global_event"] = t.age_ev if kind == KIND_EVENT else t.age
@@ -912,19 +1069,16 @@ class Generator:
         self.records_built += 1
         return self.record_dict(seg.kind, seg.ctx, idx)
 
-    def json_range(self, seg: Segment, lo: int, hi: int, currency: str = "USD") -> list[str]:
+    def json_range(self, seg: Segment, lo: int, hi: int) -> list[str]:
         """JSON texts of records ``lo..hi`` of a segment (the page hot path)."""
         self.records_built += hi - lo
         record, kind, c = self._record, seg.kind, seg.ctx
-        return cast("list[str]", [record(kind, c, i, currency, True) for i in range(lo, hi)])
+        return cast("list[str]", [record(kind, c, i, True) for i in range(lo, hi)])
 
-    def dict_range(
-        self, seg: Segment, lo: int, hi: int, currency: str = "USD"
-    ) -> list[dict[str, Any]]:
+    def dict_range(self, seg: Segment, lo: int, hi: int) -> list[dict[str, Any]]:
         self.records_built += hi - lo
         record, kind, c = self._record, seg.kind, seg.ctx
-        texts = [record(kind, c, i, currency, False) for i in range(lo, hi)]
-        return cast("list[dict[str, Any]]", texts)
+        return cast("list[dict[str, Any]]", [record(kind, c, i, False) for i in range(lo, hi)])
 
     # --- ids -------------------------------------------------------------------------------------
 
@@ -938,17 +1092,32 @@ class Generator:
 
     def find_conversion(self, conversion_id: str) -> tuple[int, DayCtx, int] | None:
         """``(kind, day, index)`` of a conversion or event id of this world."""
+        ve = self.visible_end()
         hit = self.locate(self.conv_ids.decode(conversion_id))
-        if hit and hit[1] < hit[0].n and self.conv_ts(*hit) < self.visible_end():
-            return KIND_CONVERSION, hit[0], hit[1]
+        if hit and hit[1] < hit[0].n:
+            ts = self.conv_ts(*hit)
+            if ts < ve and not self.conv_hidden(hit[0], hit[1], ve, ts):
+                return KIND_CONVERSION, hit[0], hit[1]
         hit = self.locate(self.event_ids.decode(conversion_id))
-        if hit and hit[1] < hit[0].e and self.event_ts(*hit) < self.visible_end():
+        if (
+            hit
+            and hit[1] < hit[0].e
+            and self.event_ts(*hit) < ve
+            and not self.event_hidden(hit[0], hit[1], ve)
+        ):
             return KIND_EVENT, hit[0], hit[1]
         return None
 
+    def conv_visible(self, c: DayCtx, i: int, ve: int | None = None) -> bool:
+        """Whether conversion ``i`` is served at the clock (happened, recorded, not deleted)."""
+        if ve is None:
+            ve = self.visible_end()
+        ts = self.conv_ts(c, i)
+        return ts < ve and not self.conv_hidden(c, i, ve, ts)
+
     def find_transaction(self, transaction_id: str) -> tuple[DayCtx, int] | None:
         hit = self.locate(self.txn_ids.decode(transaction_id))
-        if hit and hit[1] < hit[0].n and self.conv_ts(*hit) < self.visible_end():
+        if hit and hit[1] < hit[0].n and self.conv_visible(*hit):
             return hit
         return None
 
@@ -956,7 +1125,8 @@ class Generator:
         hit = self.locate(self.onhold_ids.decode(on_hold_id))
         if hit and hit[1] < hit[0].n:
             _u, ts, _pattern, oh = self.core(hit[0], hit[1])
-            if oh and ts < self.visible_end():
+            ve = self.visible_end()
+            if oh and ts < ve and not self.conv_hidden(hit[0], hit[1], ve, ts):
                 return hit
         return None
 
@@ -980,7 +1150,7 @@ class Generator:
             c = self.day(o)
             for i in range(c.n):
                 _u, ts, _pattern, oh = self.core(c, i)
-                if oh and ts < end:
+                if oh and ts < end and not self.conv_hidden(c, i, end, ts):
                     out.append(self.onhold_ids.encode(c.vbase | i))
                     if len(out) >= limit:
                         return out
@@ -995,6 +1165,8 @@ class Generator:
             for i in range(0, c.n, step):
                 if self.conv_ts(c, i) >= end:
                     break
+                if self.conv_hidden(c, i, end):
+                    continue
                 out.append(self.txn_ids.encode(c.vbase | i))
                 if len(out) >= limit:
                     return out

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from decimal import Decimal
 from typing import Any
 
 from affiliate_network_sandbox import choices
 from affiliate_network_sandbox.config import DataConfig
+from affiliate_network_sandbox.money import from_usd, json_amount, to_minor
 
 # Id ranges differ per resource so an id of one kind passed as another is caught.
 ADVERTISER_BASE = 5000
@@ -85,6 +87,17 @@ _LABELS = ["vip", "cpa", "mobile", "seasonal", "test-traffic"]
 
 def _ts(day: dt.date, seconds: int = 0) -> int:
     return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) + seconds
+
+
+def _scaled(amount: float | int, factor: str, currency: str) -> float | int:
+    """``amount`` times ``factor`` at ``currency``'s minor unit (custom payout/revenue amounts).
+
+    USD keeps the float arithmetic the one-currency world always used (same values).
+    """
+    if currency == "USD":
+        return round(float(amount) * float(factor), 2)
+    value = to_minor(Decimal(repr(amount)) * Decimal(factor), currency)
+    return json_amount(value, currency)
 
 
 def _named_records(
@@ -207,15 +220,20 @@ class Catalog:
             event = _EVENTS[k % len(_EVENTS)]
             slug = product.lower().replace(" ", "-")
             dest = f"https://www.{brand.lower().replace(' ', '')}.example/{slug}"
+            # The USD draws come first (same draws whatever the currencies), then each amount
+            # is expressed in the offer's currency at its minor unit.
+            cur = cfg.offer_currencies[k % len(cfg.offer_currencies)]
+            base_sale = round(rng.uniform(20, 200), 2)
             self.offer_info[oid] = {
                 "advertiser_id": adv,
                 "group_id": group,
                 "name": f"{brand} - {product} (CPA)",
-                "payout": payout,
-                "revenue": revenue,
-                "event_payout": round(payout / 4, 2),
-                "event_revenue": round(revenue / 4, 2),
-                "base_sale": round(rng.uniform(20, 200), 2),
+                "currency_id": cur,
+                "payout": from_usd(payout, cur),
+                "revenue": from_usd(revenue, cur),
+                "event_payout": from_usd(round(payout / 4, 2), cur),
+                "event_revenue": from_usd(round(revenue / 4, 2), cur),
+                "base_sale": from_usd(base_sale, cur),
                 "payout_revenue_id": pr_id,
                 "event_payout_revenue_id": pr_id + 1,
                 "event_name": event,
@@ -261,7 +279,11 @@ class Catalog:
                     "name": f"{adv_short} group {half + 1}",
                     "offer_group_status": "active",
                     "internal_notes": "",
-                    "currency_id": "USD",
+                    # The currency of its first offer (sandbox choice; the default world's
+                    # offers are all USD).
+                    "currency_id": (
+                        self.offer_info[members[0]]["currency_id"] if members else "USD"
+                    ),
                     "network_offer_ids": members,
                     "labels": [],
                     "is_caps_enabled": False,
@@ -310,11 +332,13 @@ class Catalog:
                 "is_apply_all_affiliates": k % 3 == 0,
                 "is_custom_payout_enabled": True,
                 "payout_type": "cpa",
-                "payout_amount": round(info["payout"] * 1.1, 2),
+                "payout_amount": _scaled(info["payout"], "1.1", info["currency_id"]),
                 "payout_percentage": 0,
                 "is_custom_revenue_enabled": k % 2 == 0,
                 "revenue_type": "rpa" if k % 2 == 0 else "blank",
-                "revenue_amount": round(info["revenue"] * 1.05, 2) if k % 2 == 0 else 0,
+                "revenue_amount": (
+                    _scaled(info["revenue"], "1.05", info["currency_id"]) if k % 2 == 0 else 0
+                ),
                 "revenue_percentage": 0,
                 "description": "volume bonus",
                 "public_description": "Bonus payout for top partners",
@@ -461,6 +485,7 @@ class Catalog:
                 "preview_url": info["destination_url"].split("?")[0],
                 "network_category_id": info["category_id"],
                 "network_tracking_domain_id": info["tracking_domain_id"],
+                "currency_id": info["currency_id"],
                 "payout_revenue": [
                     {
                         **choices.DEFAULT_PAYOUT_REVENUE,

@@ -31,6 +31,12 @@ _FLAG_NAMES = {
     "on_hold_share": "--on-hold-share",
     "event_share": "--event-share",
     "reporting_timezone_id": "--reporting-timezone-id",
+    "world": "--world",
+    "offer_currencies": "--offer-currencies",
+    "late_share": "--late-share",
+    "late_max_s": "--late-max-s",
+    "deletion_share": "--deletion-share",
+    "deletion_max_s": "--deletion-max-s",
     "rate_limit": "--rate-limit",
     "write_delay_s": "--write-delay-s",
     "lost_write_share": "--lost-write-share",
@@ -204,6 +210,32 @@ class RunningSandbox:
         params = _window_params(from_date, to_date, timezone_id, region)
         return self._admin_object("GET", f"/_sandbox/truth/{what}", params=params)
 
+    def truth_money(
+        self,
+        from_date: Any,
+        to_date: Any | None = None,
+        timezone_id: int | None = None,
+        region: str = "default",
+        cells: bool = True,
+    ) -> dict[str, Any]:
+        """Exact money of a window (default: the day ``from_date``) at the sandbox's clock
+        (``/_sandbox/truth/money``): per currency, the count and exact decimal-string payout and
+        revenue of base conversions per status, of events, and what the network entity table
+        serves in that currency; per (affiliate, offer) couple, the entity table's metrics in
+        the offer's currency (``cells``).
+
+        :param from_date: first local day.
+        :param to_date: last local day (default ``from_date``).
+        :param timezone_id: the API timezone id of the days (default: the network's).
+        :param region: ``default`` or ``eu``.
+        :param cells: include the per-couple list.
+        """
+        params = _window_params(
+            from_date, from_date if to_date is None else to_date, timezone_id, region
+        )
+        params["cells"] = "true" if cells else "false"
+        return self._admin_object("GET", "/_sandbox/truth/money", params=params)
+
     def objects(self, kind: str, region: str = "default") -> dict[str, Any]:
         return self._admin_object("GET", f"/_sandbox/objects/{kind}", params={"region": region})
 
@@ -240,9 +272,11 @@ def start_sandbox(
     :param timeout: seconds to wait for the process to become healthy.
     :param data_config: data config values (``end_date``, ``days``, ``offers``, ``affiliates``,
         ``advertisers``, ``conversions_per_day``, ``on_hold_share``, ``event_share``,
-        ``reporting_timezone_id``), ``rate_limit`` (``"sandbox"`` or ``"documented"``), and
-        the late-writes startup setting ``write_delay_s`` and ``lost_write_share``.
-        ``reporting_timezone_id``), ``rate_limit`` (``"sandbox"`` or ``"documented"``) and
+        ``reporting_timezone_id``, the world profile ``world`` (``"small"``, the default, or
+        ``"large"``) and its fields ``offer_currencies``, ``late_share``, ``late_max_s``,
+        ``deletion_share``, ``deletion_max_s``), ``rate_limit`` (``"sandbox"`` or
+        ``"documented"``), the late-writes startup setting ``write_delay_s`` and
+        ``lost_write_share``, and
         ``clock`` (an aware datetime or ISO 8601 instant to freeze the clock at; default the
         wall clock, see :func:`clock_after_data`).
     """
@@ -267,6 +301,8 @@ def start_sandbox(
     for name, value in data_config.items():
         if value is None:
             continue
+        if isinstance(value, list | tuple):
+            value = ",".join(value)
         cmd += [_FLAG_NAMES[name], value.isoformat() if hasattr(value, "isoformat") else str(value)]
     log = (workdir / "sandbox.log").open("wb")
     process = subprocess.Popen(

@@ -1,5 +1,6 @@
 """Admin views of a world: truth counts and the catalog listing (``/_sandbox/...``)."""
 
+from decimal import Decimal
 from typing import Any
 
 from affiliate_network_sandbox import choices
@@ -9,7 +10,12 @@ from affiliate_network_sandbox.data import (
     P_NONE,
     PATTERN_NAMES,
 )
+from affiliate_network_sandbox.money import quantum
 from affiliate_network_sandbox.world.base import WorldBase
+
+#: Column of each base-conversion status in the per-couple counts of :meth:`money_truth`.
+_STATUS_COL = {choices.STATUS_APPROVED: 0, choices.STATUS_PENDING: 1, choices.STATUS_REJECTED: 2}
+_EVENTS_COL = 3
 
 
 class AdminArea(WorldBase):
@@ -20,7 +26,12 @@ class AdminArea(WorldBase):
     # ============================================================================================
 
     def truth(self, t0: int, t1: int) -> dict[str, Any]:
-        key = (self.state.version, t0, t1)
+        key = (
+            self.state.version,
+            t0,
+            t1,
+            self.gen.visible_end() if self.gen.changes_with_clock else 0,
+        )
         hit = self._truth_cache.get(key)
         if hit is not None:
             return hit
@@ -73,6 +84,134 @@ class AdminArea(WorldBase):
             self._truth_cache.popitem(last=False)
         return out
 
+    def money_truth(self, t0: int, t1: int, cells: bool = True) -> dict[str, Any]:
+        """Exact money of a window per currency and per (affiliate, offer) couple, at the clock.
+
+        Computed from the per-record core draws and the couples' amounts (counts times the
+        amount: every record of a couple pays the same), not from the report code paths, so it
+        checks them. Amounts are exact decimal strings at the currency's minor unit.
+
+        :param t0: window start (UTC seconds).
+        :param t1: window end, exclusive (already cut at the clock).
+        :param cells: include the per-couple list (it holds up to affiliates x offers items).
+        """
+        gen = self.gen
+        counts: dict[int, list[int]] = {}
+        pairs = gen.pairs
+        core, status_of, parent = gen.core, self.status_of, gen.event_parent
+        for seg in gen.segments(t0, t1, conversions=True, events=True):
+            c = seg.ctx
+            if seg.kind == KIND_CONVERSION:
+                for i in range(seg.lo, seg.hi):
+                    u, _ts, _pattern, oh = core(c, i)
+                    p = (u >> 16) % pairs
+                    row = counts.get(p)
+                    if row is None:
+                        row = counts[p] = [0, 0, 0, 0]
+                    # Not held: approved from the start (status_of only for held ones).
+                    row[_STATUS_COL[status_of(KIND_CONVERSION, c, i, oh)] if oh else 0] += 1
+            else:
+                for j in range(seg.lo, seg.hi):
+                    u = core(c, parent(c, j))[0]
+                    p = (u >> 16) % pairs
+                    row = counts.get(p)
+                    if row is None:
+                        row = counts[p] = [0, 0, 0, 0]
+                    row[_EVENTS_COL] += 1
+        zero = Decimal(0)
+        per_cur: dict[str, dict[str, Any]] = {}
+        cell_rows: list[dict[str, Any]] = []
+        with_conversions = 0
+        for p in sorted(counts, key=lambda q: (gen.pair(q).fid, gen.pair(q).oid)):
+            row = counts[p]
+            t = gen.pair(p)
+            q = quantum(t.cur)
+            pay, rev = Decimal(repr(t.payout)), Decimal(repr(t.revenue))
+            ev_pay, ev_rev = Decimal(repr(t.ev_payout)), Decimal(repr(t.ev_revenue))
+            cur = per_cur.get(t.cur)
+            if cur is None:
+                cur = per_cur[t.cur] = {
+                    "conversions": {
+                        st: {"count": 0, "payout": zero, "revenue": zero} for st in _STATUS_COL
+                    },
+                    "events": {"count": 0, "payout": zero, "revenue": zero},
+                    "cells": 0,
+                }
+            for st, col in _STATUS_COL.items():
+                agg = cur["conversions"][st]
+                agg["count"] += row[col]
+                agg["payout"] += row[col] * pay
+                agg["revenue"] += row[col] * rev
+            ev = cur["events"]
+            ev["count"] += row[_EVENTS_COL]
+            ev["payout"] += row[_EVENTS_COL] * ev_pay
+            ev["revenue"] += row[_EVENTS_COL] * ev_rev
+            cur["cells"] += 1
+            if row[0] or row[1] or row[2]:
+                with_conversions += 1
+            if cells:
+                approved, held = row[0], row[1]
+                payout = approved * pay + row[_EVENTS_COL] * ev_pay
+                revenue = approved * rev + row[_EVENTS_COL] * ev_rev
+                cell_rows.append(
+                    {
+                        "network_affiliate_id": t.fid,
+                        "network_offer_id": t.oid,
+                        "currency_id": t.cur,
+                        "cv": approved,
+                        "event": row[_EVENTS_COL],
+                        "payout": str(payout.quantize(q)),
+                        "revenue": str(revenue.quantize(q)),
+                        "on_hold_conversion_count": held,
+                        "on_hold_potential_payout": str((held * pay).quantize(q)),
+                        "on_hold_potential_revenue": str((held * rev).quantize(q)),
+                        "rejected_conversion_count": row[2],
+                    }
+                )
+        currencies: dict[str, Any] = {}
+        for code, cur in sorted(per_cur.items()):
+            q = quantum(code)
+            conv = cur["conversions"]
+            ev = cur["events"]
+            approved = conv[choices.STATUS_APPROVED]
+            held = conv[choices.STATUS_PENDING]
+            currencies[code] = {
+                "conversions": {
+                    st: {
+                        "count": agg["count"],
+                        "payout": str(agg["payout"].quantize(q)),
+                        "revenue": str(agg["revenue"].quantize(q)),
+                    }
+                    for st, agg in conv.items()
+                },
+                "events": {
+                    "count": ev["count"],
+                    "payout": str(ev["payout"].quantize(q)),
+                    "revenue": str(ev["revenue"].quantize(q)),
+                },
+                # What the network entity table serves for this currency's offers when asked
+                # in this currency (approved conversions and events; on-hold = pending).
+                "entity": {
+                    "cv": approved["count"],
+                    "event": ev["count"],
+                    "payout": str((approved["payout"] + ev["payout"]).quantize(q)),
+                    "revenue": str((approved["revenue"] + ev["revenue"]).quantize(q)),
+                    "on_hold_conversion_count": held["count"],
+                    "on_hold_potential_payout": str(held["payout"].quantize(q)),
+                    "on_hold_potential_revenue": str(held["revenue"].quantize(q)),
+                },
+                "cells": cur["cells"],
+            }
+        out: dict[str, Any] = {
+            "clock": gen.visible_end() - 1,
+            "currencies": currencies,
+            "cell_count": len(counts),
+            "cells_with_conversions": with_conversions,
+        }
+        if cells:
+            out["cells"] = cell_rows
+        return out
+
     # --- admin views -----------------------------------------------------------------------------
 
     def catalog_listing(self) -> dict[str, Any]:
@@ -101,6 +240,7 @@ class AdminArea(WorldBase):
                 str(o): {
                     "network_advertiser_id": info["advertiser_id"],
                     "network_offer_group_id": info["group_id"],
+                    "currency_id": info["currency_id"],
                     "network_offer_url_ids": [
                         u for u, d in cat.offer_urls.items() if d["network_offer_id"] == o
                     ],

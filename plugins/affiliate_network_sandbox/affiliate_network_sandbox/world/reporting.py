@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import orjson
+
 from affiliate_network_sandbox import choices
 from affiliate_network_sandbox import validate as v
 from affiliate_network_sandbox.data import (
@@ -19,6 +21,7 @@ from affiliate_network_sandbox.entities import (
 )
 from affiliate_network_sandbox.errors import invalid, not_found
 from affiliate_network_sandbox.late_writes import LateWrites
+from affiliate_network_sandbox.money import convert_sums, json_amount
 from affiliate_network_sandbox.world.base import (
     Raw,
     WorldBase,
@@ -36,9 +39,8 @@ class ReportingArea(WorldBase):
         body = v.obj(body)
         t0, t1 = self.window(body)
         # Documented: raw conversion reports return amounts in the offer's currency; currency_id
-        # is checked but not applied (every generated offer is in USD).
+        # is checked but not applied (each record carries its offer's currency_id).
         self.currency(body)
-        currency = choices.OFFER_CURRENCY
         show_c = body.get("show_conversions", True)
         show_e = body.get("show_events", False)
         show_c = True if show_c is None else v.boolean(show_c, "show_conversions")
@@ -56,7 +58,7 @@ class ReportingArea(WorldBase):
             total = sum(len(s) for s in segs)
             parts: list[str] = []
             for seg, lo, hi in locate_page(segs, (page - 1) * size, size):
-                parts.extend(gen.json_range(seg, lo, hi, currency))
+                parts.extend(gen.json_range(seg, lo, hi))
                 rows += hi - lo
         else:
             hits = self._matches(segs, flt, terms, (t0, t1, show_c, show_e))
@@ -65,7 +67,7 @@ class ReportingArea(WorldBase):
             parts = []
             for si, idx in hits[start : start + size]:
                 seg = segs[si]
-                parts.append(gen.record_json(seg.kind, seg.ctx, idx, currency))
+                parts.append(gen.record_json(seg.kind, seg.ctx, idx))
                 gen.records_built += 1
                 rows += 1
         paging_tail = (
@@ -100,6 +102,8 @@ class ReportingArea(WorldBase):
         """(segment index, record index) of matching records, in report order (cached)."""
         ckey = (
             self.state.version,
+            # Late and deleted records change a past window's content as the clock runs.
+            self.gen.visible_end() if self.gen.changes_with_clock else 0,
             key,
             tuple(sorted((k, tuple(sorted(s))) for k, s in flt.items())),
             tuple(terms),
@@ -261,7 +265,8 @@ class ReportingArea(WorldBase):
         recs = [gen.build_conversion(c, i)]
         j = gen.has_event(c, i)
         # The event follows its conversion by minutes: not shown before the clock reaches it.
-        if j is not None and gen.event_ts(c, j) < gen.visible_end():
+        ve = gen.visible_end()
+        if j is not None and gen.event_ts(c, j) < ve and not gen.event_hidden(c, j, ve):
             recs.append(gen.build_event(c, j))
         base = recs[0]
         rel = base["relationship"]
@@ -273,7 +278,7 @@ class ReportingArea(WorldBase):
                 "network_offer_id": rel["offer"]["network_offer_id"],
                 "network_advertiser_id": rel["advertiser"]["network_advertiser_id"],
                 "network_affiliate_id": rel["affiliate"]["network_affiliate_id"],
-                "currency_id": "USD",
+                "currency_id": base["currency_id"],
                 "referrer": base["referer"],
                 "payout_type": "cpa",
                 "revenue_type": "rpa",
@@ -312,36 +317,36 @@ class ReportingArea(WorldBase):
         t0, t1, tz, currency, cols, flt = self._table_request(body, choices.ENTITY_COLUMNS, allowed)
         gen = self.gen
         cat = self.catalog
-        groups: dict[tuple[Any, ...], dict[str, float]] = {}
+        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         labels: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         rows = self._table_records(
             t0,
             t1,
             flt,
-            currency,
             keep=lambda u: gen.pair((u >> 16) % gen.pairs).fid == affiliate_id,
         )
         for kind, u, rec in rows:
             key, col_objs = self._row_key(cols, rec, tz, cat)
             agg = groups.get(key)
             if agg is None:
-                agg = groups[key] = dict.fromkeys(
-                    ("clicks", "cv", "event", "revenue", "oh", "oh_rev"), 0.0
-                )
+                agg = groups[key] = {"clicks": 0, "cv": 0, "event": 0, "oh": 0}
+                agg["revenue"] = Sums()
+                agg["oh_rev"] = Sums()
                 labels[key] = col_objs
+            cur = rec["currency_id"]
             if kind == KIND_EVENT:
                 agg["event"] += 1
-                agg["revenue"] += rec["payout"]
+                agg["revenue"].add(cur, rec["payout"])
                 continue
             lo_c, hi_c = choices.CLICKS_PER_CONVERSION_RANGE
             agg["clicks"] += lo_c + (u >> 48) % (hi_c - lo_c + 1)
             if rec["status"] == choices.STATUS_APPROVED:
                 agg["cv"] += 1
-                agg["revenue"] += rec["payout"]
+                agg["revenue"].add(cur, rec["payout"])
             elif rec["status"] == choices.STATUS_PENDING:
                 agg["oh"] += 1
-                agg["oh_rev"] += rec["payout"]
-        return _table(groups, labels, _reporting)
+                agg["oh_rev"].add(cur, rec["payout"])
+        return _table(groups, labels, lambda a: _reporting(a, currency))
 
     # ============================================================================================
     # POST /networks/reporting/entity/table
@@ -357,25 +362,26 @@ class ReportingArea(WorldBase):
         money = ("payout", "revenue", "oh_payout", "oh_revenue")
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         labels: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-        for kind, _u, rec in self._table_records(t0, t1, flt, currency):
+        for kind, _u, rec in self._table_records(t0, t1, flt):
             key, col_objs = self._row_key(cols, rec, tz, cat)
             agg = groups.get(key)
             if agg is None:
-                agg = groups[key] = {"cv": 0, "event": 0, **dict.fromkeys(money, Decimal(0))}
-                agg["oh"] = 0
+                agg = groups[key] = {"cv": 0, "event": 0, "oh": 0}
+                for name in money:
+                    agg[name] = Sums()
                 labels[key] = col_objs
-            # Exact sums of the amounts as served (their shortest text), rounded once.
-            payout, revenue = Decimal(repr(rec["payout"])), Decimal(repr(rec["revenue"]))
+            # Exact sums per currency of the amounts as served, converted and rounded once.
+            cur, payout, revenue = rec["currency_id"], rec["payout"], rec["revenue"]
             status = rec["status"]
             if status == choices.NETWORK_COUNTED_STATUS:
                 agg["event" if kind == KIND_EVENT else "cv"] += 1
-                agg["payout"] += payout
-                agg["revenue"] += revenue
+                agg["payout"].add(cur, payout)
+                agg["revenue"].add(cur, revenue)
             elif status == choices.NETWORK_ON_HOLD_STATUS and kind == KIND_CONVERSION:
                 agg["oh"] += 1
-                agg["oh_payout"] += payout
-                agg["oh_revenue"] += revenue
-        return _table(groups, labels, _network_reporting)
+                agg["oh_payout"].add(cur, payout)
+                agg["oh_revenue"].add(cur, revenue)
+        return _table(groups, labels, lambda a: _network_reporting(a, currency))
 
     def _table_request(
         self, body: Any, columns: Any, filter_fields: Any
@@ -393,10 +399,14 @@ class ReportingArea(WorldBase):
             raise invalid(f"columns must hold 1 to {choices.MAX_COLUMNS} items")
         cols: list[str] = []
         for item in cols_raw:
-            name = item.get("column") if isinstance(item, dict) else None
-            if not isinstance(name, str) or (
-                name not in columns and name not in choices.TIME_COLUMNS
-            ):
+            # Errors name the item as sent, in JSON (a plain string, null, a number...).
+            sent = orjson.dumps(item).decode()[:100]
+            if not isinstance(item, dict) or "column" not in item:
+                raise invalid(f'columns items must be objects {{"column": "<name>"}}, got {sent}')
+            name = item["column"]
+            if not isinstance(name, str):
+                raise invalid(f"column must be a string, got {sent}")
+            if name not in columns and name not in choices.TIME_COLUMNS:
                 raise invalid(f"unknown column {name!r}")
             if name in cols:
                 raise invalid(f"duplicate column {name!r}")
@@ -414,7 +424,6 @@ class ReportingArea(WorldBase):
         t0: int,
         t1: int,
         flt: dict[str, Any],
-        currency: str,
         keep: Any = None,
     ) -> Iterator[tuple[int, int, dict[str, Any]]]:
         """The window's conversions and events that pass ``filters`` (and ``keep(u)``).
@@ -435,7 +444,7 @@ class ReportingArea(WorldBase):
                     q = self.quick(kind, c, idx)
                     if not all(q[k] in vals for k, vals in flt.items()):
                         continue
-                yield kind, u, gen.record_dict(kind, c, idx, currency)
+                yield kind, u, gen.record_dict(kind, c, idx)
 
     def _row_key(
         self, cols: list[str], rec: dict[str, Any], tz: Any, cat: Catalog
@@ -460,6 +469,11 @@ class ReportingArea(WorldBase):
         if col == "advertiser":
             adv = rel["advertiser"]
             return str(adv["network_advertiser_id"]), adv["name"]
+        if col == "offer_url":
+            url = rel["offer_url"]
+            return str(url["network_offer_url_id"]), url["name"]
+        if col == "event_name":
+            return rec["event"], rec["event"]
         if col in choices.TIME_COLUMNS:
             local = dt.datetime.fromtimestamp(rec["conversion_unix_timestamp"], tz)
             if col == "hour":
@@ -478,14 +492,32 @@ class ReportingArea(WorldBase):
         return value, value
 
 
-def _reporting(a: dict[str, float]) -> dict[str, float]:
+class Sums:
+    """Exact sums of amounts per currency (never added across currencies until converted)."""
+
+    __slots__ = ("by_currency",)
+
+    def __init__(self) -> None:
+        self.by_currency: dict[str, Decimal] = {}
+
+    def add(self, currency: str, amount: float | int) -> None:
+        # The amount's shortest text is the decimal the record serves.
+        value = Decimal(repr(amount))
+        self.by_currency[currency] = self.by_currency.get(currency, Decimal(0)) + value
+
+    def total(self, target: str) -> Decimal:
+        """The sums converted to ``target`` (exact when every amount is in it), rounded once."""
+        return convert_sums(self.by_currency, target)
+
+
+def _reporting(a: dict[str, Any], currency: str) -> dict[str, Any]:
     total = int(a["clicks"])
     unique = round(total * 0.92)
     invalid_c = round(total * 0.02)
     imp = total * 20
     cv = int(a["cv"])
     event = int(a["event"])
-    revenue = round(a["revenue"], 2)
+    revenue = json_amount(a["revenue"].total(currency), currency)
     return {
         "imp": imp,
         "total_click": total,
@@ -503,30 +535,26 @@ def _reporting(a: dict[str, float]) -> dict[str, float]:
         "revenue": revenue,
         "redirect_traffic_revenue": 0,
         "on_hold_conversion_count": int(a["oh"]),
-        "on_hold_potential_revenue": round(a["oh_rev"], 2),
+        "on_hold_potential_revenue": json_amount(a["oh_rev"].total(currency), currency),
     }
 
 
-def _amount(value: Decimal) -> float:
-    """A summed amount as the JSON number the API prints (2 decimals)."""
-    return float(value.quantize(Decimal("0.01")))
-
-
-def _network_reporting(a: dict[str, Any]) -> dict[str, Any]:
-    """The network report's metrics of one row (``choices.NETWORK_COUNTED_STATUS``)."""
+def _network_reporting(a: dict[str, Any], currency: str) -> dict[str, Any]:
+    """The network report's metrics of one row (``choices.NETWORK_COUNTED_STATUS``), in
+    ``currency`` (:func:`~affiliate_network_sandbox.money.convert_sums`)."""
     cv, event = int(a["cv"]), int(a["event"])
-    payout, revenue = _amount(a["payout"]), _amount(a["revenue"])
+    payout, revenue = a["payout"].total(currency), a["revenue"].total(currency)
     return {
         "cv": cv,
         "total_cv": cv,
         "view_through_cv": 0,
         "event": event,
-        "payout": payout,
-        "revenue": revenue,
-        "profit": _amount(a["revenue"] - a["payout"]),
+        "payout": json_amount(payout, currency),
+        "revenue": json_amount(revenue, currency),
+        "profit": json_amount(revenue - payout, currency),
         "on_hold_conversion_count": int(a["oh"]),
-        "on_hold_potential_payout": _amount(a["oh_payout"]),
-        "on_hold_potential_revenue": _amount(a["oh_revenue"]),
+        "on_hold_potential_payout": json_amount(a["oh_payout"].total(currency), currency),
+        "on_hold_potential_revenue": json_amount(a["oh_revenue"].total(currency), currency),
     }
 
 
