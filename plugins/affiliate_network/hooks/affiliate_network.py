@@ -90,6 +90,7 @@ from affiliate_network.hooks._transport import (
     Transport,
 )
 from affiliate_network.report_columns import column_count_problem, granular_columns
+from affiliate_network.timezones import TIMEZONES
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -751,7 +752,7 @@ class AffiliateNetworkHook(BaseHook):
         search_terms: Sequence[Mapping[str, Any]] | None = None,
         page_size: int | None = None,
         raw_pages: bool = False,
-    ) -> SlicedPull:
+    ) -> PagedIterator:
         """Conversion records of ``POST /networks/reporting/conversions`` over the window.
 
         The window is read in time slices, each answered whole by one request, not in offset
@@ -760,7 +761,10 @@ class AffiliateNetworkHook(BaseHook):
         take rows out of a status-filtered list, new conversions come in). The slices are
         sent in UTC (``timezone_id`` 67, ``YYYY-MM-DD hh:mm:ss``, ``to`` inclusive at the
         second) so no wall time of a DST change is ambiguous; ``from_date``/``to_date`` and
-        ``timezone_id`` only decide the window's instants.
+        ``timezone_id`` only decide the window's instants. A ``timezone_id`` missing from the
+        API's published table (:mod:`affiliate_network.timezones`) cannot be turned into
+        instants here: that request is sent as given, in offset pages with the count checks,
+        and the network decides (it answers 400 for an id it does not know).
 
         :param from_date: first day, ``YYYY-MM-DD`` or a date; or a first second: a
             ``YYYY-MM-DD hh:mm:ss`` string or a datetime (an aware one is that instant, a
@@ -778,16 +782,20 @@ class AffiliateNetworkHook(BaseHook):
         :param page_size: rows per answer (default 2000): slices holding more are split.
         :param raw_pages: yield one unparsed page per slice instead of records (see
             :meth:`iter_pages`).
-        :return: a :class:`~affiliate_network.hooks._paging.SlicedPull`; its ``stats`` fill
-            as it is consumed.
-        :raises InvalidRequestError: a bound is malformed, the window is empty or reversed, or
-            ``timezone_id`` is not in the API's table.
+        :return: a :class:`~affiliate_network.hooks._paging.SlicedPull` (a
+            :class:`PagedIterator` for a timezone outside the table); its ``stats`` fill as it
+            is consumed.
+        :raises InvalidRequestError: a bound is malformed, or the window is empty or reversed.
         """
         start = _as_date(from_date, "from_date", allow_time=True)
         end = _as_date(to_date, "to_date", allow_time=True)
         if start[:10] > end[:10] or (len(start) == len(end) and start > end):
             raise InvalidRequestError(f"from_date {start} is after to_date {end}")
-        window = conversion_window(from_date, to_date, timezone_id)
+        window = (
+            conversion_window(from_date, to_date, timezone_id)
+            if not isinstance(timezone_id, bool) and timezone_id in TIMEZONES
+            else None
+        )
         body: dict[str, Any] = {
             "show_conversions": bool(show_conversions),
             "show_events": bool(show_events),
@@ -802,6 +810,17 @@ class AffiliateNetworkHook(BaseHook):
         if currency_id:
             body["currency_id"] = currency_id
         path = "/networks/reporting/conversions"
+        label = f"POST {path} {start}..{end} (timezone {timezone_id})"
+        if window is None:
+            return self.iter_pages(
+                path,
+                key="conversions",
+                body=body,
+                page_size=page_size,
+                raw_pages=raw_pages,
+                unique_key="conversion_id",
+                label=label,
+            )
         cancel = threading.Event()
         # Built (and its portal checked) at the call; each slice replaces only the body.
         request = self._build("POST", path, body=body, idempotent=True, cancel=cancel)
@@ -822,7 +841,7 @@ class AffiliateNetworkHook(BaseHook):
             key="conversions",
             page_size=size,
             concurrency=self._ready.concurrency,
-            label=f"POST {path} {start}..{end} (timezone {timezone_id})",
+            label=label,
             log=self.log,
             cancel=cancel,
             raw=raw_pages,

@@ -16,7 +16,7 @@ from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
 
 if TYPE_CHECKING:
-    from affiliate_network.hooks._paging import PullStats, SlicedPull
+    from affiliate_network.hooks._paging import PagedIterator, PullStats
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.tasklog import TaskLog
 
@@ -140,7 +140,9 @@ def land_conversion_day(
     )
 
 
-def _pull(hook: AffiliateNetworkHook, request: dict[str, Any], page_size: int | None) -> SlicedPull:
+def _pull(
+    hook: AffiliateNetworkHook, request: dict[str, Any], page_size: int | None
+) -> PagedIterator:
     """The day's sliced pull, answers unparsed (split by msgspec, landed by Arrow, never as
     dicts); the request's day and timezone only decide the instants the slices cover."""
     return hook.iter_conversions(
