@@ -303,17 +303,29 @@ def _late_and_deleted_world(world: Any, as_of: dt.datetime) -> Any:
     return _window(_ruleset(), as_of)
 
 
-def _one_leaving_and_one_arriving(world: Any, window: Any, start: float) -> tuple[float, float]:
+def _ahead(gone: set[str], new: set[str], stamps: dict[str, int], rows: int) -> bool:
+    """Whether the deleted conversion sits at least ``rows`` places before the arrived one in
+    time order: offset pages then shift by one between them, and a row falls between pages."""
+    order = sorted(stamps, key=lambda cid: (stamps[cid], cid))
+    return order.index(next(iter(new))) - order.index(next(iter(gone))) >= rows
+
+
+def _one_leaving_and_one_arriving(
+    world: Any, window: Any, start: float, after: int = 100
+) -> tuple[float, float]:
     """Clock instants ``(c0, c1)`` after ``start`` between which exactly one conversion of the
-    window is deleted and exactly one recorded late arrives (a change no count check sees)."""
-    step, seen = 300, []
+    window is deleted and exactly one recorded late arrives, ``after`` rows or more behind it
+    in time order (a change no count check sees)."""
+    step, seen, stamps = 300, [], {}
     for j in range(0, 8 * 3600 // step):
         world.set_clock(dt.datetime.fromtimestamp(start + j * step, dt.UTC))
-        seen.append(set(_listing(world, window)))
+        listing = _listing(world, window)
+        stamps.update(listing)
+        seen.append(set(listing))
     for j1 in range(1, len(seen)):
         for j2 in range(j1, len(seen)):
             gone, new = seen[j1 - 1] - seen[j2], seen[j2] - seen[j1 - 1]
-            if len(gone) == len(new) == 1:
+            if len(gone) == len(new) == 1 and _ahead(gone, new, stamps, after):
                 return start + (j1 - 1) * step, start + j2 * step
             if len(gone) > 1 or len(new) > 1:
                 break
@@ -335,20 +347,21 @@ def _full_traffic(conn: str, window: Any, changes: dict, *, page_size: int) -> l
 def test_traffic_that_changes_at_any_boundary_counts_every_conversion_that_stayed(
     world, conn
 ) -> None:
+    PAGE = 25  # noqa: N806 (one page size for the search and the pulls)
     """While the review pulls its window, one conversion is deleted and one recorded late
     arrives (the sandbox clock moves on between two answers), after each answer in turn:
     every conversion that existed throughout is in the traffic, once. Before the fix the
     counts matched and one conversion was missing from the aggregates."""
     as_of = _start(world)
     window = _late_and_deleted_world(world, as_of)
-    clock, moved = _one_leaving_and_one_arriving(world, window, as_of.timestamp())
+    clock, moved = _one_leaving_and_one_arriving(world, window, as_of.timestamp(), PAGE)
     world.set_clock(dt.datetime.fromtimestamp(clock, dt.UTC))
     counter = ChangeBetween({})
     _full_traffic_answers = AffiliateNetworkHook(conn, adapter=counter, concurrency=1)
     fields, members = _fields(_ruleset())
     try:
         pull_review_traffic(
-            _full_traffic_answers, window=window, fields=fields, members=members, page_size=100
+            _full_traffic_answers, window=window, fields=fields, members=members, page_size=PAGE
         )
     finally:
         _full_traffic_answers.close()
@@ -359,7 +372,7 @@ def test_traffic_that_changes_at_any_boundary_counts_every_conversion_that_staye
         def change() -> None:
             world.set_clock(dt.datetime.fromtimestamp(moved, dt.UTC))
 
-        served = _full_traffic(conn, window, {after: change}, page_size=100)
+        served = _full_traffic(conn, window, {after: change}, page_size=PAGE)
         judge(served, before, set(_listing(world, window)))
 
 
