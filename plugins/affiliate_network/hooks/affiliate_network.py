@@ -14,8 +14,10 @@ transport sends it (:meth:`~affiliate_network.hooks._transport.Transport.send`).
 * Portal guard: each endpoint belongs to the portal named by its path prefix (``/networks``,
   ``/affiliates``, ``/advertisers``, ``/partners``); calling one with another portal's connection
   raises :class:`PortalMismatchError` before anything is sent.
-* Paging: ``page``/``page_size`` in the query string only; page 1 first, then the rest
-  concurrently, yielded in page order (see :mod:`affiliate_network.hooks._paging`).
+* Paging: ``page``/``page_size`` in the query string only. The conversion report is read in
+  time slices each answered whole by one request (a list that changes while it is read loses
+  no row that stays); other lists in offset pages, page 1 first, then the rest concurrently,
+  checked and yielded in page order (see :mod:`affiliate_network.hooks._paging`).
 * Retries: see :mod:`affiliate_network.hooks._retry` and the idempotency table below.
 * Rate limits: ``X-RateLimit-Remaining`` feeds a throttle shared by all the hook's workers
   (:mod:`affiliate_network.hooks._ratelimit`).
