@@ -347,7 +347,7 @@ def _full_traffic(conn: str, window: Any, changes: dict, *, page_size: int) -> l
 def test_traffic_that_changes_at_any_boundary_counts_every_conversion_that_stayed(
     world, conn
 ) -> None:
-    PAGE = 25  # noqa: N806 (one page size for the search and the pulls)
+    PAGE = 40  # noqa: N806 (one page size for the search and the pulls)
     """While the review pulls its window, one conversion is deleted and one recorded late
     arrives (the sandbox clock moves on between two answers), after each answer in turn:
     every conversion that existed throughout is in the traffic, once. Before the fix the
