@@ -15,9 +15,10 @@ cannot see the other tasks, so the budget is kept in a store all of them reach:
   processes of one machine.
 * ``quota: local``: nothing shared; only the hook's own throttle (what the hook did before).
 
-The store key is a hash of the base URL, the user type (portal) and the optional
-``quota_network`` extra: never the API key, so the affiliate keys of one network share the
-affiliate budget (as the service counts them). The pacer admits at most ``0.95 x limit`` in any
+The store key is a hash of the network's identity (``_network_identity``: the normalized base
+URL, or the ``network`` extra) and the user type (portal): never the API key, so the affiliate
+keys of one network share the affiliate budget (as the service counts them), whatever the
+spelling of its URL. The pacer admits at most ``0.95 x limit`` in any
 window (``0.9 x limit`` spread out plus a burst of ``0.05 x limit``) so answers reordered on the
 way still fit; the hook's throttle keeps reading ``X-RateLimit-Remaining`` on top, to yield to
 consumers no store sees (the network's own scripts).
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from affiliate_network.exceptions import ConnectionConfigError, GranularQuotaError
+from affiliate_network.hooks._network_identity import NetworkIdentity
 
 #: Documented requests per second per user type (older guide page; the window is 30 s).
 DOCUMENTED_RATE_PER_S: dict[str, float] = {
@@ -65,7 +67,6 @@ QUOTA_EXTRAS = (
     "quota",
     "quota_redis_url",
     "quota_dir",
-    "quota_network",
     "rate_limit",
     "rate_window_s",
     "reporting_concurrency_cap",
@@ -81,7 +82,6 @@ class QuotaSettings:
     :param mode: ``shared`` (default) or ``local`` (nothing shared across processes).
     :param redis_url: Redis URL of the store (``None``: the file store).
     :param directory: folder of the file store.
-    :param network: extra identity of the network (when one host serves several of yours).
     :param rate_limit: requests per window (``None``: the answers' ``X-RateLimit-Limit``, the
         documented value for the portal until the first answer).
     :param window_s: the rate window (documented: 30 s).
@@ -93,7 +93,6 @@ class QuotaSettings:
     mode: str = "shared"
     redis_url: str | None = None
     directory: str | None = None
-    network: str = ""
     rate_limit: int | None = None
     window_s: float = DOCUMENTED_WINDOW_S
     reporting_concurrency: int = DOCUMENTED_REPORTING_CONCURRENCY
@@ -137,7 +136,6 @@ class QuotaSettings:
             mode=mode,
             redis_url=redis_url,
             directory=str(extras.get("quota_dir") or "").strip() or None,
-            network=str(extras.get("quota_network") or "").strip(),
             rate_limit=number("rate_limit", int, 1, None),
             window_s=number("rate_window_s", float, 0.001, DOCUMENTED_WINDOW_S),
             reporting_concurrency=number(
@@ -324,16 +322,16 @@ class RedisStore:
         return out[0] == "1", [now - float(t) for t in out[2:]]
 
 
-def scope_of(base_url: str, portal: str, network: str) -> str:
+def scope_of(network: NetworkIdentity, portal: str) -> str:
     """The store's name for one network's budget of one user type: a hash, never a key."""
-    return hashlib.sha256(f"{base_url}|{portal}|{network}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{network.canonical}|{portal}".encode()).hexdigest()[:32]
 
 
-def open_store(settings: QuotaSettings, base_url: str, portal: str) -> QuotaStore | None:
+def open_store(settings: QuotaSettings, network: NetworkIdentity, portal: str) -> QuotaStore | None:
     """The store the settings name (``None`` for ``quota: local``)."""
     if settings.mode == "local":
         return None
-    scope = scope_of(base_url, portal, settings.network)
+    scope = scope_of(network, portal)
     if settings.redis_url:
         return RedisStore(settings.redis_url, scope)
     directory = settings.directory or os.path.join(
