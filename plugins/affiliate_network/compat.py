@@ -1,7 +1,8 @@
 """Where a name lives in each supported Airflow 3 release: the one place that knows.
 
-The provider supports Airflow 3.1, 3.2 and 3.3 (``pyproject.toml`` declares the tested range;
-CI runs a smoke stage per older release, ``.ci/older-airflow``). Airflow moved some names into
+The provider supports Airflow 3.1, 3.2 and 3.3 and declares a floor, no ceiling
+(``pyproject.toml``; CI runs a smoke stage per older release and the newest 3.x on the index,
+``.ci/older-airflow``). Airflow moved some names into
 the Task SDK (``airflow.sdk``) after 3.1; their older home is the core package. Every module of
 the provider and every DAG file imports these names from here, never from a version-dependent
 path, so supporting another release means editing this file only.
