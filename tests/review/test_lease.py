@@ -394,7 +394,9 @@ def test_a_review_that_loses_its_lease_mid_run_stops_before_its_next_chunk(
     hook = AffiliateNetworkHook(network_conn)
     try:
         with (
-            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            _taken_over_during_the_first_patch(
+                sandbox, lease_path(base, AffiliateNetworkHook(network_conn).network.slug)
+            ),
             pytest.raises(LeaseLostError, match="dag/other"),
         ):
             run_review(
@@ -437,7 +439,9 @@ def test_a_human_apply_that_loses_its_lease_stops_before_its_next_chunk(
         assert len(truth["outlier_sale_amount"]) > 2
         approve = {"chosen_options": [OPTION_APPROVE], "responded_by_user": {"name": "ana"}}
         with (
-            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            _taken_over_during_the_first_patch(
+                sandbox, lease_path(base, AffiliateNetworkHook(network_conn).network.slug)
+            ),
             pytest.raises(LeaseLostError, match="dag/other"),
         ):
             apply_human_choices(
@@ -483,7 +487,9 @@ def test_a_review_that_lost_its_lease_then_retried_ends_where_one_clean_run_ends
         assert sum(1 for s in clean.values() if s != "on_hold") > 10
         sandbox.reset()
         with (
-            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            _taken_over_during_the_first_patch(
+                sandbox, lease_path(base, AffiliateNetworkHook(network_conn).network.slug)
+            ),
             pytest.raises(LeaseLostError),
         ):
             run("slow")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 from decimal import Decimal
 from pathlib import Path
 
+from affiliate_network.hooks._budget import FileStore
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.reconcile import reconcile_day
 from affiliate_network.ui.network_data import quota_headroom, read_page
@@ -59,13 +61,13 @@ def test_landed_days_match_the_sandbox_truth_per_status_and_currency(
 
 
 def test_quota_headroom_counts_the_rolling_window_only(tmp_path: Path) -> None:
-    now = 1_800_000_000.0
-    (tmp_path / "abc.granular.json").write_text(json.dumps({"times": [now - 10, now - 4000]}))
+    """Read from files the real file store wrote (its clock is this boot's monotonic one)."""
+    for age in (4000.0, 10.0):
+        store = FileStore(tmp_path, "abc", clock=lambda age=age: time.monotonic() - age)
+        assert store.granular(1, 60, 10 * 3600.0)[0]
     (tmp_path / "bad.granular.json").write_text("{torn")
     rows = quota_headroom(
-        tmp_path,
-        {"a": ("abc", 60, 3600.0), "b": ("bad", 60, 3600.0), "c": ("none", 5, 60.0)},
-        now=now,
+        tmp_path, {"a": ("abc", 60, 3600.0), "b": ("bad", 60, 3600.0), "c": ("none", 5, 60.0)}
     )
     assert [(r["network"], r["used"], r["left"]) for r in rows] == [
         ("a", 1, 59),

@@ -29,9 +29,10 @@ only frees the lease of a process that died. A Redis that restarted without its 
 forgotten the leases in flight: for :data:`RESTART_GRACE_S` after the server starts it hands out
 no new lease, while every live holder re-asserts its own on its next heartbeat, so the cap holds.
 
-The store key is a hash of the base URL, the user type (portal) and the optional
-``quota_network`` extra: never the API key, so the affiliate keys of one network share the
-affiliate budget (as the service counts them). The pacer admits at most ``0.95 x limit`` in any
+The store key is a hash of the network's identity (``_network_identity``: the normalized base
+URL, or the ``network`` extra) and the user type (portal): never the API key, so the affiliate
+keys of one network share the affiliate budget (as the service counts them), whatever the
+spelling of its URL. The pacer admits at most ``0.95 x limit`` in any
 window (``0.9 x limit`` spread out plus a burst of ``0.05 x limit``) so answers reordered on the
 way still fit; the hook's throttle keeps reading ``X-RateLimit-Remaining`` on top, to yield to
 consumers no store sees (the network's own scripts).
@@ -62,6 +63,7 @@ from affiliate_network.exceptions import (
     GranularQuotaError,
     QuotaStoreError,
 )
+from affiliate_network.hooks._network_identity import NetworkIdentity
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +112,6 @@ QUOTA_EXTRAS = (
     "quota",
     "quota_redis_url",
     "quota_dir",
-    "quota_network",
     "quota_redis_unavailable",
     "rate_limit",
     "rate_window_s",
@@ -127,7 +128,6 @@ class QuotaSettings:
     :param mode: ``shared`` (default) or ``local`` (nothing shared across processes).
     :param redis_url: Redis URL of the store (``None``: the file store).
     :param directory: folder of the file store.
-    :param network: extra identity of the network (when one host serves several of yours).
     :param rate_limit: requests per window (``None``: the answers' ``X-RateLimit-Limit``, the
         documented value for the portal until the first answer).
     :param window_s: the rate window (documented: 30 s).
@@ -142,7 +142,6 @@ class QuotaSettings:
     redis_url: str | None = None
     redis_unavailable: str = "fail"
     directory: str | None = None
-    network: str = ""
     rate_limit: int | None = None
     window_s: float = DOCUMENTED_WINDOW_S
     reporting_concurrency: int = DOCUMENTED_REPORTING_CONCURRENCY
@@ -192,7 +191,6 @@ class QuotaSettings:
             redis_url=redis_url,
             redis_unavailable=unavailable,
             directory=str(extras.get("quota_dir") or "").strip() or None,
-            network=str(extras.get("quota_network") or "").strip(),
             rate_limit=number("rate_limit", int, 1, None),
             window_s=number("rate_window_s", float, 0.001, DOCUMENTED_WINDOW_S),
             reporting_concurrency=number(
@@ -378,6 +376,31 @@ class FileStore:
                 times += [now] * needed
             state["times"] = times
             return fits, ages
+
+
+def granular_ages(directory: str | Path, scope: str, window_s: float) -> list[float] | None:
+    """Ages (seconds) of the granular queries a file store counts in its rolling window, read
+    without its lock and without writing: for a page that shows headroom, never for a decision.
+
+    :param directory: the store's folder (``quota_dir``).
+    :param scope: the store's name (:func:`scope_of`).
+    :param window_s: the rolling window.
+    :returns: ``[]`` when nothing was counted in this boot; ``None`` when the file is torn.
+    """
+    path = Path(directory) / f"{scope}.granular.json"
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    try:
+        doc = json.loads(raw) if raw else {}
+        if not isinstance(doc, dict) or doc.get("boot") != _boot_id():
+            return []  # another boot's clock: nothing of it counts any more
+        now = time.monotonic()
+        times = [float(t) for t in (doc.get("state") or {}).get("times", [])]
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return sorted(now - t for t in times if now - t < window_s)
 
 
 # --- the Redis store (several machines) -----------------------------------------------------------
@@ -632,16 +655,16 @@ class FallbackStore:
         return bool(fits), list(ages)
 
 
-def scope_of(base_url: str, portal: str, network: str) -> str:
+def scope_of(network: NetworkIdentity, portal: str) -> str:
     """The store's name for one network's budget of one user type: a hash, never a key."""
-    return hashlib.sha256(f"{base_url}|{portal}|{network}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{network.canonical}|{portal}".encode()).hexdigest()[:32]
 
 
-def open_store(settings: QuotaSettings, base_url: str, portal: str) -> QuotaStore | None:
+def open_store(settings: QuotaSettings, network: NetworkIdentity, portal: str) -> QuotaStore | None:
     """The store the settings name (``None`` for ``quota: local``)."""
     if settings.mode == "local":
         return None
-    scope = scope_of(base_url, portal, settings.network)
+    scope = scope_of(network, portal)
     directory = settings.directory or os.path.join(
         tempfile.gettempdir(), f"affiliate-network-quota-{os.getuid()}"
     )

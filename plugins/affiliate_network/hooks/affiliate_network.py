@@ -83,6 +83,7 @@ from affiliate_network.hooks._budget import (
     SharedBudget,
     open_store,
 )
+from affiliate_network.hooks._network_identity import NetworkIdentity, network_identity
 from affiliate_network.hooks._paging import PagedIterator, PullStats, RawPage, SlicedPull
 from affiliate_network.hooks._ratelimit import RateLimitThrottle
 from affiliate_network.hooks._retry import RetryPolicy
@@ -364,6 +365,7 @@ class _Connected:
     concurrency: int
     timeout_s: float
     transport: Transport
+    network: NetworkIdentity
 
 
 class AffiliateNetworkHook(BaseHook):
@@ -492,9 +494,10 @@ class AffiliateNetworkHook(BaseHook):
             "concurrency", self._concurrency_arg, DEFAULT_CONCURRENCY, 1, MAX_CONCURRENCY, int
         )
         base_url = self._base_url_from(conn)
+        network = network_identity(base_url, extras, conn_id)
         settings = QuotaSettings.from_extras(extras, conn_id)
         budget = SharedBudget(
-            open_store(settings, base_url, portal),
+            open_store(settings, network, portal),
             settings,
             portal,
             slot_ttl_s=timeout_s + CONNECT_TIMEOUT_S + 10.0,
@@ -512,7 +515,7 @@ class AffiliateNetworkHook(BaseHook):
             rng=self._rng,
             log=self.log,
         )
-        return _Connected(portal, page_size, concurrency, timeout_s, transport)
+        return _Connected(portal, page_size, concurrency, timeout_s, transport, network)
 
     def _number_setting(
         self,
@@ -625,6 +628,12 @@ class AffiliateNetworkHook(BaseHook):
     def base_url(self) -> str:
         """Base URL every path is appended to (the EU one for ``region: eu``), read lazily."""
         return self._ready.transport.base_url
+
+    @property
+    def network(self) -> NetworkIdentity:
+        """The network this connection reaches (its normalized base URL, or the ``network``
+        extra): the key of the shared quota, the write lease and the sync ledger."""
+        return self._ready.network
 
     @property
     def portal(self) -> str:

@@ -2,7 +2,7 @@
 
 ``max_active_runs=1`` and ``max_active_tis_per_dag=1`` keep one run of one DAG at a time; the
 lease also covers a second DAG (another rules file) or a backfill writing to the same network.
-It lives beside the audit: ``<base>/onhold_review/_leases/<conn id>.json`` records the holder
+It lives beside the audit: ``<base>/onhold_review/_leases/<network>.json`` records the holder
 (``dag_id/run_id``, host, pid, expiry) so a waiting run can say whom it waits for.
 
 * **Local data base** (a disk, or NFS shared by the workers): the lease is an exclusive
@@ -58,9 +58,14 @@ from affiliate_network.tasklog import TaskLog
 __all__ = ["LeaseBusyError", "LeaseLostError", "WriteLease", "lease_path"]
 
 
-def lease_path(base: str, conn_id: str) -> ObjectStoragePath:
-    """Where the write lease of connection ``conn_id`` lives."""
-    return ObjectStoragePath(base) / "onhold_review" / "_leases" / f"{conn_dir_name(conn_id)}.json"
+def lease_path(base: str, network: str) -> ObjectStoragePath:
+    """Where the write lease of one network lives.
+
+    :param base: the data base.
+    :param network: the network's key (``hook.network.slug``): every connection that reaches
+        one network, whatever its spelling, takes the same lease.
+    """
+    return ObjectStoragePath(base) / "onhold_review" / "_leases" / f"{conn_dir_name(network)}.json"
 
 
 class WriteLease:

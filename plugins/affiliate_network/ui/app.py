@@ -16,7 +16,6 @@ import datetime as dt
 import logging
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -96,7 +95,7 @@ def _networks() -> tuple[Path | None, dict[str, tuple[str, int, float]]]:
     for conn_id in conn_ids:
         try:
             hook = AffiliateNetworkHook(conn_id)
-            base_url, portal = hook.base_url, hook.portal
+            identity, portal = hook.network, hook.portal
             settings = QuotaSettings.from_extras(hook._extras, conn_id)
             if settings.mode == "local" or settings.redis_url:
                 continue
@@ -108,7 +107,7 @@ def _networks() -> tuple[Path | None, dict[str, tuple[str, int, float]]]:
             or os.path.join(tempfile.gettempdir(), f"affiliate-network-quota-{os.getuid()}")
         )
         networks[conn_id] = (
-            scope_of(base_url, portal, settings.network),
+            scope_of(identity, portal),
             settings.granular_per_hour,
             settings.granular_window_s,
         )
@@ -131,7 +130,6 @@ def overview(sections: list[str], days: int = DEFAULT_DAYS) -> dict[str, Any]:
         offer_state=include_dir() / "offer_state.yaml",
         quota_dir=directory,
         networks=networks,
-        now=time.time(),
         sections=sections,
     )
     out = page.to_json()

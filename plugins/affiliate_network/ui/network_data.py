@@ -445,32 +445,23 @@ def _plan(offer_state: Path, ledger_path: Path, problems: list[str]) -> dict[str
 def quota_headroom(
     directory: Path | None,
     networks: Mapping[str, tuple[str, int, float]],
-    *,
-    now: float,
 ) -> list[dict[str, Any]]:
     """Granular queries left in the rolling window, per network, from the file store.
 
-    Read only: the store's ``<scope>.granular.json`` is read without its lock (a torn read
-    shows as "unknown"; the page is refreshed, not trusted for a write).
+    Read only (:func:`~affiliate_network.hooks._budget.granular_ages`: no lock, no write); a
+    torn file shows as "unknown", the page is refreshed, not trusted for a write.
 
     :param directory: the quota store's folder (``None``: not a file store).
     :param networks: name -> (store scope, granular budget, window seconds).
-    :param now: the current time (epoch seconds).
     """
+    from affiliate_network.hooks._budget import granular_ages
+
     out = []
     for name, (scope, budget, window_s) in sorted(networks.items()):
         entry: dict[str, Any] = {"network": name, "budget": budget, "window_s": window_s}
-        path = None if directory is None else directory / f"{scope}.granular.json"
-        used: int | None = 0
-        if path is not None and path.is_file():
-            try:
-                raw = json.loads(path.read_text(encoding="utf-8") or "{}")
-                state = raw.get("state", raw) if isinstance(raw, dict) else {}
-                times = [float(t) for t in state.get("times", [])]
-                used = sum(1 for t in times if now - t < window_s)
-            except (OSError, ValueError, TypeError, AttributeError):
-                used = None
-        entry["store"] = str(path) if path is not None else None
+        ages = None if directory is None else granular_ages(directory, scope, window_s)
+        used: int | None = 0 if directory is None else (None if ages is None else len(ages))
+        entry["store"] = str(directory / f"{scope}.granular.json") if directory else None
         entry["used"] = used
         entry["left"] = None if used is None else max(0, budget - used)
         out.append(entry)
@@ -488,7 +479,6 @@ def read_page(
     offer_state: Path | None = None,
     quota_dir: Path | None = None,
     networks: Mapping[str, tuple[str, int, float]] | None = None,
-    now: float | None = None,
     sections: Iterable[str] = ("reports", "review", "sync"),
 ) -> PageData:
     """The page's content for ``days`` days ending with ``last``.
@@ -499,11 +489,9 @@ def read_page(
     :param offer_state: the desired-state file the sync plans from (``None``: no plan).
     :param quota_dir: the quota file store's folder.
     :param networks: name -> (store scope, granular budget, window seconds) for quota rows.
-    :param now: epoch seconds for the quota's rolling window.
     :param sections: what the reader may see (``reports``, ``review``, ``sync``): the app
         passes only the DAGs the user may read.
     """
-    import time
 
     allowed = set(sections)
     text = str(base)
@@ -524,5 +512,5 @@ def read_page(
     if "sync" in allowed:
         page.sync = sync_summary(local, offer_state, problems)
     if allowed and networks:
-        page.quota = quota_headroom(quota_dir, networks, now=now if now else time.time())
+        page.quota = quota_headroom(quota_dir, networks)
     return page
