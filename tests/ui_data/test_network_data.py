@@ -60,6 +60,46 @@ def test_landed_days_match_the_sandbox_truth_per_status_and_currency(
         assert rec["differing"] == written["differing"][:20]
 
 
+#: Offers paying in four currencies (two decimals, none, three): the page must keep them apart.
+CURRENCIES = ["USD", "EUR", "JPY", "KWD"]
+
+
+def test_money_per_currency_equals_the_truth_and_never_adds_two_currencies(
+    sandbox, make_connection, tmp_path: Path
+) -> None:
+    sandbox.reset(offer_currencies=CURRENCIES)  # this test's world; the fixture resets it after
+    conn = make_connection(
+        "affiliate_network_default", host=sandbox.base_url, key=sandbox.keys["network"]
+    )
+    last = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    land_days(conn, tmp_path, last, last, show_events=True)  # as the daily report DAG lands
+    hook = AffiliateNetworkHook(conn)
+    try:
+        reconcile_day(hook, str(tmp_path), last, on_mismatch="fail", log=logging.getLogger("t"))
+    finally:
+        hook.close()
+    entry = read_page(tmp_path, days=1, sections=("reports",)).to_json()["days"][0]
+    assert entry["reconciliation"]["reconciled"] is True
+    truth = sandbox.truth_money(last.isoformat(), timezone_id=67, cells=False)["currencies"]
+    assert len(truth) >= 3, truth.keys()  # a world of one currency would prove nothing
+    shown: dict[str, Decimal] = {}
+    for status, figures in entry["by_status"].items():
+        for currency, text in figures["payout"].items():
+            shown[currency] = shown.get(currency, Decimal(0)) + Decimal(text)
+        assert figures["conversions"] == sum(
+            t["conversions"].get(status, {}).get("count", 0) for t in truth.values()
+        ), status
+    expected = {
+        currency: Decimal(money["events"]["payout"])
+        + sum((Decimal(c["payout"]) for c in money["conversions"].values()), Decimal(0))
+        for currency, money in truth.items()
+    }
+    # Per currency to the minor unit (JPY none, KWD three): a sum of two currencies differs.
+    assert shown == expected
+    events = sum(f["events"] for f in entry["by_status"].values())
+    assert events == sum(money["events"]["count"] for money in truth.values()) > 0
+
+
 def test_quota_headroom_counts_the_rolling_window_only(tmp_path: Path) -> None:
     """Read from files the real file store wrote (its clock is this boot's monotonic one)."""
     for age in (4000.0, 10.0):
