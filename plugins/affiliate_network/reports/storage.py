@@ -18,7 +18,7 @@ Rules a reader relies on:
   then happens in one step: on a local filesystem the staged directory, manifest included, is
   renamed onto the partition path (``rename(2)`` is atomic); the previous partition is first
   renamed to ``_trash`` and removed afterwards; concurrent publishes of one partition take
-  turns on a lock file (``.<partition>.lock``, hidden from query engines). On object stores,
+  turns on a lock of the dataset folder (``flock``; no lock file is left behind). On object stores,
   which have no directory rename and no lock, each attempt's files carry the attempt's token
   in their names (``part-00000-<token>.parquet``), so two writers never overwrite each other's
   files. The order is: copy the staged files in beside the previous ones (the previous manifest
@@ -760,14 +760,16 @@ class PartitionWriter:
         target = self.partition.path
         os.makedirs(os.path.dirname(target), exist_ok=True)
         # Two runs publishing one partition at once (a manual run during the scheduled one)
-        # take turns: the move-aside-and-rename sequence is atomic only for one writer.
-        lock_path = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.lock")
-        with open(lock_path, "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                self._swap_in_local(target)
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        # take turns: the move-aside-and-rename sequence is atomic only for one writer. The lock
+        # is on the dataset folder itself (flock works on a directory): a lock file would stay
+        # beside the partitions, and removing one after use races with a writer waiting on it.
+        # The swap is two renames, so one lock per dataset costs nothing measurable.
+        fd = os.open(os.path.dirname(target), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._swap_in_local(target)
+        finally:
+            os.close(fd)  # releases the lock
 
     def _swap_in_local(self, target: str) -> None:
         staged = self.staging.path
