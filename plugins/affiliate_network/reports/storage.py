@@ -291,6 +291,25 @@ def _open(path: ObjectStoragePath, mode: str) -> Any:
     return path.fs.open(path.path, mode)
 
 
+def describe_changes(changes: PartitionChanges) -> str:
+    """A change record in words, for a log line (a person reads it; the record has the ids).
+
+    :param changes: what a publish changed.
+    """
+    if changes.first_landing:
+        return f"first landing, {changes.rows} rows; record {changes.file_name}"
+    parts = [
+        f"{changes.rows_before} -> {changes.rows} rows",
+        f"{changes.new} new, {changes.removed} removed, {changes.updated} updated",
+    ]
+    if changes.transitions:
+        moves = ", ".join(f"{k.replace('->', ' -> ')} {v}" for k, v in changes.transitions.items())
+        parts.append(f"status {moves}")
+    if changes.layout_changed:
+        parts.append("format or columns changed")
+    return "; ".join(parts) + f"; record {changes.file_name}"
+
+
 def _write_bytes(path: ObjectStoragePath, data: bytes) -> None:
     path.fs.pipe_file(path.path, data)
 
@@ -681,7 +700,7 @@ class PartitionWriter:
             manifest.content_checksum,
         )
         if changes is not None:
-            log.info("Changes in %s: %s", self.partition, changes.summary())
+            log.info("Changes in %s: %s", self.partition, describe_changes(changes))
         return PublishResult(path=str(self.partition), manifest=manifest, changes=changes)
 
     def _published_manifest(self) -> Manifest | None:
