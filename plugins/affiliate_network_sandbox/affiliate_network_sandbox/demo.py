@@ -438,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         # In the metadata DB (replaced on every run: each demo's sandbox has new keys and a new
         # port), so Admin -> Connections lists them and Test works in the UI.
         stored = store_connections(sandbox_connection_records(sandbox, root / "include"))
-        print(f"[demo] connections in the metadata DB: {', '.join(stored)}")
+        print("[demo] connections in the metadata DB:")
+        print(f"       {', '.join(stored)}")
         if args.ui:
             return _standalone(airflow, args.ui_port, root)
 
@@ -448,9 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.dags and dag_id not in args.dags:
                 continue
             log_path = log_dir / f"{dag_id}.log"
-            print(
-                f"[demo] {dag_id}: airflow dags test {dag_id} {args.date} -c '{json.dumps(conf)}'"
-            )
+            print(f"[demo] airflow dags test {dag_id} {args.date} -c '{json.dumps(conf)}'")
             t0 = time.monotonic()
             with log_path.open("w") as log:
                 proc = subprocess.Popen(
