@@ -98,13 +98,17 @@ def _quiet_airflow_in_process() -> None:
 def _xcom_values(dag_id: str, run_id: str) -> dict[str, Any]:
     """Every task's XCom return value of one run, by task label (``task[map_index]``), with
     Airflow's serialized objects (a HITL answer's ``responded_at``) turned back into values."""
+    import importlib
+
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    try:
-        from airflow.sdk.serde import deserialize
-    except ImportError:  # Airflow 3.1
-        from airflow.serialization.serde import deserialize
+    deserialize: Any = None
+    # airflow.sdk.serde from 3.2 (where a 3.3 XCom's objects are read); before, in core.
+    for module in ("airflow.sdk.serde", "airflow.serialization.serde"):
+        with contextlib.suppress(ImportError):
+            deserialize = importlib.import_module(module).deserialize
+            break
 
     values: dict[str, Any] = {}
     with create_session() as session:
@@ -120,8 +124,9 @@ def _xcom_values(dag_id: str, run_id: str) -> dict[str, Any]:
             if isinstance(value, str | bytes):
                 with contextlib.suppress(ValueError):
                     value = json.loads(value)
-            with contextlib.suppress(Exception):  # a value serde cannot read stays as stored
-                value = deserialize(value)
+            if deserialize is not None:
+                with contextlib.suppress(Exception):  # a value serde cannot read stays as is
+                    value = deserialize(value)
             label = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"
             values[label] = value
     return values
