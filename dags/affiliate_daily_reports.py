@@ -76,9 +76,29 @@ killed task never leaves a partition that looks complete. The same API data give
 `content_checksum`: a rerun of an unchanged day leaves its partition as it is, a changed day
 is replaced exactly.
 
+**Which day a run lands.** A run with logical date D covers the data interval [D-1, D) and lands
+D-1; a backfill "from D1 to D2" (the UI's Backfill dialog or `airflow backfill create`, dates
+inclusive) makes runs whose data intervals start at D1..D2, so it lands D1..D2. Each run logs
+"Run ... lands YYYY-MM-DD" in `pull_conversions` and keeps it in its XCom summary (`lands`);
+Airflow 3 lets no task set the run's note.
+
 **Backfill.** `airflow backfill create --dag-id affiliate_daily_reports --from-date 2026-01-01
---to-date 2026-01-31` (dates inclusive): one run per day, each lands its own day (plus its
-trailing window). Set `trailing_days` to 0 in the run conf to pull only the days themselves.
+--to-date 2026-01-31`, or Trigger → Backfill in the UI: one run per day, each lands its own day.
+A backfill run re-pulls **no** trailing day unless its conf sets `trailing_days` (tick
+"Override parameters on existing runs" and give a number, or `--run-conf
+'{"trailing_days": 7}'`): without that box the dialog sends no conf, and the default 7 would
+make every backfill run pull the same week again.
+
+**Re-landing a day that already has a run.** Triggering that logical date again answers
+`409 Conflict ... Unique constraint violation`: open the existing run (Grid view) and **clear**
+`pull_conversions` with its downstream tasks instead; the day is pulled again and replaced
+exactly (same data, same checksum). For a range, a backfill with "Reprocess behavior" = all
+runs (`--reprocess-behavior completed`) does the same.
+
+**Days before the network's data** are refused, not landed as empty partitions: a day older
+than the conversion report's 365-day history, or before env `AFFILIATE_NETWORK_FIRST_DAY`
+(the network's first day with data, when set), fails the pull with the day to start from and
+requests nothing; trailing days before that first day are left out of the re-pull.
 
 **On failure.** Retries with exponential backoff (2 min doubling to 30 min). Every task is
 safe to clear and rerun. A `ReportRowLimitError` on `affiliate_report` means a single day still
@@ -114,13 +134,22 @@ default_args = {
             type="integer",
             minimum=0,
             maximum=60,
-            description="Days before the run's day to pull again (late status changes).",
+            title="Trailing days to re-pull",
+            description=(
+                "Days before the run's day pulled again, so late approvals, rejections and "
+                "corrections reach their day. A backfill run re-pulls none unless this is "
+                "sent (the backfill dialog's override box)."
+            ),
         ),
         "on_mismatch": Param(
             "fail",
             type="string",
             enum=["fail", "warn"],
-            description="A day that differs from the network's report: fail the task, or warn.",
+            title="When a day differs from the network's report",
+            description=(
+                "fail: the reconciliation task fails naming the days and cells; warn: the "
+                'day stays landed and is flagged "reconciled": false.'
+            ),
         ),
     },
 )
@@ -141,6 +170,9 @@ def affiliate_daily_reports() -> None:
         task_id="repull_trailing_window",
         **reporting_pool(),
         lookback_days="{{ params.trailing_days }}",
+        # A backfill run re-pulls trailing days only when its conf asks (the UI's dialog
+        # sends no conf unless its override box is ticked: the default would apply).
+        backfill_lookback_param="trailing_days",
         show_conversions=True,
         show_events=True,
         outlets=[],

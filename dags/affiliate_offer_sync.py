@@ -76,21 +76,43 @@ On-call:
         "retry_delay": pendulum.duration(minutes=1),
         "retry_exponential_backoff": True,
     },
+    # Optional params are typed ["null", ...] with a None default: the trigger form shows them
+    # as optional (a plain "array" param is marked required); the operators read None as empty.
     params={
-        "dry_run": Param(True, type="boolean", description="Only show the plan; send nothing."),
+        "dry_run": Param(
+            True,
+            type="boolean",
+            title="Dry run",
+            description="Only plan and log the changes; send nothing (manual runs only).",
+        ),
         "state_file": Param(
-            "offer_state.yaml", type="string", description="Desired state (include folder)."
+            "offer_state.yaml",
+            type="string",
+            minLength=1,
+            title="Desired-state file",
+            description="The YAML file in the include folder that says what the network holds.",
         ),
         "force": Param(
-            [], type="array", description="Keys of PUT objects to send even if unchanged."
+            None,
+            type=["null", "array"],
+            items={"type": "string"},
+            title="Send again even if unchanged",
+            description="Keys of objects to send although the ledger says unchanged, e.g. "
+            "after someone edited them in the network's UI.",
         ),
         "resolve_unknown": Param(
-            {},
-            type="object",
-            description='Unknown-outcome creates: {"<key>": <id found>} or {"<key>": "absent"}.',
+            None,
+            type=["null", "object"],
+            title="Resolve unknown outcomes",
+            description='For a create whose outcome is unknown: {"<key>": <id found on the '
+            'network>} or {"<key>": "absent"}.',
         ),
         "accept_drift": Param(
-            [], type="array", description="Keys of scrub rates fixed by hand to match the YAML."
+            None,
+            type=["null", "array"],
+            items={"type": "string"},
+            title="Accept drift",
+            description="Keys of scrub rates fixed by hand on the network to match the YAML.",
         ),
     },
 )

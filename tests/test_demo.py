@@ -8,6 +8,8 @@ was applied to http://127.0.0.1:<old port>/v1".
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +40,7 @@ def test_the_demo_runs_twice_in_one_checkout(tmp_path) -> None:
         warned = [x for x in (proc.stdout + proc.stderr).splitlines() if "Warning" in x]
         assert warned == [], warned[:5]
     assert "previous demo's outputs are now in" in runs[1].stdout
+    _assert_readable(runs[0].stdout, tmp_path)
     # The connections live in the metadata DB (the UI lists them), once each after two runs,
     # pointing at the second run's sandbox.
     import sqlite3
@@ -50,3 +53,25 @@ def test_the_demo_runs_twice_in_one_checkout(tmp_path) -> None:
     assert rows[0][1] in runs[1].stdout  # "[demo] sandbox: <url> ..."
     assert (tmp_path / "data.previous" / "sync").is_dir()
     assert (tmp_path / "data" / "sync").is_dir()
+
+
+def _assert_readable(out: str, project: Path) -> None:
+    """The three DAGs' output fits on one screen, in words: rows per day and their verdicts,
+    decisions with money per currency, objects created/changed/unchanged, then the files with
+    the full summaries (it printed 24 KB of raw JSON, a HITL answer's ``responded_at`` as
+    ``{"__classname__": "datetime.datetime", ...}``)."""
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    assert max(len(line) for line in lines) <= 130, out
+    assert "__classname__" not in out
+    assert not [line for line in lines if "{" in line and "-c '" not in line], out
+    assert "conversions landed, 8 day(s)" in out  # the run's day and 7 trailing days
+    assert out.count(" ok") == 8  # each day reconciled
+    assert re.search(r"approved +\d+ +USD [\d,]+\.\d\d", out), out
+    assert re.search(r"rejected +\d+ +USD [\d,]+\.\d\d", out), out
+    assert "waiting 0" in out
+    assert re.search(r"offer sync applied: \d+ created, \d+ changed, \d+ unchanged", out), out
+    for dag_id in ("affiliate_daily_reports", "affiliate_onhold_review", "affiliate_offer_sync"):
+        summary = project / ".airflow" / "demo-logs" / f"{dag_id}.summary.json"
+        assert f"full summaries: {summary.relative_to(project)}" in out
+        assert json.loads(summary.read_text())  # every task's summary, in full

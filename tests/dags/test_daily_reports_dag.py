@@ -275,3 +275,101 @@ def test_a_run_that_changes_nothing_emits_no_asset_event(airflow_db, sandbox, tm
     # No event, so no DAG scheduled on the asset is queued to run.
     assert _conversion_events(db) == events
     assert {p: p.stat().st_mtime_ns for p in files} == files
+
+
+# -- backfill runs, the landed day, the forms (what a person sees in the UI) -----------------
+
+
+def _run_of_dag_task(dag, task_id: str, day: str, run_type: str, conf: dict | None, base):
+    """The DAG's own task with its templates rendered for one run, as a worker renders them:
+    the params are the defaults merged with the run's conf (None when the UI's backfill dialog
+    left "Override parameters on existing runs" unticked)."""
+    import copy
+
+    from airflow.sdk.api.datamodels._generated import DagRun
+
+    start = pendulum.parse(day, tz="UTC")
+    run_id = f"{run_type}__{start.add(days=1).isoformat()}"
+    dag_run = DagRun(
+        dag_id=DAG_ID, run_id=run_id, logical_date=start, data_interval_start=start,
+        data_interval_end=start.add(days=1), run_after=start.add(days=1), start_date=start,
+        end_date=None, partition_key=None, clear_number=0, run_type=run_type, state="running",
+        conf=conf,
+        consumed_asset_events=[],
+    )  # fmt: skip
+    context = {
+        "dag_run": dag_run,
+        "run_id": run_id,
+        "logical_date": start,
+        "data_interval_start": start,
+        "data_interval_end": start.add(days=1),
+        "params": {**dag.params.dump(), **(conf or {})},
+        "outlet_events": OutletEventAccessors(),
+    }
+    task = copy.copy(dag.get_task(task_id))
+    task.render_template_fields(context)
+    task.base_path = str(base)  # the run's output base (the Variable, in a deployment)
+    return task, context
+
+
+@pytest.mark.parametrize(
+    ("conf", "trailing"),
+    [(None, 0), ({}, 0), ({"on_mismatch": "warn"}, 0), ({"trailing_days": 2}, 2)],
+)
+def test_a_backfill_run_re_pulls_trailing_days_only_when_its_conf_asks(
+    dag, sandbox, tmp_path, monkeypatch, make_connection, conf, trailing
+) -> None:
+    """The UI's backfill dialog sends no conf unless its override box is ticked: each run then
+    got the param's default and re-pulled 7 trailing days, in parallel with the other runs."""
+    make_connection("affiliate_network_default", host=sandbox.base_url, key=sandbox.keys["network"])
+    last = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    day = (last - dt.timedelta(days=1)).isoformat()
+    base = tmp_path / "data"
+    landed: dict[str, list[str]] = {}
+    for task_id in ("pull_conversions", "repull_trailing_window"):
+        task, context = _run_of_dag_task(dag, task_id, day, "backfill", conf, base)
+        landed[task_id] = task.execute(context)["lands"]
+    expected_trailing = [
+        (dt.date.fromisoformat(day) - dt.timedelta(days=i)).isoformat()
+        for i in range(trailing, 0, -1)
+    ]
+    assert landed == {"pull_conversions": [day], "repull_trailing_window": expected_trailing}
+    assert list(list_partitions(base, "conversions")) == [
+        f"date={d}" for d in [*expected_trailing, day]
+    ]
+
+
+@pytest.mark.parametrize("run_type", ["scheduled", "manual"])
+def test_other_runs_keep_the_trailing_default(dag, tmp_path, run_type) -> None:
+    day = "2026-11-19"
+    task, context = _run_of_dag_task(dag, "repull_trailing_window", day, run_type, None, tmp_path)
+    days = task.days(context)
+    assert (len(days), days[-1].isoformat()) == (7, "2026-11-18")
+
+
+def test_each_run_logs_the_day_it_lands(
+    dag, sandbox, tmp_path, make_connection, caplog, capfd
+) -> None:
+    """A backfill run's label (backfill__<run_after>) names no landed day: the log does."""
+    make_connection("affiliate_network_default", host=sandbox.base_url, key=sandbox.keys["network"])
+    last = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    day = (last - dt.timedelta(days=1)).isoformat()
+    task, context = _run_of_dag_task(dag, "pull_conversions", day, "backfill", None, tmp_path)
+    caplog.set_level("INFO")
+    task.execute(context)
+    out = caplog.text + "".join(capfd.readouterr())
+    assert f"(backfill run, logical date {day}T00:00:00+00:00) lands {day}" in out
+
+
+def test_the_doc_says_which_day_a_run_lands_and_how_to_re_land_one(dag) -> None:
+    doc = dag.doc_md
+    assert "A run with logical date D covers the data interval [D-1, D) and lands" in doc
+    assert "409 Conflict" in doc
+    assert "clear" in doc
+
+
+def test_every_param_has_a_title_and_a_description(dag) -> None:
+    for name in dag.params:
+        param = dag.params.get_param(name)
+        assert param.schema.get("title"), name
+        assert len(param.description or "") > 20, name

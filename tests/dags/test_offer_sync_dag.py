@@ -29,12 +29,35 @@ def dag():
     return load_dag(DAGS_DIR / "affiliate_offer_sync.py", DAG_ID)
 
 
+#: Params a person may leave empty in the trigger form.
+OPTIONAL = {"force", "resolve_unknown", "accept_drift"}
+
+
+def test_the_trigger_form_shows_titles_and_marks_only_what_is_needed(dag) -> None:
+    """The form showed the raw names (force, resolve_unknown ...), every one marked required:
+    the UI marks a field optional only when its type admits null."""
+    for name in dag.params:
+        param = dag.params.get_param(name)
+        assert param.schema.get("title"), name
+        assert len(param.description or "") > 20, name
+        optional = "null" in param.schema.get("type", [])
+        assert optional == (name in OPTIONAL), name
+        if optional:
+            assert param.value is None, name
+    # The defaults validate as the form sends them, and each optional field may stay empty.
+    dag.params.validate()
+    from airflow.sdk import Param
+
+    for name in OPTIONAL:
+        Param(None, **dag.params.get_param(name).schema).resolve()
+
+
 def test_dag_is_manual_single_run_dry_run_by_default(dag):
     assert dag.max_active_runs == 1
     # No schedule unless AFFILIATE_OFFER_SYNC_SCHEDULE is set: manual trigger only.
     assert type(dag.timetable).__name__ == "NullTimetable"
     assert dag.params["dry_run"] is True
-    assert dag.params["resolve_unknown"] == {}
+    assert dag.params["resolve_unknown"] is None
     assert {"affiliate-network", "sync"} <= set(dag.tags)
 
 

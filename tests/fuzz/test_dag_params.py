@@ -193,3 +193,45 @@ def test_no_id_a_person_listed_is_ever_written(keep, choice) -> None:
         assert choices.stopped == {"r": list(dict.fromkeys(typos))}
     else:
         assert written == {r["on_hold_conversion_id"] for r in _REVIEW_ROWS} - meant
+
+
+# -- the daily DAG: what a backfill dialog can send ------------------------------------------
+
+
+@given(
+    conf=st.one_of(
+        st.none(), st.dictionaries(st.sampled_from(["on_mismatch", "x", ""]), form_values)
+    ),
+    run_type=st.sampled_from(["backfill", "scheduled", "manual", "asset_triggered"]),
+)
+def test_a_backfill_run_re_pulls_trailing_days_only_when_asked(conf, run_type) -> None:
+    """Whatever conf a backfill run got (none, when the dialog's override box is unticked),
+    it re-pulls no trailing day unless the conf names ``trailing_days``; other runs keep
+    the rendered value (the param's default, 7)."""
+    import pendulum
+    from airflow.sdk.api.datamodels._generated import DagRun
+
+    from affiliate_network.operators.conversion_report import ConversionReportOperator
+
+    start = pendulum.datetime(2026, 11, 19, tz="UTC")
+    dag_run = DagRun(
+        dag_id="affiliate_daily_reports", run_id="r", logical_date=start,
+        data_interval_start=start, data_interval_end=start.add(days=1), run_after=start,
+        start_date=start, end_date=None, partition_key=None, clear_number=0,
+        run_type=run_type, state="running", conf=conf, consumed_asset_events=[],
+    )  # fmt: skip
+    op = ConversionReportOperator(
+        task_id="repull_trailing_window", lookback_days="7",
+        backfill_lookback_param="trailing_days", timezone_id=67, network_timezone="UTC",
+        outlets=[],
+    )  # fmt: skip
+    context = {
+        "dag_run": dag_run,
+        "data_interval_start": start,
+        "data_interval_end": start.add(days=1),
+    }
+    days = op.days(context)  # type: ignore[arg-type]
+    assert len(days) == (0 if run_type == "backfill" else 7)
+    asked = {**(conf or {}), "trailing_days": 3}
+    dag_run.conf = asked
+    assert len(op.days(context)) == 7  # type: ignore[arg-type]

@@ -637,3 +637,37 @@ def test_the_published_event_carries_each_partitions_verdict(
     assert by_day[day]["reconciliation"] == reconciliation["partitions"][0]
     assert by_day[earlier]["reconciled"] is None  # nobody compared it
     assert by_day[earlier]["reconciliation"]["verdict"] == "not_compared"
+
+
+# -- a day before the network's data ---------------------------------------------------------
+
+
+def test_a_day_before_the_networks_data_is_refused_not_landed_empty(
+    sandbox, network_conn, tmp_path, monkeypatch
+) -> None:
+    """The network answers a day before its data with 0 rows; landed, that day looked like a
+    day without conversions. The first day (env, or the argument) refuses it, sending
+    nothing; trailing days before it are left out of the re-pull."""
+    first = dt.date.fromisoformat(sandbox.catalog()["first_date"])
+    before = (first - dt.timedelta(days=1)).isoformat()
+    base = tmp_path / "data"
+    monkeypatch.setenv("AFFILIATE_NETWORK_FIRST_DAY", first.isoformat())
+    sandbox.clear_requests()
+    with pytest.raises(ConfigValidationError, match=rf"day {before} is before .* {first}"):
+        conversions_op(base, outlets=[]).execute(interval_context(before))
+    assert list_partitions(base, "conversions") == {}
+    assert sandbox.request_counts().get("by_route", {}) == {}
+    # The argument wins over the environment.
+    monkeypatch.delenv("AFFILIATE_NETWORK_FIRST_DAY")
+    with pytest.raises(ConfigValidationError, match="first_day"):
+        conversions_op(base, outlets=[], first_day=first.isoformat()).execute(
+            interval_context(before)
+        )
+    # A trailing re-pull of 3 days before first+2 lands first and first+1 only.
+    run_day = (first + dt.timedelta(days=2)).isoformat()
+    summary = conversions_op(
+        base, outlets=[], lookback_days=3, first_day=first.isoformat()
+    ).execute(interval_context(run_day))
+    expected = [first.isoformat(), (first + dt.timedelta(days=1)).isoformat()]
+    assert summary["lands"] == expected
+    assert list(list_partitions(base, "conversions")) == [f"date={d}" for d in expected]

@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -830,7 +831,6 @@ def test_two_writers_of_one_local_partition(tmp_path: Path) -> None:
 
     base = tmp_path / "data"
     _write_rolled(base, records(50, status="pending"))
-    lock_path = base / "conversions" / ".date=2026-01-15.lock"
     results: dict[str, Any] = {}
 
     def writer(name: str, recs: list[dict[str, Any]]) -> None:
@@ -840,14 +840,20 @@ def test_two_writers_of_one_local_partition(tmp_path: Path) -> None:
         threading.Thread(target=writer, args=("a", records(700))),
         threading.Thread(target=writer, args=("b", records(200, status="rejected"))),
     ]
-    with open(lock_path, "a+b") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # both stage, then wait inside publish
+    # The publish lock is on the dataset folder: both stage, then wait inside publish.
+    lock = os.open(base / "conversions", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         for thread in threads:
             thread.start()
         time.sleep(0.5)  # (no speed asserted: either order is a valid end)
-        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        assert all(thread.is_alive() for thread in threads)  # the lock held both back
+    finally:
+        os.close(lock)
     for thread in threads:
         thread.join(30)
+    # No lock file stays beside the partitions (one per partition used to).
+    assert [p.name for p in (base / "conversions").iterdir() if "lock" in p.name] == []
     target = ObjectStoragePath(str(base / "conversions" / "date=2026-01-15"))
     assert_exactly_one_writer(target, results["a"], results["b"])
     files = partition_files(base, "conversions")
@@ -933,3 +939,30 @@ def test_new_layout_rewrites_an_identical_day_and_says_so(tmp_path: Path) -> Non
     assert result.changes.layout_changed
     assert result.changes.transitions == {}
     assert read_manifest(part(tmp_path)).format == "parquet"
+
+
+# -- files a person reads: no lock files, the data files' permissions -------------------------
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_published_files_follow_the_umask_and_leave_no_lock(tmp_path: Path, umask: int) -> None:
+    """Every file of a partition (data, manifest, change record) gets the permissions the
+    process's umask gives a new file, every folder those of a new folder; no ``.lock`` file
+    stays beside the partitions after a publish and a republish."""
+    previous = os.umask(umask)
+    try:
+        base = tmp_path / "data"
+        _write_rolled(base, records(50, status="pending"))
+        _commit_if_changed(base, records(60))  # a change: a change record beside the manifest
+    finally:
+        os.umask(previous)
+    dataset = base / "conversions"
+    assert [p.name for p in dataset.rglob("*.lock")] == []
+    assert [p.name for p in dataset.iterdir() if not p.name.startswith("_")] == ["date=2026-01-15"]
+    partition = dataset / "date=2026-01-15"
+    names = sorted(p.name for p in partition.iterdir())
+    assert "_manifest.json" in names
+    assert any(n.startswith("_changes-") for n in names)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in partition.iterdir()}
+    assert modes == dict.fromkeys(names, 0o666 & ~umask)
+    assert stat.S_IMODE(partition.stat().st_mode) == 0o777 & ~umask

@@ -17,6 +17,7 @@ parse time.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+#: Environment setting: the first day the network has data for (``YYYY-MM-DD``); a run's day
+#: before it is refused instead of landing as an empty partition. Unset: only the conversion
+#: report's documented 365-day history applies.
+FIRST_DAY_ENV = "AFFILIATE_NETWORK_FIRST_DAY"
 
 #: Names that moved to :mod:`affiliate_network.settings` (the one loader of include/), still
 #: importable from here; resolved on first use so parsing a DAG file reads no settings code.
@@ -85,6 +91,16 @@ class ConversionReportOperator(ReportOperatorBase):
     :param lookback_days: when set (templated), pull the ``lookback_days`` days *before* the
         window's first day instead (the trailing re-pull that picks up late status changes).
         ``0`` pulls nothing.
+    :param backfill_lookback_param: the run-conf key that asks a **backfill** run for its
+        ``lookback_days`` (the daily DAG: ``trailing_days``). A backfill run whose conf does not
+        name it re-pulls no day before its own: the UI's backfill dialog sends no conf unless
+        "Override parameters on existing runs" is ticked, and the param's default would make
+        every backfill run re-pull the same trailing days again, in parallel. ``None`` (the
+        default): ``lookback_days`` applies to every run.
+    :param first_day: the first day the network has data for (templated, ``YYYY-MM-DD``);
+        default: env ``AFFILIATE_NETWORK_FIRST_DAY``, else none. A run's own day before it is
+        refused (:class:`~affiliate_network.exceptions.ConfigValidationError`, nothing is
+        requested or landed); trailing days before it are left out of the re-pull.
     :param timezone_id: network timezone id (default: ``include/network.yaml``).
     :param network_timezone: IANA name of that timezone, to turn the data interval into days
         (default: ``include/network.yaml``).
@@ -115,6 +131,7 @@ class ConversionReportOperator(ReportOperatorBase):
         "from_date",
         "to_date",
         "lookback_days",
+        "first_day",
         "timezone_id",
         "currency_id",
         "filters",
@@ -131,6 +148,8 @@ class ConversionReportOperator(ReportOperatorBase):
         from_date: str | None = None,
         to_date: str | None = None,
         lookback_days: int | str | None = None,
+        backfill_lookback_param: str | None = None,
+        first_day: str | dt.date | None = None,
         timezone_id: int | str | None = None,
         network_timezone: str | None = None,
         currency_id: str | None = None,
@@ -164,6 +183,8 @@ class ConversionReportOperator(ReportOperatorBase):
         self.from_date = from_date
         self.to_date = to_date
         self.lookback_days = lookback_days
+        self.backfill_lookback_param = backfill_lookback_param
+        self.first_day = first_day
         self.timezone_id = timezone_id
         self.network_timezone = network_timezone
         self.currency_id = currency_id
@@ -185,7 +206,70 @@ class ConversionReportOperator(ReportOperatorBase):
         from affiliate_network.reports.window import window_days
 
         start, end = self._window(context)
-        return window_days(start, end, self.lookback_days)
+        return window_days(start, end, self._lookback(context))
+
+    def _lookback(self, context: Context) -> int | str | None:
+        """``lookback_days``, or 0 for a backfill run whose conf did not ask for it."""
+        if self.lookback_days is None or not self.backfill_lookback_param:
+            return self.lookback_days
+        dag_run = context.get("dag_run")
+        if run_type_of(dag_run) != "backfill":
+            return self.lookback_days
+        conf = getattr(dag_run, "conf", None) or {}
+        if self.backfill_lookback_param in conf:
+            return self.lookback_days
+        self.log.info(
+            "Backfill run: no trailing day re-pulled (its conf does not set %s; a backfill "
+            "re-pulls trailing days only when asked, e.g. the dialog's override box with %s > 0)",
+            self.backfill_lookback_param,
+            self.backfill_lookback_param,
+        )
+        return 0
+
+    def _first_day(self) -> dt.date | None:
+        """The first day the network has data for: the argument, else the environment."""
+        from affiliate_network.reports.window import parse_date
+
+        value = self.first_day or os.environ.get(FIRST_DAY_ENV, "").strip() or None
+        if value is None:
+            return None
+        return parse_date(value, "first_day" if self.first_day else FIRST_DAY_ENV)
+
+    def _before_first_day(self, days: list[dt.date]) -> list[dt.date]:
+        """``days`` without those before the network's first day; a run's own day there fails.
+
+        :raises ConfigValidationError: this task lands the run's own day(s) (no lookback) and
+            one is before the first day: a partition of 0 rows would look like a day without
+            conversions.
+        """
+        first = self._first_day()
+        if first is None or not days or days[0] >= first:
+            return days
+        kept = [d for d in days if d >= first]
+        if self.lookback_days is None:
+            raise ConfigValidationError(
+                f"day {days[0]} is before the network's first day with data, {first} (setting "
+                f"{'first_day' if self.first_day else FIRST_DAY_ENV}); nothing was requested or "
+                f"landed. Backfill from {first} on (airflow backfill create --from-date {first} "
+                "...), or change that setting if the network has older data."
+            )
+        self.log.info(
+            "Trailing re-pull: %d day(s) before the network's first day with data (%s) left out",
+            len(days) - len(kept),
+            first,
+        )
+        return kept
+
+    def _lands_line(self, context: Context, days: list[dt.date]) -> str:
+        """One line: the run, its logical date and kind, and the day(s) this task lands."""
+        dag_run = context.get("dag_run")
+        logical = context.get("logical_date")
+        what = "re-pulls" if self.lookback_days is not None else "lands"
+        span = describe_days(days) if days else "no day"
+        return (
+            f"Run {context.get('run_id')} ({run_type_of(dag_run) or 'unknown'} run, logical date "
+            f"{logical.isoformat() if logical else 'none'}) {what} {span}"
+        )
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.hooks._memory import prefer_system_arrow_pool
@@ -193,7 +277,10 @@ class ConversionReportOperator(ReportOperatorBase):
         prefer_system_arrow_pool()  # first: Arrow picks its allocator when pyarrow loads
         self.reset_lineage()
         check_format(self.format)
-        days = self.days(context)
+        days = self._before_first_day(self.days(context))
+        # Airflow 3 gives a task no way to set its run's note: the landed day goes to the log
+        # and the XCom summary ("lands").
+        self.log.info("%s", self._lands_line(context, days))
         if days:
             from affiliate_network.settings import check_report_history
 
@@ -215,6 +302,7 @@ class ConversionReportOperator(ReportOperatorBase):
             self._record_endpoint_read(CONVERSIONS_ENDPOINT)
             self._record_partition_written(partitions[-1]["path"], partitions[-1]["rows"])
         summary = {
+            "lands": [d.isoformat() for d in days],
             "dataset": self.dataset,
             "format": self.format,
             "paths": [p["path"] for p in partitions],
@@ -294,3 +382,21 @@ class ConversionReportOperator(ReportOperatorBase):
             only_if_changed=self.only_if_changed,
             run_id=run_id,
         )
+
+
+def run_type_of(dag_run: Any) -> str | None:
+    """A run's type as plain text (``scheduled``, ``manual``, ``backfill``, ``asset_triggered``).
+
+    :param dag_run: the task context's ``dag_run`` (None outside a run).
+    """
+    run_type = getattr(dag_run, "run_type", None)
+    if run_type is None:
+        return None
+    return str(getattr(run_type, "value", run_type))
+
+
+def describe_days(days: list[dt.date]) -> str:
+    """``2026-11-19`` or ``2026-11-12..2026-11-18 (7 days)`` for consecutive days."""
+    if len(days) == 1:
+        return days[0].isoformat()
+    return f"{days[0]}..{days[-1]} ({len(days)} days)"

@@ -18,7 +18,7 @@ Rules a reader relies on:
   then happens in one step: on a local filesystem the staged directory, manifest included, is
   renamed onto the partition path (``rename(2)`` is atomic); the previous partition is first
   renamed to ``_trash`` and removed afterwards; concurrent publishes of one partition take
-  turns on a lock file (``.<partition>.lock``, hidden from query engines). On object stores,
+  turns on a lock of the dataset folder (``flock``; no lock file is left behind). On object stores,
   which have no directory rename and no lock, each attempt's files carry the attempt's token
   in their names (``part-00000-<token>.parquet``), so two writers never overwrite each other's
   files. The order is: copy the staged files in beside the previous ones (the previous manifest
@@ -289,6 +289,25 @@ def _open(path: ObjectStoragePath, mode: str) -> Any:
     # The filesystem's own file object: ObjectStoragePath.open() wraps it to report lineage on
     # every write() call (a collector lookup per call, thousands per partition).
     return path.fs.open(path.path, mode)
+
+
+def describe_changes(changes: PartitionChanges) -> str:
+    """A change record in words, for a log line (a person reads it; the record has the ids).
+
+    :param changes: what a publish changed.
+    """
+    if changes.first_landing:
+        return f"first landing, {changes.rows} rows; record {changes.file_name}"
+    parts = [
+        f"{changes.rows_before} -> {changes.rows} rows",
+        f"{changes.new} new, {changes.removed} removed, {changes.updated} updated",
+    ]
+    if changes.transitions:
+        moves = ", ".join(f"{k.replace('->', ' -> ')} {v}" for k, v in changes.transitions.items())
+        parts.append(f"status {moves}")
+    if changes.layout_changed:
+        parts.append("format or columns changed")
+    return "; ".join(parts) + f"; record {changes.file_name}"
 
 
 def _write_bytes(path: ObjectStoragePath, data: bytes) -> None:
@@ -681,7 +700,7 @@ class PartitionWriter:
             manifest.content_checksum,
         )
         if changes is not None:
-            log.info("Changes in %s: %s", self.partition, changes.summary())
+            log.info("Changes in %s: %s", self.partition, describe_changes(changes))
         return PublishResult(path=str(self.partition), manifest=manifest, changes=changes)
 
     def _published_manifest(self) -> Manifest | None:
@@ -760,14 +779,16 @@ class PartitionWriter:
         target = self.partition.path
         os.makedirs(os.path.dirname(target), exist_ok=True)
         # Two runs publishing one partition at once (a manual run during the scheduled one)
-        # take turns: the move-aside-and-rename sequence is atomic only for one writer.
-        lock_path = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.lock")
-        with open(lock_path, "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                self._swap_in_local(target)
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        # take turns: the move-aside-and-rename sequence is atomic only for one writer. The lock
+        # is on the dataset folder itself (flock works on a directory): a lock file would stay
+        # beside the partitions, and removing one after use races with a writer waiting on it.
+        # The swap is two renames, so one lock per dataset costs nothing measurable.
+        fd = os.open(os.path.dirname(target), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._swap_in_local(target)
+        finally:
+            os.close(fd)  # releases the lock
 
     def _swap_in_local(self, target: str) -> None:
         staged = self.staging.path

@@ -95,10 +95,22 @@ def _quiet_airflow_in_process() -> None:
             os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = previous
 
 
-def _print_summaries(dag_id: str, run_id: str) -> None:
+def _xcom_values(dag_id: str, run_id: str) -> dict[str, Any]:
+    """Every task's XCom return value of one run, by task label (``task[map_index]``), with
+    Airflow's serialized objects (a HITL answer's ``responded_at``) turned back into values."""
+    import importlib
+
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
+    deserialize: Any = None
+    # airflow.sdk.serde from 3.2 (where a 3.3 XCom's objects are read); before, in core.
+    for module in ("airflow.sdk.serde", "airflow.serialization.serde"):
+        with contextlib.suppress(ImportError):
+            deserialize = importlib.import_module(module).deserialize
+            break
+
+    values: dict[str, Any] = {}
     with create_session() as session:
         rows = (
             session.query(XComModel)
@@ -112,17 +124,171 @@ def _print_summaries(dag_id: str, run_id: str) -> None:
             if isinstance(value, str | bytes):
                 with contextlib.suppress(ValueError):
                     value = json.loads(value)
+            if deserialize is not None:
+                with contextlib.suppress(Exception):  # a value serde cannot read stays as is
+                    value = deserialize(value)
             label = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"
-            print(f"    {label}: {json.dumps(_abbreviated(value), default=str)}")
+            values[label] = value
+    return values
 
 
-def _abbreviated(value: Any) -> Any:
-    """Long lists (partitions, paths) shown by their length: the summary line stays readable."""
-    if isinstance(value, dict):
-        return {k: _abbreviated(v) for k, v in value.items()}
-    if isinstance(value, list) and len(value) > 2:
-        return f"[{len(value)} items]"
-    return value
+def _print_summaries(dag_id: str, run_id: str, log_dir: Path) -> None:
+    """A few lines a person reads in seconds, then the file with every task's full summary."""
+    values = _xcom_values(dag_id, run_id)
+    path = log_dir / f"{dag_id}.summary.json"
+    path.write_text(json.dumps(values, indent=2, default=str) + "\n")
+    describe = _DESCRIBERS.get(dag_id)
+    lines = describe(values) if describe else [f"{len(values)} task summaries"]
+    for line in lines:
+        print(f"    {line}")
+    print(f"    full summaries: {_shown(path)}")
+
+
+def _shown(path: Path | str) -> str:
+    """A path relative to the working directory when under it (shorter lines)."""
+    with contextlib.suppress(ValueError):
+        return str(Path(path).relative_to(Path.cwd()))
+    return str(path)
+
+
+def _describe_daily(values: dict[str, Any]) -> list[str]:
+    """Rows landed per day, each day reconciled or not; the affiliate reports' rows."""
+    days: dict[str, int] = {}
+    run_days: list[str] = []
+    for task in ("repull_trailing_window", "pull_conversions"):
+        summary = values.get(task) or {}
+        for part in summary.get("partitions", []):
+            days[part["date"]] = part["rows"]
+        if task == "pull_conversions":
+            run_days = list(summary.get("lands", []))
+    verdicts = {
+        p["date"]: p.get("verdict", "?")
+        for p in (values.get("reconcile_conversions") or {}).get("partitions", [])
+    }
+    words = {"reconciled": "ok", "differs": "DIFFERS"}
+    cells = [
+        f"{d} {rows:>6,} {words.get(verdicts.get(d, ''), 'not compared')}"
+        for d, rows in sorted(days.items())
+    ]
+    lines = [
+        f"conversions landed, {len(days)} day(s), {sum(days.values()):,} rows "
+        f"(run's day {', '.join(run_days) or 'none'}); rows per day, reconciled:"
+    ]
+    lines += ["  " + "   ".join(cells[i : i + 3]) for i in range(0, len(cells), 3)]
+    reports = [
+        f"{v['affiliate_id']}: {v['rows']:,} rows"
+        for k, v in sorted(values.items())
+        if k.startswith("affiliate_report[") and isinstance(v, dict)
+    ]
+    if reports:
+        lines.append(f"affiliate reports: {', '.join(reports)}")
+    return lines
+
+
+def _money(records: list[dict[str, Any]]) -> str:
+    """Payout per currency (never summed across currencies)."""
+    from decimal import Decimal
+
+    totals: dict[str, Decimal] = {}
+    for rec in records:
+        currency = str(rec.get("currency_id") or "?")
+        totals[currency] = totals.get(currency, Decimal(0)) + Decimal(str(rec.get("payout") or 0))
+    if not totals:
+        return "no payout"
+    return ", ".join(f"{c} {v:,.2f}" for c, v in sorted(totals.items()))
+
+
+def _audit(path: str | None) -> list[dict[str, Any]]:
+    if not path or not Path(path).is_file():
+        return []
+    with Path(path).open() as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _chose(record: dict[str, Any], action: str) -> bool:
+    """Whether a reviewer's answer in the audit means ``action`` (approve or reject)."""
+    return record.get("action") == action or action in str(record.get("human_choice", "")).lower()
+
+
+def _describe_review(values: dict[str, Any]) -> list[str]:
+    """Approved, rejected, kept and waiting, each with its payout per currency."""
+    review = values.get("review") or {}
+    human = values.get("apply_human_decisions") or {}
+    dry = bool(review.get("dry_run"))
+    decided = _audit(review.get("audit_path"))
+    answered = _audit(human.get("audit_path"))
+
+    def picked(recs: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+        return [r for r in recs if r.get("action") == action and (dry or r.get("applied"))]
+
+    by_human = [r for r in answered if r.get("applied")]
+    approved = picked(decided, "approve") + [r for r in by_human if _chose(r, "approve")]
+    rejected = picked(decided, "reject") + [r for r in by_human if _chose(r, "reject")]
+    to_review = [r for r in decided if r.get("action") == "review"]
+    kept = [r for r in answered if not r.get("applied")]
+    window = review.get("window") or ["?", "?"]
+    verb = "would be " if dry else ""
+    lines = [
+        f"on-hold review {window[0]}..{window[-1]}: {review.get('on_hold', 0)} on hold, "
+        f"{review.get('eligible', 0)} old enough to decide" + (" (dry run)" if dry else ""),
+        f"  {verb}approved {len(approved):>5}   {_money(approved)}",
+        f"  {verb}rejected {len(rejected):>5}   {_money(rejected)}",
+        f"  sent to a reviewer {len(to_review)} ({_money(to_review)}): kept on hold "
+        f"{len(kept)}, waiting {human.get('unanswered', 0 if not to_review else len(to_review))}",
+    ]
+    left = int(review.get("too_young", 0)) + int(review.get("undecided", 0))
+    lines.append(f"  left on hold (too young or no rule matched): {left}")
+    return lines
+
+
+def _describe_sync(values: dict[str, Any]) -> list[str]:
+    """Objects created, changed, unchanged; what blocks the apply."""
+    plan = values.get("plan") or {}
+    applies = [
+        v
+        for k, v in values.items()
+        if k not in ("plan", "validate") and isinstance(v, dict) and "counts" in v
+    ]
+    dry = not applies or all(v.get("dry_run") for v in applies)
+    source = [plan] if dry else applies
+    total: dict[str, int] = {}
+    for summary in source:
+        for key, n in (summary.get("counts") or {}).items():
+            total[key] = total.get(key, 0) + int(n)
+    head = "offer sync planned (dry run, nothing sent)" if dry else "offer sync applied"
+    lines = [
+        f"{head}: {total.get('create', 0)} created, {total.get('update', 0)} changed, "
+        f"{total.get('unchanged', 0)} unchanged"
+        + "".join(f", {total[k]} {k}" for k in ("drift", "unresolved") if total.get(k))
+    ]
+    blocked = plan.get("blocked") or []
+    lines.append(f"blocked: {', '.join(blocked) if blocked else 'nothing'}")
+    if plan.get("ledger"):
+        lines.append(f"ledger: {_shown(plan['ledger'])}")
+    return lines
+
+
+_DESCRIBERS = {
+    "affiliate_daily_reports": _describe_daily,
+    "affiliate_onhold_review": _describe_review,
+    "affiliate_offer_sync": _describe_sync,
+}
+
+
+def _describe_requests(counts: dict[str, Any], log_dir: Path) -> str:
+    """What the sandbox saw, in one line; the per-route counts in a file."""
+    path = log_dir / "sandbox-requests.json"
+    path.write_text(json.dumps(counts, indent=2, sort_keys=True) + "\n")
+    routes: dict[str, int] = counts.get("by_route") or {}
+    total = sum(routes.values())
+    # Reads: GET, and the reporting queries (POST .../reporting/...); the rest writes.
+    writes = sum(
+        n
+        for route, n in routes.items()
+        if not route.startswith("GET ")
+        and not (route.startswith("POST ") and "/reporting/" in route)
+    )
+    return f"sandbox saw {total} requests, {writes} of them writes; by route: {_shown(path)}"
 
 
 def _wait_answering_reviews(proc: subprocess.Popen[bytes], dag_id: str) -> None:
@@ -265,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     _set_aside_previous_outputs(Path(env["AFFILIATE_NETWORK_DATA_BASE"]))
     with start_sandbox(seed=DEMO_SEED) as sandbox:
         print(f"[demo] sandbox: {sandbox.base_url} (seed {DEMO_SEED}, pid {sandbox.pid})")
+        # The network's first day with data: a run's day before it is refused, not landed
+        # as an empty partition (the DAGs' subprocesses inherit this environment).
+        os.environ["AFFILIATE_NETWORK_FIRST_DAY"] = str(sandbox.catalog()["first_date"])
         airflow = [sys.executable, "-m", "airflow"]
         print("[demo] migrating the metadata DB (SQLite in .airflow/) ...")
         subprocess.run([*airflow, "db", "migrate"], check=True, capture_output=True)
@@ -274,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         # In the metadata DB (replaced on every run: each demo's sandbox has new keys and a new
         # port), so Admin -> Connections lists them and Test works in the UI.
         stored = store_connections(sandbox_connection_records(sandbox, root / "include"))
-        print(f"[demo] connections in the metadata DB: {', '.join(stored)}")
+        print("[demo] connections in the metadata DB:")
+        print(f"       {', '.join(stored)}")
         if args.ui:
             return _standalone(airflow, args.ui_port, root)
 
@@ -284,9 +454,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.dags and dag_id not in args.dags:
                 continue
             log_path = log_dir / f"{dag_id}.log"
-            print(
-                f"[demo] {dag_id}: airflow dags test {dag_id} {args.date} -c '{json.dumps(conf)}'"
-            )
+            print(f"[demo] airflow dags test {dag_id} {args.date} -c '{json.dumps(conf)}'")
             t0 = time.monotonic()
             with log_path.open("w") as log:
                 proc = subprocess.Popen(
@@ -299,13 +467,12 @@ def main(argv: list[str] | None = None) -> int:
             if "state=failed" in log_path.read_text():
                 state = "FAILED (a task failed)"
             failures += state != "success"
-            print(f"  -> {state} in {time.monotonic() - t0:.1f}s; log: {log_path}")
+            print(f"  -> {state} in {time.monotonic() - t0:.1f}s; log: {_shown(log_path)}")
             run_id = _latest_run_id(dag_id)
             if run_id:
-                _print_summaries(dag_id, run_id)
+                _print_summaries(dag_id, run_id, log_dir)
 
-        writes = sandbox.request_counts()
-        print(f"[demo] sandbox saw: {json.dumps(writes, sort_keys=True)}")
+        print(f"[demo] {_describe_requests(sandbox.request_counts(), log_dir)}")
     print(f"[demo] outputs under {env['AFFILIATE_NETWORK_DATA_BASE']}")
     print(f"[demo] done in {time.monotonic() - started:.1f}s")
     return 1 if failures else 0
