@@ -99,6 +99,10 @@ def test_a_clean_day_reconciles_and_spends_no_granular_query(hook, tmp_path, day
     assert partition_files(base, "conversions") == files_before
     assert COMPARISON_NAME not in {e.name for e in read_manifest(part).files}
     assert list(list_partitions(base, "conversions")) == [f"date={day.isoformat()}"]
+    # Readable like the data beside it (the umask's permissions, not a temp file's 0600).
+    assert (part / COMPARISON_NAME).stat().st_mode & 0o777 == (
+        part / "_manifest.json"
+    ).stat().st_mode & 0o777
     # The same report with a granular column is counted: the count above is live.
     hook.network_entity_table(
         from_date=day, to_date=day, columns=["affiliate", "country"], timezone_id=67

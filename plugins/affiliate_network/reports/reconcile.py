@@ -41,7 +41,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -463,7 +463,9 @@ def _write_atomically(path: ObjectStoragePath, data: bytes) -> None:
     """Write ``data`` so a reader sees the old file or the new one, never a part."""
     if (path.protocol or "") in ("", "file", "local"):
         folder = os.path.dirname(path.path)
-        fd, tmp = tempfile.mkstemp(prefix=".reconciliation.", dir=folder)
+        # Not mkstemp (always 0600): the comparison is read like the data beside it (umask).
+        tmp = os.path.join(folder, f".reconciliation.{uuid.uuid4().hex}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
