@@ -312,10 +312,20 @@ class PagedIterator(Iterator[dict[str, Any]]):
             self._log.warning(
                 "%s: got %d rows but total_count said %d", self._label, st.rows, st.total_count
             )
+        if not finished:
+            # The error that stopped it says why (and how many attempts it took); the retries of
+            # the failed page are not in the count, so "0 retries" would contradict it.
+            self._log.info(
+                "%s: stopped after %d pages, %d rows in %.2fs",
+                self._label,
+                st.pages,
+                st.rows,
+                st.elapsed_s,
+            )
+            return
         self._log.info(
-            "%s: %s %d pages, %d rows (total_count %s), %d retries in %.2fs",
+            "%s: pulled %d pages, %d rows (total_count %s), %d retries in %.2fs",
             self._label,
-            "pulled" if finished else "stopped after",
             st.pages,
             st.rows,
             st.total_count,

@@ -36,7 +36,7 @@ from affiliate_network.review.apply import (
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.money import payout_ceilings
 from affiliate_network.review.numbers import check_number
-from affiliate_network.review.options import ReviewOptions
+from affiliate_network.review.options import ARMED_VARIABLE, ReviewOptions, review_armed
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, resolve_rules_file
 
 # The DAG file imports this module at parse time: the review run (review.job: pull, traffic
@@ -99,7 +99,10 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param chunk_size: on-hold ids per PATCH.
     :param dry_run: decide and write the audit, change nothing (templated; bool or "true"/"false").
         ``None`` decides by the run: a manual trigger is a dry run (writing is a deliberate
-        choice in the trigger form), a scheduled or backfill run writes.
+        choice in the trigger form), a scheduled or backfill run writes. Whatever it says, a
+        deployment that has not armed the review (environment ``AFFILIATE_ONHOLD_ARMED=true``,
+        read when the task runs: :func:`~affiliate_network.review.options.review_armed`) gets a
+        dry run: nothing written, nobody asked.
     :param reject_status: PATCH status for rejections (documented: ``rejected``).
     :param max_reject_share: fail before any write when rejections / decided conversions (those a
         rule matched) exceed this share (0..1); ``None`` disables.
@@ -197,7 +200,23 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     def _rules_path(self) -> Path:
         return resolve_rules_file(self.rules_file)
 
-    def _dry_run(self, context: Context) -> bool:
+    def _dry_run(self, context: Context, armed: bool) -> bool:
+        """The run's choice (:meth:`_chosen_dry_run`), overruled by an unarmed deployment."""
+        dry_run = self._chosen_dry_run(context)
+        if not armed:
+            self.log.warning(
+                "Not armed: this deployment does not set %s=true, so the review only plans "
+                "and writes its audit (what it would approve and reject); it asks nobody and "
+                "writes nothing to the network%s. To let it write, set %s=true on the "
+                "deployment (docs/onhold-review.md#arming-the-review).",
+                ARMED_VARIABLE,
+                "" if dry_run else ", whatever the run asked",
+                ARMED_VARIABLE,
+            )
+            return True
+        return dry_run
+
+    def _chosen_dry_run(self, context: Context) -> bool:
         if self.dry_run is not None and self.dry_run != "None":
             return as_bool(self.dry_run, "dry_run")
         dag_run = (context or {}).get("dag_run")
@@ -230,7 +249,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         from affiliate_network.rules.engine import RuleSet
 
         self.reset_lineage()
-        dry_run = self._dry_run(context)
+        armed = review_armed()  # at run time: arming takes effect without a re-parse
+        dry_run = self._dry_run(context, armed)
         check_reject_status(self.reject_status)
         rules_path = self._rules_path()
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled
@@ -253,7 +273,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             log=self.log,
         )
         self._record_review_lineage(result)
-        return result.summary()
+        return {**result.summary(), "armed": armed}
 
     def _record_review_lineage(self, result: ReviewResult) -> None:
         """Lineage: conversions read; the audit written, and the on-hold endpoint if patched."""
