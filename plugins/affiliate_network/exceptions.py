@@ -246,7 +246,7 @@ class OutcomeUnknownError(AffiliateNetworkError):
         "hold review re-checks by itself, so clear the task; for the offer sync see its"
         " UNKNOWN OUTCOME entry."
     )
-    runbook_anchor = "a-write-s-outcome-is-unknown"
+    runbook_anchor = "a-writes-outcome-is-unknown"
 
 
 class PortalMismatchError(NonRetryableError):
@@ -459,7 +459,7 @@ class ReconciliationError(NonRetryableError):
     def next_step_text(self) -> str:
         """The class's next step, naming the first differing cells and the comparison file."""
         cells = "; ".join(self.cells[:3])
-        more = f" (and {len(self.cells) - 3} more)" if len(self.cells) > 3 else ""
+        more = f"; and {len(self.cells) - 3} more" if len(self.cells) > 3 else ""
         if cells:
             cells = f" ({cells}{more}"
             cells += f"; every cell in {self.comparison_path})" if self.comparison_path else ")"

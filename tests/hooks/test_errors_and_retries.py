@@ -138,6 +138,8 @@ def test_retryable_status_gives_up_after_max_attempts(
         hook.get_offer_url(url_id)
     assert info.value.status_code == status
     assert info.value.message  # the gateway's / endpoint's message, never empty
+    # ... and that it was retried: the error a task ends with says so itself.
+    assert info.value.message.endswith(": gave up after 3 attempts)"), info.value.message
     assert sum(1 for e in sandbox.requests_log() if "/networks/offerurls/" in e["path"]) == 3
     assert len(fake_time.sleeps) == 2
 
