@@ -42,6 +42,7 @@ NOT_RETRYABLE = {
     "PortalMismatchError",
     "ConnectionConfigError",
     "InvalidRequestError",
+    "ReviewAnswerError",  # a reviewer's keep_on_hold id: the same answer, the same error
     "NotFoundError",
     "MethodNotAllowedError",
 }

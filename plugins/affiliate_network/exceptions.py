@@ -111,6 +111,22 @@ class InvalidRequestError(NonRetryableError):
     runbook_anchor = "a-request-the-api-refuses"
 
 
+class ReviewAnswerError(InvalidRequestError):
+    """A reviewer's answer cannot be applied as given (a ``keep_on_hold`` id that matches none
+    of the request's conversions): nothing of that request was written; not retried (the same
+    answer gives the same error)."""
+
+    untouched = (
+        "Nothing of the named requests was written: their conversions stay on hold (the other "
+        "requests were applied, as the message says)."
+    )
+    next_step = (
+        "Tell the reviewer which id was wrong; the next run asks again, answer the review "
+        "there. Clearing this task only repeats the error."
+    )
+    runbook_anchor = "a-review-answer-names-an-unknown-id"
+
+
 class AuthenticationError(NonRetryableError):
     """401: missing, invalid or revoked API key; not retried."""
 

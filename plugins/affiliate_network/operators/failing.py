@@ -34,6 +34,10 @@ class InvalidRequestError(errors.InvalidRequestError, NonRetryableError):
     """Twin of :class:`affiliate_network.exceptions.InvalidRequestError`."""
 
 
+class ReviewAnswerError(errors.ReviewAnswerError, InvalidRequestError):
+    """Twin of :class:`affiliate_network.exceptions.ReviewAnswerError`."""
+
+
 class AuthenticationError(errors.AuthenticationError, NonRetryableError):
     """Twin of :class:`affiliate_network.exceptions.AuthenticationError`."""
 
@@ -88,6 +92,7 @@ TWINS: dict[type[BaseException], type[errors.NonRetryableError]] = {
     for twin in (
         NonRetryableError,
         InvalidRequestError,
+        ReviewAnswerError,
         AuthenticationError,
         PermissionDeniedError,
         NotFoundError,
