@@ -19,7 +19,11 @@ from affiliate_network.exceptions import (
     RUNBOOK,
     AffiliateNetworkError,
     AuthenticationError,
+    ConnectionConfigError,
     GuardrailError,
+    LeaseBusyError,
+    PermissionDeniedError,
+    RateLimitError,
     ServerError,
     TransportError,
 )
@@ -123,3 +127,70 @@ def test_one_traceback_not_two(sandbox, network_conn, rules_file, window, tmp_pa
     text = "".join(traceback.format_exception(error))
     assert text.count("Traceback (most recent call last)") == 1, text
     assert "guardrails.py" in text  # where it was raised
+
+
+def test_429_says_to_lower_the_parallel_tasks(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    sandbox.set_faults(fail_hard=429)
+    error = fail(review_op(rules_file, window, tmp_path, dry_run=False))
+    check(
+        error,
+        RateLimitError,
+        "gave up after 2 attempts",
+        "The network's rate limit held for every attempt",
+        "the-api-is-rate-limited-429",
+    )
+
+
+def test_a_key_of_the_other_portal_says_to_fix_the_connection(
+    sandbox, make_connection, rules_file, window, tmp_path
+) -> None:
+    affiliate_key = next(iter(sandbox.keys["affiliate"].values()))
+    make_connection("affiliate_network_default", host=sandbox.base_url, key=affiliate_key)
+    error = fail(review_op(rules_file, window, tmp_path, dry_run=False))
+    check(
+        error,
+        PermissionDeniedError,
+        "403",
+        "Give the connection a key of the right portal",
+        "the-key-is-refused-401-or-403",
+    )
+
+
+def test_a_bad_connection_field_says_to_fix_it(
+    sandbox, make_connection, rules_file, window, tmp_path
+) -> None:
+    host = sandbox.base_url.removesuffix("/v1") + "/v2"
+    make_connection("affiliate_network_default", host=host, key=sandbox.keys["network"])
+    sandbox.clear_requests()
+    error = fail(review_op(rules_file, window, tmp_path, dry_run=False))
+    check(
+        error,
+        ConnectionConfigError,
+        "host must end in /v1",
+        "Fix the connection field the message names",
+        "the-key-is-refused-401-or-403",
+    )
+    assert sandbox.requests_log() == []
+
+
+def test_another_writer_says_to_let_it_finish(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    from affiliate_network.review.lease import WriteLease, lease_path
+
+    holder = WriteLease(lease_path(str(tmp_path / "data"), network_conn), "other_dag/run-7")
+    holder.acquire(wait_s=0)
+    try:
+        error = fail(review_op(rules_file, window, tmp_path, dry_run=False, lease_wait_minutes=0))
+    finally:
+        holder.release()
+    check(
+        error,
+        LeaseBusyError,
+        "other_dag/run-7",
+        "Let the run named in the message finish",
+        "another-run-is-writing",
+    )
+    assert patches(sandbox) == []
