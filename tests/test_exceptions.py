@@ -249,3 +249,16 @@ def _runbook_anchors() -> set[str]:
     text = (Path(__file__).resolve().parents[1] / exceptions.RUNBOOK).read_text(encoding="utf-8")
     heads = re.findall(r"^#{2,4} (.+)$", text, flags=re.MULTILINE)
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def test_a_failure_notification_tells_the_errors_next_step() -> None:
+    from affiliate_network.notify.messages import describe_failure
+
+    error = _raised_by_an_operator(exceptions.AuthenticationError("Invalid API key", 401))
+    message = describe_failure({"exception": error}, "docs/notifications.md")
+    assert message.happened == "AuthenticationError: 401: Invalid API key"  # no next step twice
+    assert message.to_do == (
+        f"{exceptions.AuthenticationError.next_step} "
+        "(docs/runbook.md#the-key-is-refused-401-or-403)"
+    )
+    assert f"untouched: {exceptions.AuthenticationError.untouched}" in message.at_stake
