@@ -257,3 +257,20 @@ def test_a_create_refused_with_429_is_resent(network_conn, make_hook, sandbox, f
         hook.create_category(name="after-429", status="active")
     posts = [e for e in sandbox.requests_log() if e["path"].endswith("/networks/categories")]
     assert [e["status"] for e in posts] == [429, 429, 429]
+
+
+def test_a_pull_that_gives_up_does_not_claim_0_retries(
+    network_conn, make_hook, sandbox, fake_time, debug_logs
+):
+    # "giving up after 3 attempts" was followed by "... 0 retries": the failed page's retries
+    # were not counted. The stop line now leaves the count to the error.
+    sandbox.set_faults(fail_hard=503)
+    hook = make_hook(network_conn, max_attempts=3, sleep=fake_time.sleep, clock=fake_time.clock)
+    day = sandbox.catalog()["last_date"]
+    with pytest.raises(ServerError) as info:
+        list(hook.iter_conversions(from_date=day, to_date=day, timezone_id=67))
+    text = debug_logs.text()
+    assert "giving up after 3 attempts, last status 503" in text
+    assert "stopped after 0 pages, 0 rows in " in text
+    assert "retries in" not in text
+    assert "gave up after 3 attempts" in str(info.value)
