@@ -71,6 +71,8 @@ def worker_hook(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "rows": rows,
         "pages": pull.stats.pages,
+        # answers received (a sliced pull's dropped answers included; offset pages: the pages)
+        "requests": getattr(pull.stats, "requests", pull.stats.pages),
         "retries": pull.stats.retries,
         "elapsed_s": elapsed,
         "client_cpu_s": cpu_self_s() - cpu_started,
@@ -257,15 +259,25 @@ def drive(args: argparse.Namespace) -> None:
                 f"\n== {count:,} rows ({first}..{last}), latency {args.latency_ms} ms ==",
                 flush=True,
             )
-            for name in args.contenders:
-                result = _run_contender(name, sandbox, (first, last), args, env)
-                result.update(target_rows=size, window_rows=count, window=[first, last])
+            runs = [(name, name, env) for name in args.contenders]
+            if args.baseline_plugins and "hook" in args.contenders:
+                # The hook of another checkout (its plugins/ first on the path), same sandbox,
+                # right before this one's: before/after in one run.
+                before = {**env, "PYTHONPATH": args.baseline_plugins}
+                runs.insert(0, ("hook", "hook@base", before))
+            for name, label, run_env in runs:
+                result = _run_contender(name, sandbox, (first, last), args, run_env)
+                result.update(
+                    contender=label, target_rows=size, window_rows=count, window=[first, last]
+                )
                 results.append(result)
                 stopped = "  (stopped at ceiling)" if result["stopped_at_ceiling"] else ""
+                asked = f", {result['requests']:,} requests" if "requests" in result else ""
                 print(
-                    f"  {name:6s} {result['rows']:>9,} rows in {result['elapsed_s']:7.1f}s = "
-                    f"{result['rows_per_s']:>8,.0f} rows/s, "
-                    f"peak RSS {result['peak_rss_mb']:6.0f} MB{stopped}",
+                    f"  {label:9s} {result['rows']:>9,} rows in {result['elapsed_s']:7.1f}s = "
+                    f"{result['rows_per_s']:>8,.0f} rows/s{asked}, "
+                    f"peak RSS {result['peak_rss_mb']:6.0f} MB{stopped}, "
+                    f"load {result['load_avg_1m']:.1f}",
                     flush=True,
                 )
     finally:
@@ -333,6 +345,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="hook workers (hook default: 4)")
     parser.add_argument("--ceiling-mb", type=int, default=1024, help="stock way's memory ceiling")
     parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS)
+    parser.add_argument(
+        "--baseline-plugins",
+        help="a plugins/ directory of another checkout: its hook runs too, as hook@base",
+    )
     parser.add_argument("--worker", choices=CONTENDERS, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--from-date", help=argparse.SUPPRESS)

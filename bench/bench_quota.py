@@ -78,10 +78,13 @@ def run_scenario(
     concurrency: int = 4,
     base_delay: float = 1.0,
     day: str | None = None,
+    spellings: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run ``processes`` workers at once, ``pages`` pages in all, with connection ``extras``.
 
     The sandbox's quota counters are read before and after; the caller sets the quota.
+    ``spellings`` gives each worker its own connection (``host`` and extras on top), as when
+    several people wrote connections to one network.
     """
     catalog = sandbox.catalog()
     day = day or catalog["last_date"]
@@ -93,7 +96,12 @@ def run_scenario(
         "password": sandbox.keys["network"],
         "extra": {"portal": "network", **extras},
     }
-    env = {**os.environ, f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps(conn)}
+    envs = []
+    for n in range(processes):
+        own = dict((spellings or [{}])[n % len(spellings or [{}])])
+        host = own.pop("host", conn["host"])
+        value = {**conn, "host": host, "extra": {**conn["extra"], **own}}
+        envs.append({**os.environ, f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps(value)})
     go = Path(tempfile.mkdtemp(prefix="quota-go-")) / "go"
     cmd = [
         sys.executable,
@@ -112,9 +120,7 @@ def run_scenario(
     ]
     before = sandbox.admin("GET", "/_sandbox/rate_limit").get("refused", {})
     sandbox.admin("DELETE", "/_sandbox/requests")
-    procs = [
-        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) for _ in range(processes)
-    ]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) for env in envs]
     for p in procs:
         assert p.stdout is not None
         line = p.stdout.readline().strip()

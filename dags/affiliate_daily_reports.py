@@ -172,5 +172,5 @@ def affiliate_daily_reports() -> None:
     ).expand_kwargs(targets.output)
 
 
-# Notifiers and the deadline alert of include/notifications.yaml (none unless enabled there).
+# Notifiers and deadline checkpoints; they read include/notifications.yaml when they fire.
 attach_notifications(affiliate_daily_reports())

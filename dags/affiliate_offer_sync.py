@@ -120,5 +120,5 @@ def affiliate_offer_sync() -> None:
     validate >> plan >> caps >> payouts >> scrub >> catalog
 
 
-# Notifiers and the deadline alert of include/notifications.yaml (none unless enabled there).
+# Notifiers and deadline checkpoints; they read include/notifications.yaml when they fire.
 attach_notifications(affiliate_offer_sync())

@@ -288,5 +288,5 @@ def affiliate_onhold_review() -> None:
     )
 
 
-# Notifiers and the deadline alert of include/notifications.yaml (none unless enabled there).
+# Notifiers and deadline checkpoints; they read include/notifications.yaml when they fire.
 attach_notifications(affiliate_onhold_review())

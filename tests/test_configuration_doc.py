@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 from affiliate_network.hooks._budget import QUOTA_EXTRAS
+from affiliate_network.hooks._network_identity import NETWORK_EXTRAS
 from affiliate_network.hooks._transport import TRANSPORT_EXTRAS
 from affiliate_network.paths import DATA_BASE_VARIABLE
 from affiliate_network.provider_info import PROVIDER_INFO
@@ -118,7 +119,7 @@ def test_every_desired_state_section_is_listed() -> None:
 
 def test_every_connection_field_and_extra_is_listed() -> None:
     (conn_type,) = PROVIDER_INFO["connection-types"]
-    extras = {*conn_type["conn-fields"], *QUOTA_EXTRAS, *TRANSPORT_EXTRAS}
+    extras = {*conn_type["conn-fields"], *QUOTA_EXTRAS, *NETWORK_EXTRAS, *TRANSPORT_EXTRAS}
     assert sorted(extras - _listed()) == []
 
 

@@ -324,6 +324,15 @@ def error_for_status(status_code: int, message: str) -> AffiliateNetworkError:
     return STATUS_ERRORS.get(status_code, AffiliateNetworkError)(message, status_code)
 
 
+class QuotaStoreError(AffiliateNetworkError):
+    """The store of the network's shared quota (Redis) did not answer; nothing was sent.
+
+    The message names the store (its URL without credentials) and the connection extra that
+    lets the hook go on with a conservative local budget instead. Retryable: the store may be
+    back by the next try.
+    """
+
+
 class LeaseBusyError(AffiliateNetworkError):
     """Another run holds the network's on-hold write lease; nothing was written (retryable)."""
 
@@ -436,10 +445,11 @@ class ReconciliationError(NonRetryableError):
     :param message: the day, the differing cells and what to do.
     :param status_code: always ``None``.
     :param day: the day compared (``YYYY-MM-DD``).
-    :param cells: the first differing cells, one line each (``affiliate 2001 offer 7: cv landed
-        41 network 43 (difference 2)``); the comparison file has every cell.
+    :param cells: the first differing cells, one line each (``affiliate 2001 offer 7 in USD: cv
+        landed 41 network 43 (difference 2)``); the comparison file has every cell.
     :param differences: how many cells differ beyond the tolerance.
-    :param totals: the day's totals (``landed``, ``network``, ``difference``), amounts as text.
+    :param totals: the day's totals per currency (``{"USD": {landed, network, difference}}``),
+        amounts as text.
     :param comparison_path: the comparison file written beside the day's manifest.
     """
 

@@ -19,6 +19,13 @@ PROVIDER_INFO: dict[str, Any] = {
     "description": "Hook, operators and a local sandbox for an affiliate tracking network API "
     "(network, affiliate, advertiser and marketplace portals).",
     "versions": [VERSION],
+    # Listed by `airflow providers triggers`; the triggerer imports a trigger by its classpath.
+    "triggers": [
+        {
+            "integration-name": "Affiliate Network",
+            "python-modules": ["affiliate_network.triggers.lease"],
+        }
+    ],
     "connection-types": [
         {
             "connection-type": CONN_TYPE,

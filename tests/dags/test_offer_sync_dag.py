@@ -75,7 +75,10 @@ def test_apply_run_pushes_the_state_and_leaves_nothing_to_do(
     output = _dags_test(sandbox, tmp_path, {"dry_run": False})
 
     assert "Applying" in output
-    ledger = tmp_path / "data" / "sync" / "ledger-affiliate_network_default.json"
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+    network = AffiliateNetworkHook(network_conn).network.slug  # one ledger per network
+    ledger = tmp_path / "data" / "sync" / f"ledger-{network}.json"
     assert ledger.exists()
     objects = json.loads(ledger.read_text())["objects"]
     assert {entry["state"] for entry in objects.values()} == {"applied"}

@@ -136,6 +136,61 @@ def check_conversion_partitions(
     return manifests
 
 
+def check_money_per_currency(data_base: str | Path, sandbox: Any, days: Iterable[str]) -> None:
+    """Each day's landed payout and revenue equal the sandbox's truth per currency and status,
+    to the minor unit, and the day's comparison with the network's report reconciled.
+
+    Amounts are summed as exact decimals within one currency, never across currencies.
+    """
+    import json
+    from decimal import Decimal
+
+    from affiliate_network.reports.reconcile import COMPARISON_NAME
+    from affiliate_network.reports.storage import as_storage_path, read_partition
+
+    problems = []
+    for day in sorted(set(days)):
+        table = read_partition(f"{data_base}/conversions/date={day}")
+        landed: dict[tuple[str, str], tuple[Decimal, Decimal, int]] = {}
+        rows = table.select(["currency_id", "status", "is_event", "payout", "revenue"])
+        for row in rows.to_pylist():
+            kind = "event" if row["is_event"] else str(row["status"])
+            key = (str(row["currency_id"]), kind)
+            payout, revenue, count = landed.get(key, (Decimal(0), Decimal(0), 0))
+            landed[key] = (payout + row["payout"], revenue + row["revenue"], count + 1)
+        truth = sandbox.truth_money(day, timezone_id=67, cells=False)["currencies"]
+        expected: dict[tuple[str, str], tuple[Decimal, Decimal, int]] = {}
+        for currency, figures in truth.items():
+            for status, cell in figures["conversions"].items():
+                if cell["count"]:
+                    expected[(currency, status)] = (
+                        Decimal(cell["payout"]),
+                        Decimal(cell["revenue"]),
+                        int(cell["count"]),
+                    )
+            if figures["events"]["count"]:
+                ev = figures["events"]
+                expected[(currency, "event")] = (
+                    Decimal(ev["payout"]),
+                    Decimal(ev["revenue"]),
+                    int(ev["count"]),
+                )
+        if landed != expected:
+            diff = sorted(set(landed.items()) ^ set(expected.items()))
+            problems.append(f"date={day}: landed money differs from the truth: {diff[:6]}")
+        if len({c for c, _ in landed}) < 2:
+            problems.append(f"date={day}: one currency only, the stage wants several")
+        comparison = (
+            as_storage_path(str(data_base)) / "conversions" / f"date={day}" / COMPARISON_NAME
+        )
+        if not comparison.exists():
+            problems.append(f"date={day}: no {COMPARISON_NAME}")
+        elif json.loads(comparison.read_text()).get("reconciled") is not True:
+            problems.append(f"date={day}: {COMPARISON_NAME} does not say reconciled")
+    if problems:
+        raise E2EError("money per currency:\n" + "\n".join(problems))
+
+
 def check_affiliate_partitions(data_base: str | Path, days: Iterable[str]) -> None:
     """One complete aggregate partition per affiliate of include/reports.yaml and day."""
     from affiliate_network.reports.storage import list_partitions

@@ -38,6 +38,7 @@ from .checks import (
     SYNC,
     Stage,
     check_daily_reports,
+    check_money_per_currency,
     check_offer_sync_applied,
     trigger_all,
     wait_all_runs,
@@ -65,6 +66,9 @@ SANDBOX_DAYS = BACKFILL_DAYS + BACKFILL_LAST_DAY_AGO + 1
 #: (the DAG doc's advice for a backfill), so runs do not overlap and may run side by side.
 BACKFILL_MAX_ACTIVE_RUNS = 3
 BACKFILL_CONF = {"trailing_days": 0}
+#: Offers of the stage's network pay in several currencies, zero- and three-decimal ones among
+#: them: every landed day must equal the truth per currency and reconcile per currency.
+OFFER_CURRENCIES = ("USD", "EUR", "JPY", "KWD")
 #: Waiting for every daily run: 30 backfill runs of 7 tasks each on 2 busy cores (a ceiling,
 #: not a target: the stage takes what the machine gives it).
 DAILY_TIMEOUT_S = 1800
@@ -113,7 +117,7 @@ def _day_ago(n: int) -> str:
 @pytest.fixture(scope="module")
 def celery(celery_prerequisites: None, e2e_sandbox: Any, migrated_template: str) -> Iterator[Stage]:
     # Writes of the LocalExecutor stage are forgotten; data back far enough for the backfill.
-    e2e_sandbox.reset(days=SANDBOX_DAYS)
+    e2e_sandbox.reset(days=SANDBOX_DAYS, offer_currencies=list(OFFER_CURRENCIES))
     e2e_sandbox.set_quota()  # the documented numbers, shared by every key (until the next reset)
     workdir = Path(tempfile.mkdtemp(prefix="afn-e2e-celery-"))
     moto = MotoS3(workdir)
@@ -198,6 +202,8 @@ def test_daily_reports_land_on_s3_through_celery(celery: Stage) -> None:
         _day_ago(n) for n in range(BACKFILL_LAST_DAY_AGO, BACKFILL_LAST_DAY_AGO + BACKFILL_DAYS)
     }
     assert wanted <= set(days), sorted(wanted - set(days))
+    with timed("celery: money per currency of the backfilled days"):
+        check_money_per_currency(celery.data_base, celery.sandbox, wanted)
     print(f"\ncelery: {len(days)} conversion partitions equal to the sandbox's truth")
 
 

@@ -1,4 +1,9 @@
-"""Paged pulls against the real sandbox: complete, in order, concurrent, query-string paging."""
+"""Paged pulls against the real sandbox: complete, in order, concurrent, query-string paging.
+
+The conversion report is read in time slices (one answer each); the other lists, and a second
+fuller than a page, in offset pages with count checks. Lists that change while they are read:
+tests/hooks/test_paging_changes.py.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +44,10 @@ def test_concurrent_pull_matches_truth_and_sequential_order(
     assert len(set(got)) == len(got)
     assert pull.stats.total_count == truth["conversions"]
     assert pull.stats.rows == truth["conversions"]
-    assert pull.stats.pages == math.ceil(truth["conversions"] / 500)
+    # every slice served whole by one answer of at most 500 rows; split ones were re-read
+    assert pull.stats.slices == pull.stats.pages >= math.ceil(truth["conversions"] / 500)
+    assert pull.stats.requests == pull.stats.slices + pull.stats.splits
+    assert pull.stats.paged_seconds == 0
     assert pull.stats.retries == 0
 
 
@@ -61,25 +69,63 @@ def test_events_included_when_asked(network_conn, make_hook, sandbox, window):
     assert all(r["is_event"] for r in records)
 
 
-def test_paging_travels_in_the_query_string_only(
-    network_conn, make_hook, sandbox, window, requests_to
-):
+def test_paging_travels_in_the_query_string_only(network_conn, make_hook, window, requests_to):
+    """Offset pages of a paged list: page and page_size in the query, never in the body."""
     first, last = window
     hook = make_hook(network_conn, concurrency=3)
-    rows = sum(
-        1
-        for _ in hook.iter_conversions(from_date=first, to_date=last, timezone_id=67, page_size=700)
+    body = {"from": first, "to": last, "timezone_id": 67}
+    pull = hook.iter_pages(
+        "/networks/reporting/conversions", key="conversions", body=body, page_size=700
     )
+    rows = sum(1 for _ in pull)
     log = requests_to("/networks/reporting/conversions", "POST")
 
-    assert len(log) == math.ceil(rows / 700)
+    assert len(log) == math.ceil(rows / 700) == pull.stats.requests
     pages = sorted(int(entry["query"]["page"]) for entry in log)
     assert pages == list(range(1, len(log) + 1))
     for entry in log:
         assert int(entry["query"]["page_size"]) == 700
-        body = entry["body"] if isinstance(entry["body"], dict) else orjson.loads(entry["body"])
-        assert "page" not in body
-        assert "page_size" not in body
+        sent = entry["body"] if isinstance(entry["body"], dict) else orjson.loads(entry["body"])
+        assert "page" not in sent
+        assert "page_size" not in sent
+
+
+def test_conversion_slices_are_utc_seconds_of_page_one(
+    network_conn, make_hook, window, requests_to
+):
+    """Each slice is one request for page 1 in the query, its bounds as UTC seconds (timezone
+    67, ``to`` inclusive); the slices tile the window with no gap and no overlap."""
+    first, last = window
+    hook = make_hook(network_conn, concurrency=3)
+    pull = hook.iter_conversions(from_date=first, to_date=last, timezone_id=80, page_size=700)
+    rows = sum(1 for _ in pull)
+    log = requests_to("/networks/reporting/conversions", "POST")
+
+    assert rows == pull.stats.rows
+    assert len(log) == pull.stats.requests
+    served: list[tuple[dt.datetime, dt.datetime]] = []
+    for entry in log:
+        assert entry["query"] == {"page": "1", "page_size": "700"} or (
+            int(entry["query"]["page"]) == 1 and int(entry["query"]["page_size"]) == 700
+        )
+        sent = entry["body"] if isinstance(entry["body"], dict) else orjson.loads(entry["body"])
+        assert "page" not in sent
+        assert sent["timezone_id"] == 67
+        served.append(
+            (
+                dt.datetime.strptime(sent["from"], "%Y-%m-%d %H:%M:%S"),
+                dt.datetime.strptime(sent["to"], "%Y-%m-%d %H:%M:%S"),
+            )
+        )
+    # the first request is the whole window: the New York days' midnights in UTC
+    ny = __import__("zoneinfo").ZoneInfo("America/New_York")
+    day0, day1 = dt.date.fromisoformat(first), dt.date.fromisoformat(last)
+    start = dt.datetime(day0.year, day0.month, day0.day, tzinfo=ny).astimezone(dt.UTC)
+    stop = dt.datetime(day1.year, day1.month, day1.day, tzinfo=ny) + dt.timedelta(days=1)
+    assert served[0] == (
+        start.replace(tzinfo=None),
+        stop.astimezone(dt.UTC).replace(tzinfo=None) - dt.timedelta(seconds=1),
+    )
 
 
 def test_default_page_size_is_2000(network_conn, make_hook, window, requests_to):
@@ -154,6 +200,7 @@ def test_raw_pages_carry_the_same_records_unparsed(network_conn, make_hook, sand
     assert [p.rows for p in pages] == [len(orjson.loads(p.content)["conversions"]) for p in pages]
     assert _ids(records) == expected
     assert pull.stats.rows == pull.stats.total_count == truth["conversions"]
+    assert all(p.rows <= 500 for p in pages)
 
 
 @pytest.mark.parametrize(
@@ -197,11 +244,15 @@ def test_long_pull_logs_progress_with_rate_and_eta(network_conn, make_hook, sand
     )  # fmt: skip
     pages = -(-len(rows) // 100)
     progress = re.findall(
-        r"page (\d+)/(\d+), (\d+) of (\d+) rows, \d+ rows/s, ETA", debug_logs.text()
+        r"(\d+) slices served \(\d+ split\), (\d+) rows, (\d+)% of the window, \d+ rows/s, ETA",
+        debug_logs.text(),
     )
     assert pages >= 3
-    assert {int(p[1]) for p in progress} == {pages}
-    assert {int(p[0]) for p in progress} == set(range(1, pages + 1))
+    served = [int(p[0]) for p in progress]
+    assert served == list(range(1, len(served) + 1))
+    assert len(served) >= pages
+    assert int(progress[-1][1]) == len(rows)
+    assert progress[-1][2] == "100"
 
 
 def test_short_pull_is_quiet_until_the_progress_interval(
@@ -218,7 +269,7 @@ def test_short_pull_is_quiet_until_the_progress_interval(
     )  # fmt: skip
     text = debug_logs.text()
     assert "pulled" in text  # the closing line
-    assert not re.search(r"page \d+/\d+, \d+ of", text)
+    assert not re.search(r"slices served", text)
 
 
 def _shift_sizes(truth: int, page_size: int = 100) -> tuple[int, int]:
@@ -230,11 +281,10 @@ def _shift_sizes(truth: int, page_size: int = 100) -> tuple[int, int]:
 
 
 def test_pull_whose_pages_shift_stops_naming_the_counts(network_conn, make_hook, sandbox):
-    """Conversions arriving after page 1 (sandbox fault, real HTTP, concurrent page fetches):
-    the pull stops with PullShiftedError naming the window and both counts. The review's full
-    pull of a live window goes through this iterator (parsed records), so it stops too instead
-    of deciding on aggregates that miss rows. Before the fix: a warning, and the pull yielded
-    `truth - count` unique rows that matched page 1's total_count."""
+    """Conversions arriving after page 1 of an offset-paged pull (sandbox fault, real HTTP,
+    concurrent page fetches): the pull stops with PullShiftedError naming the window and both
+    counts (the checks a second fuller than a page is paged with). Before the fix: a warning,
+    and the pull yielded `truth - count` unique rows that matched page 1's total_count."""
     from affiliate_network.exceptions import PullShiftedError
 
     day = sandbox.catalog()["last_date"]
@@ -242,7 +292,14 @@ def test_pull_whose_pages_shift_stops_naming_the_counts(network_conn, make_hook,
     size, count = _shift_sizes(truth)
     sandbox.set_faults(insert_after_page=1, insert_count=count)
     hook = make_hook(network_conn, concurrency=4)
-    pull = hook.iter_conversions(from_date=day, to_date=day, timezone_id=67, page_size=size)
+    pull = hook.iter_pages(
+        "/networks/reporting/conversions",
+        key="conversions",
+        body={"from": day, "to": day, "timezone_id": 67},
+        page_size=size,
+        unique_key="conversion_id",
+        label=f"conversions {day}..{day} (timezone 67)",
+    )
     with pytest.raises(PullShiftedError) as caught:
         list(pull)
     message = str(caught.value)

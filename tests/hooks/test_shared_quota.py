@@ -7,6 +7,7 @@ import importlib.util
 import tempfile
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -21,7 +22,7 @@ bench_quota = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_quota)
 
 
-def _pull(sandbox, **extras):
+def _pull(sandbox, spellings=None, **extras):
     sandbox.set_quota(window_s=1.0, limits={"network": 20}, reporting_concurrency=3)
     sandbox.set_faults(latency_ms=60)
     extras = {
@@ -31,7 +32,9 @@ def _pull(sandbox, **extras):
         "quota_network": uuid.uuid4().hex,
         **extras,
     }
-    return bench_quota.run_scenario(sandbox, processes=3, pages=36, extras=extras, base_delay=0.05)
+    return bench_quota.run_scenario(
+        sandbox, processes=3, pages=36, extras=extras, base_delay=0.05, spellings=spellings
+    )
 
 
 @pytest.mark.parametrize(
@@ -42,6 +45,46 @@ def test_three_processes_share_one_quota_without_a_429(sandbox, store):
     assert res["errors"] == []
     assert res["rows"] == res["expected_rows"]
     assert res["status_429"] == 0, res["refused"]
+
+
+def _spellings(sandbox) -> list[dict[str, str]]:
+    """Three connections to the one sandbox, written three ways: by IP address (naming the
+    network by its other host name: two host names are joined only when a person says so), by
+    host name, and by the host name in capitals with a trailing slash."""
+    port = urlsplit(sandbox.base_url).port
+    return [
+        {"host": f"http://127.0.0.1:{port}/v1", "network": f"http://localhost:{port}/v1"},
+        {"host": f"http://localhost:{port}/v1"},
+        {"host": f"HTTP://LOCALHOST:{port}/v1/"},
+    ]
+
+
+def test_three_spellings_of_one_network_share_one_quota_without_a_429(sandbox):
+    extras = {"quota_network": "", "quota_dir": tempfile.mkdtemp(prefix="quota-test-")}
+    res = _pull(sandbox, spellings=_spellings(sandbox), **extras)
+    assert res["errors"] == []
+    assert res["rows"] == res["expected_rows"]
+    assert res["status_429"] == 0, res["refused"]
+
+
+def test_three_spellings_key_one_quota_lease_and_ledger(sandbox, make_connection, tmp_path):
+    from affiliate_network.hooks._budget import scope_of
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.review.lease import lease_path
+    from affiliate_network.sync.ledger import default_ledger_path
+
+    hooks = []
+    for n, spelling in enumerate(_spellings(sandbox)):
+        conn = make_connection(f"spelling_{n}", key=sandbox.keys["network"], **spelling)
+        hooks.append(AffiliateNetworkHook(conn))
+    [network] = {hook.network for hook in hooks}
+    assert str(network) == f"http://localhost:{urlsplit(sandbox.base_url).port}/v1"
+    assert len({scope_of(hook.network, hook.portal) for hook in hooks}) == 1
+    assert len({str(lease_path(str(tmp_path), hook.network.slug)) for hook in hooks}) == 1
+    assert len({default_ledger_path(hook.network.slug, str(tmp_path)) for hook in hooks}) == 1
+    # The IP address alone is another network: nothing proves the two names one machine.
+    alone = make_connection("by_ip", host=sandbox.base_url, key=sandbox.keys["network"])
+    assert AffiliateNetworkHook(alone).network != network
 
 
 def test_per_process_throttles_hit_the_shared_quota(sandbox):

@@ -236,52 +236,92 @@ def test_a_blocked_sync_reaches_the_chat_and_fails_as_it_would_without_notificat
     _no_key(sandbox, json.dumps(body))
 
 
-def test_a_late_run_reaches_the_chat_through_the_executors_callback_path(
-    notify_include, webhook, chat_conn
-) -> None:
-    # What the executor does with a missed deadline's SyncCallback (the scheduler builds the
-    # context: the run as the REST API shows it, and the deadline).
+def _late_context(run_type: str = "scheduled", state: str = "running") -> dict:
+    """What the scheduler hands a missed deadline's callback: the run as the REST API shows
+    it, and the deadline."""
+    return {
+        "dag_run": {
+            "dag_id": "affiliate_onhold_review",
+            "dag_run_id": "scheduled__2026-11-25T10:00:00+00:00",
+            "run_type": run_type,
+            "state": state,
+            "queued_at": "2026-11-26T10:00:05Z",
+            "start_date": "2026-11-26T10:00:07Z",
+            "data_interval_start": "2026-11-25T10:00:00Z",
+            "data_interval_end": "2026-11-25T11:00:00Z",
+        },
+        "deadline": {"id": "d1", "deadline_time": "2026-11-26T11:00:05Z"},
+    }
+
+
+def _checkpoint(context: dict, minutes: int) -> None:
+    """Run the checkpoint ``minutes`` the way the executor runs a SyncCallback (3.2+)."""
     import structlog
     from airflow.sdk.execution_time.callback_supervisor import execute_callback
 
-    from affiliate_network.notify import LATE_CALLBACK
+    from affiliate_network.notify import CHECKPOINTS_MIN, LATE_CALLBACK
 
-    notify_include({"enabled": True, "webhook": {"conn_id": chat_conn, "format": "json"}})
-    context = {
-        "dag_run": {
-            "dag_id": "affiliate_daily_reports",
-            "dag_run_id": "scheduled__2026-11-25T00:00:00+00:00",
-            "run_type": "scheduled",
-            "state": "running",
-            "queued_at": "2026-11-26T00:00:05Z",
-            "start_date": "2026-11-26T00:00:07Z",
-            "data_interval_start": "2026-11-25T00:00:00Z",
-            "data_interval_end": "2026-11-26T00:00:00Z",
-        },
-        "deadline": {"id": "d1", "deadline_time": "2026-11-26T03:00:05Z"},
-    }
-    ok, error = execute_callback(
-        LATE_CALLBACK,
-        {"late_after_minutes": 180, "context": context},
-        "",
-        None,
-        structlog.get_logger(),
-    )
+    before = ([0, *CHECKPOINTS_MIN])[CHECKPOINTS_MIN.index(minutes)]
+    kwargs = {"checkpoint_minutes": minutes, "previous_minutes": before, "context": context}
+    ok, error = execute_callback(LATE_CALLBACK, kwargs, "", None, structlog.get_logger())
     assert ok, error
+
+
+def test_a_late_run_is_told_once_by_the_checkpoint_that_reaches_its_setting(
+    notify_include, webhook, chat_conn
+) -> None:
+    # late_after_minutes 55 is read when the checkpoints fire (not when the DAG was parsed):
+    # the 60-minute checkpoint tells it; the earlier and later ones stay silent.
+    from affiliate_network.notify import CHECKPOINTS_MIN
+
+    notify_include(
+        {
+            "enabled": True,
+            "webhook": {"conn_id": chat_conn, "format": "json"},
+            "late_after_minutes": {"affiliate_onhold_review": 55},
+        }
+    )
+    for minutes in CHECKPOINTS_MIN[:6]:
+        _checkpoint(_late_context(), minutes)
     [body] = webhook.bodies
     assert body["event"] == "run_late"
-    assert "had not finished 180 min after it was queued" in body["happened"]
+    assert "had not finished 55 min after it was queued" in body["happened"]
     assert "state: running" in "\n".join(body["at_stake"])
-    assert "/dags/affiliate_daily_reports/runs/" in body["link"]
+    assert "/dags/affiliate_onhold_review/runs/" in body["link"]
     assert body["runbook"].endswith("#a-run-is-late")
 
-    # A backfill queues its runs together: a late one is not announced unless asked for.
-    context["dag_run"]["run_type"] = "backfill"
-    assert execute_callback(
-        LATE_CALLBACK,
-        {"late_after_minutes": 180, "context": context},
-        "",
-        None,
-        structlog.get_logger(),
-    )[0]
+    # A backfill queues its runs together: a late one is not announced unless asked for; a
+    # run that finished meanwhile is not late.
+    _checkpoint(_late_context(run_type="backfill"), 60)
+    _checkpoint(_late_context(state="success"), 60)
     assert len(webhook.bodies) == 1
+
+
+def test_checkpoints_stay_silent_for_a_dag_without_a_deadline_or_with_notifications_off(
+    notify_include, webhook, chat_conn
+) -> None:
+    from affiliate_network.notify import CHECKPOINTS_MIN
+
+    notify_include({"enabled": True, "webhook": {"conn_id": chat_conn}})
+    for minutes in CHECKPOINTS_MIN:
+        _checkpoint(_late_context(), minutes)
+    notify_include(
+        {
+            "enabled": False,
+            "webhook": {"conn_id": chat_conn},
+            "late_after_minutes": {"affiliate_onhold_review": 55},
+        }
+    )
+    _checkpoint(_late_context(), 60)
+    assert webhook.bodies == []
+
+
+def test_a_day_late_and_more_is_told_at_the_last_checkpoint(notify_include, webhook, chat_conn):
+    from affiliate_network.notify import CHECKPOINTS_MIN
+
+    late = {"affiliate_onhold_review": 3000}
+    notify_include({"enabled": True, "webhook": {"conn_id": chat_conn}, "late_after_minutes": late})
+    for minutes in CHECKPOINTS_MIN:
+        _checkpoint(_late_context(), minutes)
+    [body] = webhook.bodies
+    assert "had not finished 3000 min" in body["text"]

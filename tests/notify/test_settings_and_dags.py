@@ -1,14 +1,18 @@
-"""``include/notifications.yaml``: off by default, validated with file and line, and what the
-DAGs carry when it is on (notifiers on every task and the human review, a deadline alert)."""
+"""``include/notifications.yaml``: off by default, validated with file and line; what every DAG
+carries (notifiers on every task and the human review, deadline checkpoints), read from no file
+when the DAG is parsed."""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
 
 import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.notify import LATE_CALLBACK, attach_notifications
+from affiliate_network.notify import CHECKPOINTS_MIN, LATE_CALLBACK, attach_notifications
 from affiliate_network.notify.notifier import AffiliateNetworkNotifier
 from affiliate_network.settings import NOTIFICATION_EVENTS, load_notification_settings
 from tests.support.dag_files import DAGS_DIR, load_dag
@@ -32,32 +36,44 @@ def test_the_shipped_file_is_off_and_valid() -> None:
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAGS))
-def test_off_by_default_the_dags_carry_nothing(dag_id: str) -> None:
-    dag = load_dag(DAGS_DIR / f"{dag_id}.py", dag_id)
-    assert not dag.deadline
-    for task in dag.tasks:
-        assert _ours(task.on_failure_callback) == [], task.task_id
-        assert _ours(getattr(task, "partial_kwargs", {}).get("notifiers")) == []
-
-
-def test_no_file_is_off(notify_include) -> None:
-    folder = notify_include({"enabled": True, "webhook": {"conn_id": "chat"}})
-    (folder / "notifications.yaml").unlink()
-    assert load_notification_settings().enabled is False
+def test_the_dag_files_read_no_settings_when_parsed(notify_include, dag_id: str) -> None:
+    # A DAG file is parsed again and again: nothing of include/ is read then (an invalid
+    # notifications.yaml does not stop it parsing; the notifiers say so when they fire).
+    folder = notify_include({})
+    (folder / "notifications.yaml").write_text("enabled: true\nwebhok: {}\n")
+    probe = (
+        "import runpy, sys; runpy.run_path(sys.argv[1]); "
+        "print(sorted(m for m in sys.modules if m in ('affiliate_network.settings', "
+        "'affiliate_network.config')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(DAGS_DIR / f"{dag_id}.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAGS))
-def test_each_dag_carries_the_configured_notifiers_and_deadline(notify_include, dag_id) -> None:
+def test_each_dag_carries_the_notifiers_and_deadline_checkpoints(dag_id) -> None:
+    from airflow.sdk.definitions.callback import SyncCallback
     from airflow.sdk.definitions.deadline import DagRunQueuedAtDeadline
 
-    notify_include({"enabled": True, "webhook": {"conn_id": "chat"}, "late_after_minutes": DAGS})
     dag = load_dag(DAGS_DIR / f"{dag_id}.py", dag_id)
 
-    [alert] = dag.deadline
-    assert isinstance(alert.reference, DagRunQueuedAtDeadline)
-    assert alert.interval == dt.timedelta(minutes=DAGS[dag_id])
-    assert alert.callback.path == LATE_CALLBACK
-    assert alert.callback.kwargs == {"late_after_minutes": DAGS[dag_id]}
+    assert [alert.interval for alert in dag.deadline] == [
+        dt.timedelta(minutes=m) for m in CHECKPOINTS_MIN
+    ]
+    previous = [0, *CHECKPOINTS_MIN[:-1]]
+    for alert, minutes, before in zip(dag.deadline, CHECKPOINTS_MIN, previous, strict=True):
+        assert isinstance(alert.reference, DagRunQueuedAtDeadline)
+        assert isinstance(alert.callback, SyncCallback)  # Airflow 3.2+ (3.1: .ci/older-airflow)
+        assert alert.callback.path == LATE_CALLBACK
+        assert alert.callback.kwargs == {"checkpoint_minutes": minutes, "previous_minutes": before}
+        assert alert.name == f"{dag_id} not finished {minutes} min after it was queued"
     for task in dag.tasks:
         assert len(_ours(task.on_failure_callback)) == 1, task.task_id
     if dag_id == "affiliate_onhold_review":
@@ -68,13 +84,6 @@ def test_each_dag_carries_the_configured_notifiers_and_deadline(notify_include, 
     from airflow.serialization.serialized_objects import DagSerialization
 
     assert LATE_CALLBACK in str(DagSerialization.to_dict(dag))
-
-
-def test_a_dag_not_listed_gets_no_deadline(notify_include) -> None:
-    notify_include({"enabled": True, "webhook": {"conn_id": "chat"}})
-    dag = load_dag(DAGS_DIR / "affiliate_offer_sync.py", "affiliate_offer_sync")
-    assert not dag.deadline
-    assert all(_ours(t.on_failure_callback) for t in dag.tasks)
 
 
 def test_attaching_twice_keeps_other_callbacks(notify_include) -> None:

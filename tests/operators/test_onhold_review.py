@@ -435,9 +435,11 @@ def test_a_manual_dry_run_beside_a_writing_scheduled_run_neither_waits_nor_write
     from types import SimpleNamespace
 
     from affiliate_network.exceptions import LeaseBusyError
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.review.lease import WriteLease, lease_path
 
-    path = lease_path(str(tmp_path / "data"), network_conn)
+    network = AffiliateNetworkHook(network_conn).network.slug  # the lease is the network's
+    path = lease_path(str(tmp_path / "data"), network)
     scheduled = WriteLease(path, "affiliate_onhold_review/scheduled__2026-11-25T10:00:00+00:00")
     scheduled.acquire(wait_s=0)
     sandbox.clear_requests()

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.storage import read_manifest, read_partition
+from tests.support.changing_lists import (
+    PENDING,
+    ChangeBetween,
+    ChangingDay,
+    crowded_second,
+    judge,
+)
 from tests.support.landed_history import day_request
 
 
@@ -42,85 +52,161 @@ def test_land_a_day_directly(sandbox, network_conn, tmp_path) -> None:
     assert read_partition(summary["path"]).num_rows == expected
 
 
-def _land(hook, base, day, **kwargs):
-    request = day_request(day)
-    kwargs.setdefault("consistency_retries", 2)
-    return land_conversion_day(
-        hook,
-        str(base),
-        day,
-        request=request,
-        page_size=100,
-        log=logging.getLogger("test"),
-        consistency_wait_s=0.01,
-        **kwargs,
-    )
+def _land_changing(changing: ChangingDay, conn: str, base, changes, *, page_size: int) -> list:
+    """Land ``changing``'s listing with ``changes`` made between the hook's requests; the
+    conversion ids of the published partition."""
+    hook = AffiliateNetworkHook(conn, adapter=ChangeBetween(changes), concurrency=1)
+    try:
+        summary = land_conversion_day(
+            hook,
+            str(base),
+            changing.day,
+            request=day_request(
+                changing.day, timezone_id=changing.timezone_id, filters=changing.filters
+            ),
+            page_size=page_size,
+            consistency_wait_s=0.01,
+            log=logging.getLogger("test"),
+        )
+    finally:
+        hook.close()
+    manifest = read_manifest(summary["path"])
+    assert manifest is not None
+    assert manifest.request["from"] == changing.day.isoformat()
+    assert manifest.request["timezone_id"] == changing.timezone_id
+    return read_partition(summary["path"]).column("conversion_id").to_pylist()
 
 
-def _shift(sandbox, day: dt.date) -> tuple[int, int]:
-    """(truth, insert_count): the records before the arrival fill whole pages of 100, so an
-    unchecked pull's counts add up exactly while it loses the window's last records."""
-    truth = sandbox.truth(day.isoformat(), day.isoformat(), timezone_id=67)["conversions"]
-    count = truth % 100 or 100
-    assert truth - count >= 200
-    return truth, count
+def _changing_day(sandbox, day: dt.date, timezone_id: int = 67, **config) -> ChangingDay:
+    sandbox.reset(**config)
+    changing = ChangingDay(sandbox, day, timezone_id, filters=list(PENDING))
+    changing.freeze_inside(0.6)
+    return changing
 
 
-def _ids(hook, day: dt.date) -> list[str]:
-    pull = hook.iter_conversions(from_date=day, to_date=day, timezone_id=67, show_events=False)
-    return sorted(r["conversion_id"] for r in pull)
-
-
-def test_a_pull_that_shifts_is_pulled_again_and_lands_the_truth(
+def test_a_day_that_changes_at_any_boundary_lands_every_row_that_stayed(
     sandbox, network_conn, tmp_path
 ) -> None:
-    """Conversions arrive after page 1 of the first pull only (sandbox fault, real HTTP): that
-    pull is discarded and the day pulled again; the partition holds exactly the sandbox's
-    records. Before the fix the first pull landed `truth - count` rows as consistent."""
+    """The day's held conversions (a ``status: pending`` list) while the review approves one
+    of the first and a new one arrives, after each answer in turn: the partition holds every
+    row that was there from the first request to the last, once. Before the fix the landing
+    published one row short for every boundary inside the offset pages, as consistent."""
     day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
-    truth, count = _shift(sandbox, day)
-    sandbox.set_faults(insert_after_page=1, insert_count=count, insert_pulls=1)
-    hook = AffiliateNetworkHook(network_conn)
+    counter = ChangeBetween({})
+    hook = AffiliateNetworkHook(network_conn, adapter=counter, concurrency=1)
+    changing = _changing_day(sandbox, day)
     try:
-        summary = _land(hook, tmp_path, day)
-        sandbox.clear_faults()
-        expected = _ids(hook, day)
+        sum(1 for _ in hook.iter_conversions(
+            from_date=day, to_date=day, timezone_id=67, filters=PENDING, page_size=6
+        ))  # fmt: skip
+    finally:
+        hook.close()
+    assert counter.answers >= 8
+    for after in range(1, counter.answers + 1):
+        changing = _changing_day(sandbox, day)
+        before = set(changing.listing())
+        landed = _land_changing(
+            changing, network_conn, tmp_path / str(after), {after: changing.change([0], 1)},
+            page_size=6,
+        )  # fmt: skip
+        judge(landed, before, set(changing.listing()))
+
+
+@settings(
+    max_examples=int(os.environ.get("AFN_PAGING_EXAMPLES", "20")) * 2 // 5,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    page_size=st.integers(2, 9),
+    first=st.integers(2, 14),
+    removals=st.lists(st.integers(0, 20), min_size=1, max_size=3, unique=True),
+    more=st.sampled_from([0, 0, 0, 1, -1]),
+    new_york=st.booleans(),
+)
+def test_any_change_during_a_landing_lands_every_row_that_stayed(
+    sandbox, network_conn, tmp_path_factory, page_size, first, removals, more, new_york
+) -> None:
+    """Property over boundaries, page sizes and changes (as many arrivals as removals, the
+    change no count sees, or one more or fewer), on a New York DST day too."""
+    arrivals = len(removals) + more
+    if new_york:
+        day, tz, config = dt.date(2026, 11, 1), 80, {"end_date": "2026-11-03", "days": 4}
+    else:
+        sandbox.reset()  # an earlier example may have left the DST world
+        day, tz, config = dt.date.fromisoformat(sandbox.catalog()["last_date"]), 67, {}
+    changing = _changing_day(sandbox, day, tz, **config)
+    before = set(changing.listing())
+    landed = _land_changing(
+        changing,
+        network_conn,
+        tmp_path_factory.mktemp("landing"),
+        {first: changing.change(removals, arrivals)},
+        page_size=page_size,
+    )
+    judge(landed, before, set(changing.listing()))
+
+
+def test_a_second_that_shifts_is_pulled_again_and_lands_the_truth(
+    sandbox, network_conn, tmp_path
+) -> None:
+    """A second fuller than a page is paged with the checks; conversions arriving between its
+    pages (sandbox fault, first pull only) make that pull shifted: it is discarded and pulled
+    again, and the partition holds the second's records."""
+    sandbox.reset(conversions_per_day=200_000, days=2)
+    day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
+    at, held = crowded_second(sandbox, day)
+    # the fault's pulls start at each page-1 request: the whole second (1), its paged page 1 (2)
+    sandbox.set_faults(insert_after_page=1, insert_count=1, insert_pulls=2)
+    hook = AffiliateNetworkHook(network_conn, concurrency=1)
+    try:
+        summary = land_conversion_day(
+            hook,
+            str(tmp_path),
+            day,
+            request=day_request(day) | {"from": at, "to": at},
+            page_size=1,
+            consistency_wait_s=0.01,
+            log=logging.getLogger("test"),
+        )
     finally:
         hook.close()
     manifest = read_manifest(summary["path"])
     assert manifest is not None
     assert manifest.stats["pull_attempts"] == 2
-    assert manifest.stats["consistent_with_total_count"] is True
-    assert summary["rows"] == manifest.row_count == truth == len(expected)
-    assert sorted(read_partition(summary["path"]).column("conversion_id").to_pylist()) == expected
+    assert manifest.stats["paged_seconds"] == 1
+    assert summary["rows"] == manifest.row_count == held
     assert not list((tmp_path / "conversions" / "_staging").iterdir())
 
 
-def test_a_pull_that_always_shifts_fails_naming_the_counts_and_publishes_nothing(
+def test_a_second_that_always_shifts_fails_naming_the_counts_and_publishes_nothing(
     sandbox, network_conn, tmp_path
 ) -> None:
-    """Every pull meets arriving conversions: after three pulls the task fails with
-    PullShiftedError naming the day and the counts; the partition landed earlier stays as it
-    was (same checksum), and no staged file of the failed pulls is left. Before the fix the
-    first pull replaced it with `truth - count` rows, `consistent_with_total_count: true`."""
+    """Every pull of a crowded second meets arriving conversions: after three pulls the task
+    fails with PullShiftedError naming the day and the counts, and publishes nothing."""
     from affiliate_network.exceptions import PullShiftedError
 
+    sandbox.reset(conversions_per_day=200_000, days=2)
     day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
-    truth, count = _shift(sandbox, day)
-    hook = AffiliateNetworkHook(network_conn)
+    at, held = crowded_second(sandbox, day)
+    sandbox.set_faults(insert_after_page=1, insert_count=1)
+    hook = AffiliateNetworkHook(network_conn, concurrency=1)
     try:
-        before = _land(hook, tmp_path, day)
-        sandbox.set_faults(insert_after_page=1, insert_count=count)
         with pytest.raises(PullShiftedError) as caught:
-            _land(hook, tmp_path, day)
+            land_conversion_day(
+                hook,
+                str(tmp_path),
+                day,
+                request=day_request(day) | {"from": at, "to": at},
+                page_size=1,
+                consistency_wait_s=0.01,
+                log=logging.getLogger("test"),
+            )
     finally:
         hook.close()
     message = str(caught.value)
     assert message.startswith(f"{day}: 3 pull(s) all shifted while paging, nothing was published")
-    assert f"total_count changed from {truth - count} at page 1 to {truth}" in message
-    manifest = read_manifest(before["path"])
-    assert manifest is not None
-    assert manifest.row_count == truth
-    assert manifest.content_checksum == before["checksum"]
-    assert read_partition(before["path"]).num_rows == truth
+    assert f"total_count changed from {held - 1} at page 1 to {held}" in message
+    assert not (tmp_path / "conversions" / f"date={day}").exists()
     assert not list((tmp_path / "conversions" / "_staging").iterdir())

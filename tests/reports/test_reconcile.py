@@ -79,7 +79,9 @@ def test_a_clean_day_reconciles_and_spends_no_granular_query(hook, tmp_path, day
     assert summary["cells"] > 10
     assert summary["granular_queries"] == 0
     assert hook.granular_budget().used == used_before  # non-granular columns only
-    totals = summary["totals"]
+    # Totals per currency: the sandbox's offers pay in USD.
+    assert summary["currencies"] == ["USD"]
+    totals = summary["totals"]["USD"]
     assert totals["landed"] == totals["network"]
     assert int(totals["network"]["cv"]) > 0
     assert Decimal(totals["network"]["payout"]) > 0
@@ -92,6 +94,7 @@ def test_a_clean_day_reconciles_and_spends_no_granular_query(hook, tmp_path, day
     assert doc["manifest_checksum"] == read_manifest(part).content_checksum
     assert len(doc["cells"]) == summary["cells"]
     assert doc["request"]["columns"] == ["affiliate", "offer"]
+    assert {c["currency"] for c in doc["cells"]} == {"USD"}
     assert is_complete(part)
     assert partition_files(base, "conversions") == files_before
     assert COMPARISON_NAME not in {e.name for e in read_manifest(part).files}
@@ -126,7 +129,7 @@ def test_a_dropped_page_fails_naming_the_cell(hook, tmp_path, day) -> None:
     first = lost_conversions[0]["relationship"]
     cell = (
         f"affiliate {first['affiliate']['network_affiliate_id']} "
-        f"offer {first['offer']['network_offer_id']}"
+        f"offer {first['offer']['network_offer_id']} in USD"
     )
 
     with pytest.raises(ReconciliationError) as info:
@@ -146,9 +149,9 @@ def test_a_dropped_page_fails_naming_the_cell(hook, tmp_path, day) -> None:
         assert f"and {err.differences - 20} more" in str(short.value)
     # The network reports more than was landed: exactly the lost rows.
     lost_cv = len(lost_conversions)
-    assert int(err.totals["difference"]["cv"]) == lost_cv
+    assert int(err.totals["USD"]["difference"]["cv"]) == lost_cv
     lost_payout = sum(Decimal(str(r["payout"])) for r in lost if r["status"] == "approved")
-    assert Decimal(err.totals["difference"]["payout"]) == lost_payout
+    assert Decimal(err.totals["USD"]["difference"]["payout"]) == lost_payout
     comparison = json.loads(Path(err.comparison_path).read_text())
     assert comparison["reconciled"] is False
     assert len(comparison["differing"]) == err.differences
@@ -182,16 +185,16 @@ def test_a_status_changed_after_landing_fails_naming_the_cell(hook, sandbox, tmp
         reconcile_day(hook, base, day, log=LOG)
 
     err = info.value
-    assert f"affiliate {affiliate} offer {offer}: cv landed" in str(err)
+    assert f"affiliate {affiliate} offer {offer} in USD: cv landed" in str(err)
     assert err.differences == 1
     (line,) = err.cells
     payout = Decimal(str(target["payout"]))
-    assert line.startswith(f"affiliate {affiliate} offer {offer}: cv landed ")
+    assert line.startswith(f"affiliate {affiliate} offer {offer} in USD: cv landed ")
     assert "(difference 1)" in line
     assert f"(difference {payout})" in line
     comparison = json.loads(Path(err.comparison_path).read_text())
     (cell,) = comparison["differing"]
-    assert (cell["affiliate"], cell["offer"]) == (affiliate, offer)
+    assert (cell["affiliate"], cell["offer"], cell["currency"]) == (affiliate, offer, "USD")
     assert cell["difference"]["cv"] == 1
     assert Decimal(cell["difference"]["payout"]) == payout
 

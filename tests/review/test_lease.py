@@ -36,6 +36,15 @@ from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
 from tests.operators.onhold_support import after_the_data, patches
 
+try:  # the S3 setup of the report tests: moto's server mode on loopback, one empty bucket
+    from tests.reports.test_storage_s3 import S3_BASE, moto_endpoint, s3  # noqa: F401
+except pytest.skip.Exception:  # no amazon extra: the S3 test skips
+    S3_BASE = ""
+
+    @pytest.fixture
+    def s3() -> None:
+        pytest.skip("the 'amazon' extra (s3fs, boto3) is not installed")
+
 
 def _race(path: ObjectStoragePath, owners: list[str], **kw: float) -> list[WriteLease]:
     """Every owner tries once, all at the same moment; the leases that hold."""
@@ -153,25 +162,63 @@ def object_store() -> ObjectStoragePath:
     return ObjectStoragePath("memory://afn-lease-bucket/data")
 
 
-def test_object_storage_lease_expires_and_serves_its_owner_again(object_store) -> None:
+class FakeClock:
+    """One host's clock that moves only when a lease sleeps on it."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_object_storage_lease_lapses_for_everyone_alike(object_store) -> None:
+    """A holder that stopped renewing (it died on another host): another run and the same run's
+    retry alike wait until they have seen its record unchanged for its ttl, then take it."""
     path = lease_path(str(object_store), "c")
-    now = [0.0]
-    sleep = lambda s: None  # noqa: E731 - the settle wait, not under test here
-    crashed = WriteLease(path, "dag/crashed", ttl_s=60, clock=lambda: now[0], sleep=sleep)
+    clock = FakeClock()
+    crashed = WriteLease(path, "dag/crashed", ttl_s=60, clock=clock, sleep=clock.sleep)
     crashed.acquire(wait_s=0)
     crashed.held = False  # the holder died on another host: nobody releases it
-    busy = WriteLease(path, "dag/next", clock=lambda: now[0], sleep=sleep)
-    with pytest.raises(LeaseBusyError, match="dag/crashed"):
-        busy.acquire(wait_s=0)
-    again = WriteLease(path, "dag/crashed", clock=lambda: now[0], sleep=sleep)
-    again.acquire(wait_s=0)  # its own retry: at once
-    again.held = False
-    now[0] = 661.0
-    nxt = WriteLease(path, "dag/next", clock=lambda: now[0], sleep=sleep)
-    nxt.acquire(wait_s=0)
-    assert nxt.read()["owner"] == "dag/next"
-    nxt.release()
+    for owner, who in (("dag/next", "another run"), ("dag/crashed", "an earlier attempt")):
+        busy = WriteLease(path, owner, ttl_s=60, clock=clock, sleep=clock.sleep)
+        with pytest.raises(LeaseBusyError, match=f"{who}.*dag/crashed"):
+            busy.acquire(wait_s=59, poll_s=5)
+    retry = WriteLease(path, "dag/crashed", ttl_s=60, clock=clock, sleep=clock.sleep)
+    started = clock.now
+    retry.acquire(wait_s=120, poll_s=5)
+    assert clock.now - started >= 60
+    assert retry.read()["token"] == retry._token
+    retry.release()
     assert not path.exists()
+
+
+def test_object_storage_lease_of_a_holder_long_dead_is_taken_at_once(object_store) -> None:
+    # A record whose expiry passed more than a ttl ago by this host's wall clock.
+    path = lease_path(str(object_store), "stale")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"owner": "dag/gone", "token": "x", "expires": time.time() - 700, "ttl_s": 600}
+    path.write_text(json.dumps(record | {"host": "another-host", "pid": 1}))
+    lease = WriteLease(path, "dag/next", sleep=lambda s: None)
+    lease.acquire(wait_s=0)
+    assert lease.read()["owner"] == "dag/next"
+    lease.release()
+
+
+def test_object_storage_lease_of_a_dead_process_of_this_host_is_taken_at_once(
+    object_store,
+) -> None:
+    path = lease_path(str(object_store), "dead")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"owner": "dag/run", "token": "x", "expires": time.time() + 600, "ttl_s": 600}
+    path.write_text(json.dumps(record | {"host": socket.gethostname(), "pid": _dead_pid()}))
+    retry = WriteLease(path, "dag/run", sleep=lambda s: None)
+    retry.acquire(wait_s=0)  # its killed earlier attempt on this worker: no wait
+    assert retry.read()["token"] == retry._token
+    retry.release()
 
 
 def test_object_storage_racing_takers_settle_on_one_holder(object_store) -> None:
@@ -186,14 +233,13 @@ def test_object_storage_holder_that_lost_its_lease_stops_and_leaves_the_new_reco
     # A's lease expires during a slow chunk; B takes it over. A must neither renew over B's
     # record nor delete it, so a third run keeps waiting while B writes.
     path = lease_path(str(object_store), "lost")
-    now = [0.0]
-    clock, sleep = (lambda: now[0]), (lambda s: None)
-    a = WriteLease(path, "dag/a", ttl_s=60, clock=clock, sleep=sleep)
+    clock = FakeClock()
+    a = WriteLease(path, "dag/a", ttl_s=60, clock=clock, sleep=lambda s: None)
     a.acquire(wait_s=0)
     a.renew()  # ours: pushed forward
-    now[0] = 61.0  # the slow chunk: past A's expiry, B takes over
-    b = WriteLease(path, "dag/b", ttl_s=60, clock=clock, sleep=sleep)
-    b.acquire(wait_s=0)
+    # The slow chunk: B watches A's record unchanged for its ttl, then takes over.
+    b = WriteLease(path, "dag/b", ttl_s=60, clock=clock, sleep=clock.sleep)
+    b.acquire(wait_s=120, poll_s=10)
     b_record = b.read()
     with pytest.raises(LeaseLostError, match="now held by dag/b"):
         a.renew()
@@ -201,7 +247,7 @@ def test_object_storage_holder_that_lost_its_lease_stops_and_leaves_the_new_reco
         a.check()
     a.release()
     assert b.read() == b_record
-    third = WriteLease(path, "dag/third", ttl_s=60, clock=clock, sleep=sleep)
+    third = WriteLease(path, "dag/third", ttl_s=60, clock=clock, sleep=lambda s: None)
     with pytest.raises(LeaseBusyError, match="dag/b"):
         third.acquire(wait_s=0)
     b.check()
@@ -225,22 +271,65 @@ def test_object_storage_holder_stops_once_its_lease_expired(object_store) -> Non
     assert lease.read()["owner"] == "dag/a"
 
 
-def test_object_storage_retry_taking_over_stops_the_earlier_attempt(object_store) -> None:
-    # The same run's retry takes the lease back at once (its earlier attempt looked dead):
-    # the earlier attempt, still alive, must stop rather than write beside it.
+def test_object_storage_retry_never_overlaps_its_earlier_attempt(object_store) -> None:
+    """The same run's retry waits while its earlier attempt (alive on another worker) renews;
+    once that attempt stops renewing it takes over, and the attempt stops before its next
+    chunk rather than write beside it."""
     path = lease_path(str(object_store), "retry")
-    sleep = lambda s: None  # noqa: E731 - the settle wait, not under test here
-    first = WriteLease(path, "dag/run", sleep=sleep)
+    clock = FakeClock()
+    first = WriteLease(path, "dag/run", ttl_s=60, clock=clock, sleep=lambda s: None)
     first.acquire(wait_s=0)
-    retry = WriteLease(path, "dag/run", sleep=sleep)
-    retry.acquire(wait_s=0)
-    with pytest.raises(LeaseLostError, match="now held by dag/run"):
+    retry = WriteLease(path, "dag/run", ttl_s=60, clock=clock, sleep=clock.sleep)
+    for _ in range(5):  # 5 x 50 s: the earlier attempt renews after every chunk
+        with pytest.raises(LeaseBusyError, match="an earlier attempt of this run"):
+            retry.acquire(wait_s=50, poll_s=10)
+        first.check()
         first.renew()
+    retry.acquire(wait_s=120, poll_s=10)  # the attempt hangs: 60 s without a renewal
     with pytest.raises(LeaseLostError):
         first.check()
     first.release()
     assert retry.read()["token"] == retry._token
     retry.release()
+
+
+def test_on_s3_a_retry_never_overlaps_its_earlier_attempt(s3) -> None:
+    """On a real S3 endpoint (moto's server mode on loopback, as tests/reports/test_storage_s3.py
+    runs it), in real time with a 3-s ttl: an earlier attempt renews after every "chunk" in a
+    thread for 4 s, then hangs; the same run's retry, asking all along, holds the lease only
+    once the attempt's last renewal is a ttl old, and the attempt's next check stops it."""
+    path = lease_path(S3_BASE, "affiliate_network_default")
+    first = WriteLease(path, "dag/run", ttl_s=3.0, settle_s=0.2)
+    first.acquire(wait_s=0)
+    renewals: list[float] = []  # when each renewal began
+    stop = threading.Event()
+
+    def keep_renewing() -> None:
+        end = time.monotonic() + 4.0
+        while time.monotonic() < end and not stop.is_set():
+            first.check()
+            began = time.monotonic()
+            first.renew()
+            renewals.append(began)
+            time.sleep(0.2)
+
+    worker = threading.Thread(target=keep_renewing)
+    worker.start()
+    retry = WriteLease(path, "dag/run", ttl_s=3.0, settle_s=0.2)
+    try:
+        retry.acquire(wait_s=30, poll_s=0.2)
+        took = time.monotonic()
+    finally:
+        stop.set()
+        worker.join()
+    assert len(renewals) >= 2
+    assert took >= renewals[-1] + 3.0  # never while the earlier attempt could still write
+    with pytest.raises(LeaseLostError):
+        first.check()
+    first.release()
+    assert retry.read()["token"] == retry._token
+    retry.release()
+    assert not path.exists()
 
 
 def _review_window(rules_file: Path, window: tuple[str, str]) -> tuple[RuleSet, Any]:
@@ -260,8 +349,10 @@ def _taken_over_during_the_first_patch(
     sandbox: Any, path: ObjectStoragePath
 ) -> Iterator[WriteLease]:
     """Another run takes the lease over while the first PATCH is slow (answered 1 s after it is
-    applied). Its clock is past the writer's expiry: the writer's chunk took too long."""
-    other = WriteLease(path, "dag/other", clock=lambda: time.time() + 601, settle_s=0)
+    applied): on its clock it has watched the writer's record unchanged for the lease's ttl (the
+    writer's chunk took too long)."""
+    clock = FakeClock()  # the other run's clock; it watches the writer's record for the ttl
+    other = WriteLease(path, "dag/other", clock=clock, sleep=clock.sleep, settle_s=0)
     sandbox.set_faults(
         apply_then_delay_paths=["/networks/reporting/onhold"], apply_then_delay_s=1.0
     )
@@ -272,7 +363,7 @@ def _taken_over_during_the_first_patch(
         try:
             while not patches(sandbox) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            other.acquire(wait_s=0)
+            other.acquire(wait_s=700, poll_s=100)
             took.append(None)
         except BaseException as err:
             took.append(err)
@@ -303,7 +394,9 @@ def test_a_review_that_loses_its_lease_mid_run_stops_before_its_next_chunk(
     hook = AffiliateNetworkHook(network_conn)
     try:
         with (
-            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            _taken_over_during_the_first_patch(
+                sandbox, lease_path(base, AffiliateNetworkHook(network_conn).network.slug)
+            ),
             pytest.raises(LeaseLostError, match="dag/other"),
         ):
             run_review(
@@ -346,7 +439,9 @@ def test_a_human_apply_that_loses_its_lease_stops_before_its_next_chunk(
         assert len(truth["outlier_sale_amount"]) > 2
         approve = {"chosen_options": [OPTION_APPROVE], "responded_by_user": {"name": "ana"}}
         with (
-            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            _taken_over_during_the_first_patch(
+                sandbox, lease_path(base, AffiliateNetworkHook(network_conn).network.slug)
+            ),
             pytest.raises(LeaseLostError, match="dag/other"),
         ):
             apply_human_choices(
@@ -392,7 +487,9 @@ def test_a_review_that_lost_its_lease_then_retried_ends_where_one_clean_run_ends
         assert sum(1 for s in clean.values() if s != "on_hold") > 10
         sandbox.reset()
         with (
-            _taken_over_during_the_first_patch(sandbox, lease_path(base, network_conn)),
+            _taken_over_during_the_first_patch(
+                sandbox, lease_path(base, AffiliateNetworkHook(network_conn).network.slug)
+            ),
             pytest.raises(LeaseLostError),
         ):
             run("slow")

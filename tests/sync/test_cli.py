@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -100,12 +101,41 @@ def test_the_ledger_is_named_by_path_or_by_connection_not_both(example_doc, writ
     assert "not allowed with argument --ledger" in capsys.readouterr().err
 
 
-def test_plan_finds_the_connections_ledger_under_the_data_base(
+def test_plan_finds_the_networks_ledger_under_the_data_base(
     example_doc, write_state, tmp_path, monkeypatch, capsys
+):
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+    path = write_state(example_doc)
+    monkeypatch.setenv("AFFILIATE_NETWORK_DATA_BASE", str(tmp_path))
+    # Two connections written by different people to one network, and the default one to
+    # another network: the ledger is the network's, not the connection's.
+    for conn_id, host in [
+        ("other", "https://API.Example.com:443/v1/"),
+        ("same_network", "https://api.example.com/v1"),
+        ("affiliate_network_default", "https://api.elsewhere.example/v1"),
+    ]:
+        conn = {"conn_type": "affiliate_network", "host": host, "password": "k" * 16}
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({**conn, "extra": {"portal": "network"}})
+        )
+    network = AffiliateNetworkHook("other").network.slug
+    _applied(path, tmp_path / "sync" / f"ledger-{network}.json")
+    assert main(["plan", str(path), "--conn-id", "other", "--detailed-exitcode"]) == 0
+    assert main(["plan", str(path), "--conn-id", "same_network", "--detailed-exitcode"]) == 0
+    assert main(["plan", str(path), "--detailed-exitcode"]) == 2  # the default connection's
+    assert "0 to create, 0 to update" in capsys.readouterr().out
+
+
+def test_plan_reads_a_ledger_still_named_by_its_connection(
+    example_doc, write_state, tmp_path, monkeypatch
 ):
     path = write_state(example_doc)
     monkeypatch.setenv("AFFILIATE_NETWORK_DATA_BASE", str(tmp_path))
+    conn = {"conn_type": "affiliate_network", "host": "https://api.example.com/v1"}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_OTHER",
+        json.dumps({**conn, "password": "k" * 16, "extra": {"portal": "network"}}),
+    )
     _applied(path, tmp_path / "sync" / "ledger-other.json")
     assert main(["plan", str(path), "--conn-id", "other", "--detailed-exitcode"]) == 0
-    assert main(["plan", str(path), "--detailed-exitcode"]) == 2  # the default connection's
-    assert "0 to create, 0 to update" in capsys.readouterr().out

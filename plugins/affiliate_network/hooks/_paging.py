@@ -1,28 +1,44 @@
-"""Paged pulls: page 1 first, then the remaining pages concurrently, yielded in page order.
+"""Paged pulls: offset pages (:class:`PagedIterator`) and time slices (:class:`SlicedPull`).
 
 Spec, "Endpoints / Common conventions": ``page`` (1-based) and ``page_size`` are read from the
 query string for GET and POST alike (a body page is ignored); paginated responses carry
 ``paging: {page, page_size, total_count}``; the maximum page size is typically 2,000 and some
 endpoints enforce less.
 
-Consistency: a pull is a snapshot only if the result set holds still while it is paged. Every
-page after the first must carry page 1's ``total_count``, every page but the last must hold
-exactly ``page_size`` records and the last one the rest, and (``unique_key``) no record may come
-twice; otherwise the pull stops with :class:`~affiliate_network.exceptions.PullShiftedError`
-naming the page and the counts. A conversion that arrives mid-pull shifts the pages behind it:
-unchecked, one original row would fall off the end while the counts still matched. Pages are
-fetched concurrently but checked in page order as they are consumed, so all of them are
-checked. Re-pulling is the caller's choice (the landing re-pulls a bounded number of times).
+Offset pages (:class:`PagedIterator`, every paged list but the conversion report): page 1 first,
+then the remaining pages concurrently, yielded in page order. A pull is a snapshot only if the
+result set holds still while it is paged. Every page after the first must carry page 1's
+``total_count``, every page but the last must hold exactly ``page_size`` records and the last
+one the rest, and (``unique_key``) no record may come twice; otherwise the pull stops with
+:class:`~affiliate_network.exceptions.PullShiftedError` naming the page and the counts. These
+checks catch an arrival or a removal alone, but not both: one row removed from a page already
+served and one added behind it keep every count, and the row at the next page's edge is never
+served. No check across requests can see that; only one response is atomic.
 
-Memory: a sliding window of at most ``concurrency`` outstanding page requests, each holding the
-raw bytes of one page, plus the one parsed page being yielded. Pages are parsed on the consuming
+Time slices (:class:`SlicedPull`, the conversion report): the window ``[t0, t1)`` (unix
+seconds) is read as slices each answered by ONE request of page 1. A slice whose
+``total_count`` exceeds the rows one page holds is not paged: its answer is dropped and the
+slice is split by time (into as many equal parts as needed to fill about :data:`SLICE_FILL` of
+a page each) and those are read, recursively. A slice is served only when its one answer holds
+all of it (``rows == total_count <= page size``). Slices partition the window and a record's
+timestamp never changes, so every record that exists throughout the pull lies in exactly one
+served slice and is in that slice's one answer: it is served exactly once. A record that
+appears or disappears during the pull may or may not be served (it was not in every state the
+pull saw); a record served belongs to the window. A single second holding more records than a
+page falls back to checked offset paging of that second (the checks above; a shift there
+re-pulls the window): that is the one place the guarantee weakens to the checks'.
+
+Memory: a sliding window of at most ``concurrency`` outstanding requests, each holding the raw
+bytes of one page, plus the one parsed page being yielded. Pages are parsed on the consuming
 thread (orjson holds the GIL anyway), so raw bytes, not parsed dicts, wait in the window. Memory is
-therefore bounded by ``concurrency x page size``, never by the report size.
+therefore bounded by ``concurrency x page size``, never by the report size. Slices not yet
+requested are two integers each.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 import time
@@ -64,6 +80,11 @@ class PullStats:
     :param total_count: ``paging.total_count`` of the first page (``None`` before it arrived).
     :param retries: extra attempts spent on this pull's requests (all pages).
     :param elapsed_s: seconds since the pull started.
+    :param requests: answers received (a sliced pull: served slices, split slices and the
+        pages of seconds paged; an offset pull: its pages).
+    :param slices: slices served whole by one answer (sliced pulls).
+    :param splits: slices whose answer was dropped because they held more than a page.
+    :param paged_seconds: single seconds holding more than a page, paged with the checks.
     """
 
     pages: int = 0
@@ -71,6 +92,10 @@ class PullStats:
     total_count: int | None = None
     retries: int = 0
     elapsed_s: float = 0.0
+    requests: int = 0
+    slices: int = 0
+    splits: int = 0
+    paged_seconds: int = 0
 
 
 class RawPage(NamedTuple):
@@ -106,6 +131,9 @@ SHIFT_RETRIES = 2
 #: Seconds to wait before pulling a shifted window again: long enough for a burst of arriving
 #: conversions to pass, short next to the task.
 SHIFT_WAIT_S = 2.0
+#: A slice split for holding more than a page is cut into parts planned to fill this share of
+#: a page each: room for uneven traffic inside the part, so that few parts overflow again.
+SLICE_FILL = 0.8
 _T = TypeVar("_T")
 
 
@@ -342,6 +370,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         """
         stats = self.stats
         raw = self._fetch(1, self._page_size)
+        stats.requests += 1
         stats.retries += raw.retries
         records, paging = self._parse(raw, 1)
         digest = (len(raw.content), hash(raw.content))
@@ -437,6 +466,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         previous: tuple[int, int],
     ) -> tuple[list[Any], tuple[int, int]]:
         """A page after the first, parsed and checked against the pull so far."""
+        self.stats.requests += 1
         self.stats.retries += raw.retries
         records, paging = self._parse(raw, page)
         digest = (len(raw.content), hash(raw.content))
@@ -492,6 +522,256 @@ class PagedIterator(Iterator[dict[str, Any]]):
                 prefetch.shutdown()
             if self._seen is not None:
                 self._seen.close()  # its spill files go now, not at garbage collection
+                self._seen = None
+            stats.elapsed_s = self._clock() - started
+            self._log_end(finished)
+
+
+#: ``fetch(start, end, page, page_size) -> RawPage``: page ``page`` of the records whose
+#: timestamps lie in ``[start, end)`` (unix seconds); raises an ``AffiliateNetworkError``.
+SliceFetcher = Callable[[int, int, int, int], RawPage]
+
+
+class _Slot:
+    """One slice ``[start, end)`` of the window and, once requested, its answer."""
+
+    __slots__ = ("end", "future", "start")
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start = start
+        self.end = end
+        self.future: Future[RawPage] | None = None
+
+
+def _utc(unix: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(unix))
+
+
+class SlicedPull(PagedIterator):
+    """Records of a time window, read as slices each answered whole by one request.
+
+    The protocol and what it guarantees are in the module docstring: a slice is served only
+    when its single answer holds every record of it (``rows == total_count``); a fuller slice is
+    split by time and re-read; a single second fuller than a page is paged with the checks of
+    :class:`PagedIterator`. Slices are yielded in time order whatever the concurrency, so the
+    same window gives the same sequence.
+
+    :param fetch: fetches one page of one slice (runs on worker threads; thread-safe).
+    :param window: ``(start, end)``: unix seconds, ``start`` inclusive, ``end`` exclusive.
+    :param key: name of the record list in the response.
+    :param page_size: requested rows per answer: the most a slice may hold to be served.
+    :param concurrency: worker threads, and slices requested at most at once.
+    :param label: what is being pulled, for the log lines and errors.
+    :param log: logger of the owning hook.
+    :param cancel: set when the pull stops, so a fetcher waiting to retry gives up.
+    :param raw: yield one :class:`Page` per served slice instead of records.
+    :param progress_every_s: log a progress line at most this often.
+    :param clock: monotonic clock (tests inject one).
+    :param unique_key: record field that must not repeat within the pull (parsed records):
+        a repeat means a record moved between slices (its timestamp changed) and the pull stops.
+    """
+
+    def __init__(
+        self,
+        fetch: SliceFetcher,
+        *,
+        window: tuple[int, int],
+        key: str,
+        page_size: int,
+        concurrency: int,
+        label: str,
+        log: TaskLog,
+        cancel: threading.Event | None = None,
+        raw: bool = False,
+        progress_every_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        unique_key: str | None = None,
+    ) -> None:
+        start, end = int(window[0]), int(window[1])
+        if end <= start:
+            raise ValueError(f"the window must end after it starts, got [{start}, {end})")
+        super().__init__(
+            lambda page, size: fetch(start, end, page, size),
+            key=key,
+            page_size=page_size,
+            concurrency=concurrency,
+            label=label,
+            log=log,
+            cancel=cancel,
+            raw=raw,
+            progress_every_s=progress_every_s,
+            clock=clock,
+            unique_key=unique_key,
+        )
+        self._fetch_slice = fetch
+        self._window = (start, end)
+        self._covered = 0  # seconds of the window served so far (progress)
+
+    def _span(self, slot: _Slot) -> str:
+        return f"slice {_utc(slot.start)}..{_utc(slot.end - 1)} UTC"
+
+    def _submit(self, pending: deque[_Slot], executor: ThreadPoolExecutor, inflight: int) -> int:
+        """Request the first slices not yet requested, up to ``concurrency`` in flight. The
+        caller has just taken one answer, so the first slice always gets its request."""
+        for slot in pending:
+            if inflight >= self._concurrency:
+                break
+            if slot.future is None:
+                slot.future = executor.submit(
+                    self._fetch_slice, slot.start, slot.end, 1, self._page_size
+                )
+                inflight += 1
+        return inflight
+
+    def _parts(self, slot: _Slot, total: int, capacity: int) -> list[_Slot]:
+        """``slot`` cut into equal parts planned to fill :data:`SLICE_FILL` of a page each."""
+        width = slot.end - slot.start
+        parts = min(width, max(2, math.ceil(total / max(1.0, SLICE_FILL * capacity))))
+        cuts = [slot.start + width * i // parts for i in range(parts + 1)]
+        return [_Slot(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+
+    def _progress_slices(self, started: float) -> None:
+        now = self._clock()
+        if now - max(started, self._last_progress) < self._progress_every_s:
+            return
+        self._last_progress = now
+        st = self.stats
+        elapsed = max(now - started, 1e-9)
+        width = self._window[1] - self._window[0]
+        share = self._covered / width
+        eta = f"{elapsed * (1 - share) / share:.0f}s" if 0 < share < 1 else "-"
+        self._log.info(
+            "%s: %d slices served (%d split), %d rows, %.0f%% of the window, %.0f rows/s, ETA %s",
+            self._label,
+            st.slices,
+            st.splits,
+            st.rows,
+            100 * share,
+            st.rows / elapsed,
+            eta,
+        )
+
+    def _log_end(self, finished: bool) -> None:
+        st = self.stats
+        self._log.info(
+            "%s: %s %d rows in %d slices (%d requests: %d split, %d seconds paged), %d "
+            "retries in %.2fs",
+            self._label,
+            "pulled" if finished else "stopped after",
+            st.rows,
+            st.slices,
+            st.requests,
+            st.splits,
+            st.paged_seconds,
+            st.retries,
+            st.elapsed_s,
+        )
+
+    def _page_second(self, slot: _Slot) -> Generator[Any, None, None]:
+        """One second holding more than a page: paged with the offset checks (a shift there
+        stops the pull with :class:`PullShiftedError`, and the caller pulls again)."""
+        stats = self.stats
+        stats.paged_seconds += 1
+        self._log.warning(
+            "%s: %s holds more than %d records; paged with count checks",
+            self._label,
+            self._span(slot),
+            self._page_size,
+        )
+        second = PagedIterator(
+            lambda page, size: self._fetch_slice(slot.start, slot.end, page, size),
+            key=self._key,
+            page_size=self._page_size,
+            concurrency=self._concurrency,
+            label=f"{self._label}, {self._span(slot)}",
+            log=self._log,
+            raw=self._raw,
+            progress_every_s=self._progress_every_s,
+            clock=self._clock,
+        )
+        with second:
+            for item in second:
+                if not self._raw:
+                    self._check_unique([item], stats.requests + second.stats.requests)
+                yield item
+        sub = second.stats
+        stats.requests += sub.requests
+        stats.retries += sub.retries
+        stats.pages += sub.pages
+        stats.rows += sub.rows
+        stats.total_count = (stats.total_count or 0) + (sub.total_count or 0)
+
+    def _generate(self) -> Generator[Any, None, None]:
+        started = self._clock()
+        stats = self.stats
+        stats.total_count = 0
+        pending: deque[_Slot] = deque([_Slot(*self._window)])
+        executor = ThreadPoolExecutor(
+            max_workers=self._concurrency, thread_name_prefix="affiliate-network-slice"
+        )
+        pin_mmap_threshold()  # worker-read answers must not pile up in arenas
+        inflight = 0
+        finished = False
+        try:
+            while pending:
+                inflight = self._submit(pending, executor, inflight)
+                slot = pending.popleft()
+                assert slot.future is not None
+                raw = slot.future.result()
+                slot.future = None  # a done future keeps its result (the raw answer) alive
+                inflight -= 1
+                stats.requests += 1
+                stats.retries += raw.retries
+                number = stats.pages + 1  # a served answer is the pull's next page
+                records, paging = self._parse(raw, number)
+                del raw
+                total = self._paging_int(paging, "total_count", number, minimum=0)
+                if total is None:
+                    raise AffiliateNetworkError(
+                        f"{self._label}: the answer for {self._span(slot)} has no "
+                        "paging.total_count, so it cannot show that it holds the whole slice"
+                    )
+                rows = self._count(records)
+                if rows > total:
+                    raise self._shifted(
+                        f"the answer for {self._span(slot)} holds {rows} records where its "
+                        f"total_count says {total}",
+                        expected=total,
+                        got=rows,
+                    )
+                if rows < total:
+                    # More than one answer holds: drop it, read smaller slices instead.
+                    del records
+                    if slot.end - slot.start > 1:
+                        served = self._paging_int(paging, "page_size", number, minimum=1)
+                        capacity = min(self._page_size, served or self._page_size)
+                        if 0 < rows < capacity:
+                            capacity = rows  # the endpoint serves fewer per page than asked
+                        stats.splits += 1
+                        pending.extendleft(reversed(self._parts(slot, total, capacity)))
+                        continue
+                    yield from self._page_second(slot)
+                    self._covered += 1
+                    continue
+                self._check_unique(records, number)
+                stats.pages += 1
+                stats.slices += 1
+                stats.rows += rows
+                stats.total_count += total
+                self._covered += slot.end - slot.start
+                stats.elapsed_s = self._clock() - started
+                self._progress_slices(started)
+                yield from records
+                del records
+            finished = True
+        finally:
+            self._cancel.set()
+            for slot in pending:
+                if slot.future is not None:
+                    slot.future.cancel()
+            executor.shutdown(wait=False, cancel_futures=True)
+            if self._seen is not None:
+                self._seen.close()
                 self._seen = None
             stats.elapsed_s = self._clock() - started
             self._log_end(finished)

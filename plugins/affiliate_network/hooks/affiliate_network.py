@@ -16,8 +16,10 @@ transport sends it (:meth:`~affiliate_network.hooks._transport.Transport.send`).
 * Portal guard: each endpoint belongs to the portal named by its path prefix (``/networks``,
   ``/affiliates``, ``/advertisers``, ``/partners``); calling one with another portal's connection
   raises :class:`PortalMismatchError` before anything is sent.
-* Paging: ``page``/``page_size`` in the query string only; page 1 first, then the rest
-  concurrently, yielded in page order (see :mod:`affiliate_network.hooks._paging`).
+* Paging: ``page``/``page_size`` in the query string only. The conversion report is read in
+  time slices each answered whole by one request (a list that changes while it is read loses
+  no row that stays); other lists in offset pages, page 1 first, then the rest concurrently,
+  checked and yielded in page order (see :mod:`affiliate_network.hooks._paging`).
 * Retries: see :mod:`affiliate_network.hooks._retry` and the idempotency table below.
 * Rate limits: ``X-RateLimit-Remaining`` feeds a throttle shared by all the hook's workers
   (:mod:`affiliate_network.hooks._ratelimit`).
@@ -53,7 +55,8 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlsplit
 
@@ -80,7 +83,8 @@ from affiliate_network.hooks._budget import (
     SharedBudget,
     open_store,
 )
-from affiliate_network.hooks._paging import PagedIterator, PullStats, RawPage
+from affiliate_network.hooks._network_identity import NetworkIdentity, network_identity
+from affiliate_network.hooks._paging import PagedIterator, PullStats, RawPage, SlicedPull
 from affiliate_network.hooks._ratelimit import RateLimitThrottle
 from affiliate_network.hooks._retry import RetryPolicy
 from affiliate_network.hooks._transport import (
@@ -94,6 +98,7 @@ from affiliate_network.hooks._transport import (
     key_header_name,
 )
 from affiliate_network.report_columns import column_count_problem, granular_columns
+from affiliate_network.timezones import TIMEZONES
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -185,6 +190,71 @@ def _as_date(value: str | dt.date, name: str, *, allow_time: bool = False) -> st
         raise InvalidRequestError(f"{name} must be a date or a {forms} string") from None
 
 
+#: The API's id of UTC (public reference, "timezones"): time slices are sent in it.
+UTC_TIMEZONE_ID = 67
+
+
+def _utc_text(unix: int) -> str:
+    """``YYYY-MM-DD hh:mm:ss`` of a unix second in UTC (the timed form of ``from``/``to``)."""
+    return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _wall_instants(wall: dt.datetime, tz: dt.tzinfo) -> tuple[int, int]:
+    """The earliest and latest unix second a naive wall time can name in ``tz`` (two in a
+    repeated hour, the two offsets' readings in a skipped one, else one)."""
+    readings = [int(wall.replace(tzinfo=tz, fold=fold).timestamp()) for fold in (0, 1)]
+    return min(readings), max(readings)
+
+
+def conversion_window(
+    from_date: str | dt.date, to_date: str | dt.date, timezone_id: int
+) -> tuple[int, int]:
+    """UTC ``[start, end)`` unix seconds of a conversion report's ``from``/``to``.
+
+    Days run midnight to midnight in the timezone (public documentation, "day bucketing"),
+    ``to`` inclusive; a midnight in a DST gap or fold is read as Python reads it (``fold=0``,
+    as the network's own day boundaries fall). A timed bound is that second, ``to`` inclusive;
+    an aware datetime is its own instant; a naive wall time that names two instants (a
+    repeated hour) or none (a skipped one) is widened to cover every reading.
+
+    :param from_date: first day or second.
+    :param to_date: last day or second (inclusive).
+    :param timezone_id: the API's timezone id of naive bounds.
+    :raises InvalidRequestError: unknown timezone id, malformed bound, or an empty window.
+    """
+    import zoneinfo
+
+    from affiliate_network.exceptions import UnknownTimezoneError
+    from affiliate_network.timezones import name_for_id
+
+    try:
+        tz = zoneinfo.ZoneInfo(name_for_id(int(timezone_id)))
+    except (UnknownTimezoneError, TypeError, ValueError) as err:
+        raise InvalidRequestError(f"timezone_id: {err}") from None
+
+    def bound(value: str | dt.date, name: str, *, end: bool) -> int:
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is not None and value.utcoffset() is not None:
+                return int(value.timestamp()) + (1 if end else 0)
+            moment = value.replace(microsecond=0)
+        elif isinstance(value, dt.date):
+            day = value + dt.timedelta(days=1) if end else value
+            return int(dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp())
+        else:
+            text = _as_date(value, name, allow_time=True)
+            if len(text) == 10:
+                return bound(dt.date.fromisoformat(text), name, end=end)
+            moment = dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S")
+        early, late = _wall_instants(moment, tz)
+        return late + 1 if end else early
+
+    start = bound(from_date, "from_date", end=False)
+    stop = bound(to_date, "to_date", end=True)
+    if stop <= start:
+        raise InvalidRequestError(f"the window from {from_date} to {to_date} is empty")
+    return start, stop
+
+
 def _is_masked(secret: str) -> bool:
     """Whether the secrets masker already hides ``secret``.
 
@@ -248,6 +318,26 @@ def _entity_columns(columns: Any) -> list[dict[str, Any]]:
     return cols
 
 
+def _exact_object(content: bytes, what: str) -> dict[str, Any]:
+    """A JSON object answer with its non-integer numbers as ``Decimal`` (their text, exactly).
+
+    :raises AffiliateNetworkError: the body is not JSON, or JSON but not an object.
+    """
+    import msgspec
+
+    if not content:
+        return {}
+    try:
+        doc = msgspec.json.Decoder(float_hook=Decimal).decode(content)
+    except msgspec.DecodeError:
+        raise AffiliateNetworkError(f"{what}: the response is not JSON") from None
+    if not isinstance(doc, dict):
+        raise AffiliateNetworkError(
+            f"{what}: the response is a JSON {type(doc).__name__}, not an object"
+        )
+    return doc
+
+
 class EntityTableQuery(TypedDict):
     """The keywords of an aggregated report (both portals' ``entity/table`` take one body).
 
@@ -275,6 +365,7 @@ class _Connected:
     concurrency: int
     timeout_s: float
     transport: Transport
+    network: NetworkIdentity
 
 
 class AffiliateNetworkHook(BaseHook):
@@ -403,9 +494,10 @@ class AffiliateNetworkHook(BaseHook):
             "concurrency", self._concurrency_arg, DEFAULT_CONCURRENCY, 1, MAX_CONCURRENCY, int
         )
         base_url = self._base_url_from(conn)
+        network = network_identity(base_url, extras, conn_id)
         settings = QuotaSettings.from_extras(extras, conn_id)
         budget = SharedBudget(
-            open_store(settings, base_url, portal),
+            open_store(settings, network, portal),
             settings,
             portal,
             slot_ttl_s=timeout_s + CONNECT_TIMEOUT_S + 10.0,
@@ -423,7 +515,7 @@ class AffiliateNetworkHook(BaseHook):
             rng=self._rng,
             log=self.log,
         )
-        return _Connected(portal, page_size, concurrency, timeout_s, transport)
+        return _Connected(portal, page_size, concurrency, timeout_s, transport, network)
 
     def _number_setting(
         self,
@@ -536,6 +628,12 @@ class AffiliateNetworkHook(BaseHook):
     def base_url(self) -> str:
         """Base URL every path is appended to (the EU one for ``region: eu``), read lazily."""
         return self._ready.transport.base_url
+
+    @property
+    def network(self) -> NetworkIdentity:
+        """The network this connection reaches (its normalized base URL, or the ``network``
+        extra): the key of the shared quota, the write lease and the sync ledger."""
+        return self._ready.network
 
     @property
     def portal(self) -> str:
@@ -729,11 +827,24 @@ class AffiliateNetworkHook(BaseHook):
         page_size: int | None = None,
         raw_pages: bool = False,
     ) -> PagedIterator:
-        """Conversion records of ``POST /networks/reporting/conversions`` over all pages.
+        """Conversion records of ``POST /networks/reporting/conversions`` over the window.
 
-        :param from_date: first day, ``YYYY-MM-DD`` or a date (or ``YYYY-MM-DD hh:mm:ss``, the
-            documented second form, sent unchanged).
-        :param to_date: last day (inclusive), in the same forms.
+        The window is read in time slices, each answered whole by one request, not in offset
+        pages (:class:`~affiliate_network.hooks._paging.SlicedPull`): a record that exists for
+        the whole pull is served exactly once even while others arrive or leave (approvals
+        take rows out of a status-filtered list, new conversions come in). The slices are
+        sent in UTC (``timezone_id`` 67, ``YYYY-MM-DD hh:mm:ss``, ``to`` inclusive at the
+        second) so no wall time of a DST change is ambiguous; ``from_date``/``to_date`` and
+        ``timezone_id`` only decide the window's instants. A ``timezone_id`` missing from the
+        API's published table (:mod:`affiliate_network.timezones`) cannot be turned into
+        instants here: that request is sent as given, in offset pages with the count checks,
+        and the network decides (it answers 400 for an id it does not know).
+
+        :param from_date: first day, ``YYYY-MM-DD`` or a date; or a first second: a
+            ``YYYY-MM-DD hh:mm:ss`` string or a datetime (an aware one is that instant, a
+            naive one or a string a wall time in ``timezone_id``, read so that a repeated or
+            skipped wall time covers both of its readings).
+        :param to_date: last day (inclusive), or last second (inclusive), in the same forms.
         :param timezone_id: the API's timezone id of the dates (67 = UTC, 80 =
             America/New_York; :mod:`affiliate_network.timezones` has the table).
         :param currency_id: currency code (server default when omitted).
@@ -742,14 +853,23 @@ class AffiliateNetworkHook(BaseHook):
         :param filters: filter items ``{"resource_type", "filter_id_value"}``, or a mapping
             ``{"offer": [1, 2], "status": "approved"}`` as a shorthand.
         :param search_terms: items ``{"search_type", "value"}``.
-        :param page_size: rows per page (default 2000).
-        :param raw_pages: yield unparsed pages instead of records (see :meth:`iter_pages`).
-        :return: a :class:`PagedIterator`; its ``stats`` fill as it is consumed.
+        :param page_size: rows per answer (default 2000): slices holding more are split.
+        :param raw_pages: yield one unparsed page per slice instead of records (see
+            :meth:`iter_pages`).
+        :return: a :class:`~affiliate_network.hooks._paging.SlicedPull` (a
+            :class:`PagedIterator` for a timezone outside the table); its ``stats`` fill as it
+            is consumed.
+        :raises InvalidRequestError: a bound is malformed, or the window is empty or reversed.
         """
         start = _as_date(from_date, "from_date", allow_time=True)
         end = _as_date(to_date, "to_date", allow_time=True)
         if start[:10] > end[:10] or (len(start) == len(end) and start > end):
             raise InvalidRequestError(f"from_date {start} is after to_date {end}")
+        window = (
+            conversion_window(from_date, to_date, timezone_id)
+            if not isinstance(timezone_id, bool) and timezone_id in TIMEZONES
+            else None
+        )
         body: dict[str, Any] = {
             "show_conversions": bool(show_conversions),
             "show_events": bool(show_events),
@@ -763,14 +883,44 @@ class AffiliateNetworkHook(BaseHook):
         }
         if currency_id:
             body["currency_id"] = currency_id
-        return self.iter_pages(
-            "/networks/reporting/conversions",
+        path = "/networks/reporting/conversions"
+        label = f"POST {path} {start}..{end} (timezone {timezone_id})"
+        if window is None:
+            return self.iter_pages(
+                path,
+                key="conversions",
+                body=body,
+                page_size=page_size,
+                raw_pages=raw_pages,
+                unique_key="conversion_id",
+                label=label,
+            )
+        cancel = threading.Event()
+        # Built (and its portal checked) at the call; each slice replaces only the body.
+        request = self._build("POST", path, body=body, idempotent=True, cancel=cancel)
+        size = self._ready.page_size if page_size is None else int(page_size)
+        if not 1 <= size <= MAX_PAGE_SIZE:
+            raise InvalidRequestError(f"page_size must be 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
+        transport = self._transport
+
+        def fetch(first: int, stop: int, page: int, size_: int) -> RawPage:
+            sliced = {**body, "from": _utc_text(first), "to": _utc_text(stop - 1)}
+            sliced["timezone_id"] = UTC_TIMEZONE_ID
+            reply = transport.send(replace(request, data=orjson.dumps(sliced)).page(page, size_))
+            return RawPage(reply.content, reply.retries)
+
+        return SlicedPull(
+            fetch,
+            window=window,
             key="conversions",
-            body=body,
-            page_size=page_size,
-            raw_pages=raw_pages,
+            page_size=size,
+            concurrency=self._ready.concurrency,
+            label=label,
+            log=self.log,
+            cancel=cancel,
+            raw=raw_pages,
+            progress_every_s=self.progress_every_s,
             unique_key="conversion_id",
-            label=f"POST /networks/reporting/conversions {start}..{end} (timezone {timezone_id})",
         )
 
     def set_on_hold_status(self, on_hold_conversion_ids: Sequence[str], status: str) -> bool:
@@ -993,9 +1143,12 @@ class AffiliateNetworkHook(BaseHook):
         return self._transport.send(self._build("GET", path, idempotent=True)).object()
 
     # ------------------------------------------------------------------ aggregated reports
-    def _entity_table(self, path: str, what: str, query: EntityTableQuery) -> list[dict[str, Any]]:
+    def _entity_table(
+        self, path: str, what: str, query: EntityTableQuery, *, exact: bool = False
+    ) -> list[dict[str, Any]]:
         """Build and send one entity-table request (both portals take the same body) and
-        refuse a capped answer; ``what`` names the report in the error."""
+        refuse a capped answer; ``what`` names the report in the error; ``exact`` reads every
+        non-integer JSON number as the :class:`~decimal.Decimal` of its text."""
         columns, filters = query["columns"], query.get("filters")
         from_date, to_date = query["from_date"], query["to_date"]
         timezone_id, currency_id = query["timezone_id"], query.get("currency_id")
@@ -1016,7 +1169,8 @@ class AffiliateNetworkHook(BaseHook):
         # Read-only: re-sent after a timeout. _build decides the quota it draws on: a
         # reporting slot under /networks/reporting/, the granular quota only when a column
         # is granular.
-        doc = self._transport.send(self._build("POST", path, body=body, idempotent=True)).object()
+        reply = self._transport.send(self._build("POST", path, body=body, idempotent=True))
+        doc = _exact_object(reply.content, what) if exact else reply.object()
         table = doc.get("table")
         if not isinstance(table, list):
             raise AffiliateNetworkError("entity table response has no 'table' list")
@@ -1041,11 +1195,17 @@ class AffiliateNetworkHook(BaseHook):
         request (the 10-concurrent cap) and spends a granular query only when a column is
         granular (``report_columns.GRANULAR_COLUMNS``; ``offer`` and ``affiliate`` are not).
 
+        Amounts are exact: every JSON number with a fraction or an exponent is the
+        :class:`~decimal.Decimal` of its text (a binary float is wrong from 17 significant
+        digits); integers (``cv``, ``event``) are ``int``.
+
         :param query: the keywords of :class:`EntityTableQuery`.
         :raises ReportRowLimitError: the answer says ``incomplete_results: true`` or reached the
             10,000-row cap; narrow it.
         """
-        return self._entity_table("/networks/reporting/entity/table", "network entity table", query)
+        return self._entity_table(
+            "/networks/reporting/entity/table", "network entity table", query, exact=True
+        )
 
     # ------------------------------------------------------------------ affiliate portal
     def affiliate_entity_table(self, **query: Unpack[EntityTableQuery]) -> list[dict[str, Any]]:

@@ -1,46 +1,51 @@
 """Someone hears about it: notifiers and deadline alerts, from ``include/notifications.yaml``.
 
-A DAG file makes one call, :func:`attach_notifications`, on the DAG it built. With notifications
-off (no file, or ``enabled: false``, the default) it attaches nothing: the DAG is exactly what it
-was. With them on it attaches:
+A DAG file makes one call, :func:`attach_notifications`, on the DAG it built. It reads no
+settings (a DAG file is parsed again and again; docs/architecture.md): what it attaches reads
+``include/notifications.yaml`` when it fires, and does nothing while notifications are off
+(no file, or ``enabled: false``, the default). It attaches:
 
 * an ``on_failure_callback`` notifier to every task (a tripped guardrail, a blocked sync, a day
   that did not reconcile, any other failure: the exception decides the message);
 * a notifier to every human-in-the-loop task, sent when the request starts waiting;
-* a deadline alert (``late_after_minutes``) whose callback announces a late run.
+* deadline alerts at fixed checkpoints after the run was queued (:data:`CHECKPOINTS_MIN`): a
+  deadline's interval is part of the serialized DAG, so it cannot come from a file read when
+  the alert fires. The checkpoint that first reaches the DAG's ``late_after_minutes`` announces
+  the late run; the others fire, read the file and stay silent (so does a checkpoint of a run
+  that has finished meanwhile). A run that ends in time has its deadlines deleted by Airflow.
+  Airflow 3.2+; 3.1 gets none (``compat.deadline_alert`` says why, once).
 
-What is sent, and where, is read again when a notifier fires. See docs/notifications.md.
+See docs/notifications.md.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG
 
-    from affiliate_network.settings import NotificationSettings
-
 #: Import path of the deadline alert's callback (run by the executor when a run is late).
 LATE_CALLBACK = "affiliate_network.notify.notifier.LateRunNotifier"
+#: Minutes after a run was queued at which its deadline alerts check it: a DAG's
+#: ``late_after_minutes`` is announced at the first checkpoint that reaches it (so 55 is told at
+#: 60; more than a day is told at a day).
+CHECKPOINTS_MIN = (15, 30, 45, 60, 90, 120, 180, 240, 360, 480, 720, 1440)
 
-__all__ = ["LATE_CALLBACK", "attach_notifications"]
+__all__ = ["CHECKPOINTS_MIN", "LATE_CALLBACK", "attach_notifications"]
 
 
-def attach_notifications(dag: DAG, settings: NotificationSettings | None = None) -> DAG:
-    """Attach the configured notifiers and deadline alert to ``dag``; return it.
+def attach_notifications(dag: DAG) -> DAG:
+    """Attach the notifiers and the deadline checkpoints to ``dag``; return it.
+
+    Reads no file: each notifier and checkpoint reads ``include/notifications.yaml`` when it
+    fires (off: nothing is sent).
 
     :param dag: a DAG whose tasks are all defined.
-    :param settings: the notification settings (default: read ``include/notifications.yaml``).
-    :raises ConfigValidationError: the file is invalid (names file, line and field).
     """
-    if settings is None:
-        from affiliate_network.settings import load_notification_settings
-
-        settings = load_notification_settings()
-    if not settings.enabled:
-        return dag
+    from affiliate_network.compat import deadline_alert
     from affiliate_network.notify.notifier import (
         ON_REVIEW_WAITING,
         AffiliateNetworkNotifier,
@@ -52,19 +57,21 @@ def attach_notifications(dag: DAG, settings: NotificationSettings | None = None)
         task.on_failure_callback = [*_callbacks(task.on_failure_callback), on_failure]
         if _is_human_review(task):
             _add_review_notifier(task, on_waiting)
-    late_after = settings.late_after(dag.dag_id)
-    if late_after is not None:
-        from airflow.sdk.definitions.callback import SyncCallback
-        from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
-
-        minutes = int(late_after.total_seconds() // 60)
-        alert = DeadlineAlert(
-            reference=DeadlineReference.DAGRUN_QUEUED_AT,
-            interval=late_after,
-            callback=SyncCallback(LATE_CALLBACK, kwargs={"late_after_minutes": minutes}),
-            name=f"{dag.dag_id} late after {minutes} min",
+    alerts = []
+    previous = 0
+    for minutes in CHECKPOINTS_MIN:
+        alert = deadline_alert(
+            dt.timedelta(minutes=minutes),
+            callback=LATE_CALLBACK,
+            kwargs={"checkpoint_minutes": minutes, "previous_minutes": previous},
+            name=f"{dag.dag_id} not finished {minutes} min after it was queued",
         )
-        dag.deadline = [*_callbacks(dag.deadline), alert]
+        if alert is None:  # Airflow 3.1 (compat.deadline_alert warned)
+            break
+        alerts.append(alert)
+        previous = minutes
+    if alerts:
+        dag.deadline = [*_callbacks(dag.deadline), *alerts]
     return dag
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseNotifier
 
 from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.notify import CHECKPOINTS_MIN
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -47,6 +48,8 @@ class AffiliateNetworkNotifier(BaseNotifier):
             from affiliate_network.settings import load_notification_settings
 
             settings = load_notification_settings()
+            if not settings.enabled:  # attached to every DAG; the file decides
+                return
             if self.skipped(context, settings):
                 return
             message = self.message(context, settings.runbook_url)
@@ -81,22 +84,31 @@ class AffiliateNetworkNotifier(BaseNotifier):
 
 
 class LateRunNotifier(AffiliateNetworkNotifier):
-    """A deadline alert's callback: the run was not finished in time.
+    """A deadline checkpoint's callback: is the run late by the DAG's ``late_after_minutes``?
 
     Run by the executor (a ``SyncCallback``) with the context the scheduler builds for a missed
-    deadline (``dag_run`` as the REST API shows it, ``deadline``).
+    deadline (``dag_run`` as the REST API shows it, ``deadline``). It announces the run when
+    this checkpoint is the first one that reaches the DAG's ``late_after_minutes`` (read now,
+    not when the DAG was parsed).
 
-    :param late_after_minutes: the deadline, after the run was queued (for the message).
+    :param checkpoint_minutes: this checkpoint, minutes after the run was queued.
+    :param previous_minutes: the checkpoint before it (0 for the first).
+    :param late_after_minutes: a fixed deadline instead of the settings' (DAGs serialized by
+        an earlier version of the provider carry it).
     :param context: set by Airflow.
     """
 
     def __init__(
         self,
+        checkpoint_minutes: int = 0,
+        previous_minutes: int = 0,
         late_after_minutes: int = 0,
         context: Context | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(ON_FAILURE, context=context, **kwargs)
+        self.checkpoint_minutes = checkpoint_minutes
+        self.previous_minutes = previous_minutes
         self.late_after_minutes = late_after_minutes
 
     def message(self, context: Context | dict[str, Any], runbook: str) -> Message:
@@ -105,11 +117,22 @@ class LateRunNotifier(AffiliateNetworkNotifier):
         return describe_late(context, self.late_after_minutes, runbook)
 
     def skipped(self, context: Context, settings: NotificationSettings) -> bool:
-        """A late backfill run is not announced unless ``late_backfill_runs`` (they queue
-        together and wait for each other)."""
+        """Not this checkpoint's to announce, a finished run, or a backfill run unless
+        ``late_backfill_runs`` (they queue together and wait for each other)."""
         # The scheduler's context: the run as the REST API shows it (a dict), not a DagRun.
         raw: Any = context.get("dag_run")
         run: dict[str, Any] = dict(raw or {})
+        if self.checkpoint_minutes:
+            late_after = settings.late_after(str(run.get("dag_id", "")))
+            minutes = int(late_after.total_seconds() // 60) if late_after else 0
+            last = self.checkpoint_minutes >= CHECKPOINTS_MIN[-1]
+            if not minutes or minutes <= self.previous_minutes:
+                return True
+            if minutes > self.checkpoint_minutes and not last:
+                return True
+            self.late_after_minutes = minutes
+        if str(run.get("state", "")).lower() in ("success", "failed"):
+            return True
         if str(run.get("run_type", "")).lower() == "backfill" and not settings.late_backfill_runs:
             self.log.info("Backfill run %s is late: not announced", run.get("dag_run_id"))
             return True

@@ -15,8 +15,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.exceptions import ConfigValidationError, GranularQuotaError
 from affiliate_network.operators.assets import dataset_asset
+from affiliate_network.operators.base import DEFER_AFTER_S, deferral_settings
 from affiliate_network.operators.lineage import ENTITY_TABLE_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
 from affiliate_network.paths import resolve_data_base
@@ -52,6 +53,12 @@ class AffiliateReportOperator(ReportOperatorBase):
     :param base_path: output base (templated); default as for :class:`ConversionReportOperator`.
     :param dataset: dataset folder under the base.
     :param hook_kwargs: extra :class:`AffiliateNetworkHook` arguments.
+    :param deferrable: when the network's granular hour has no room for the report's granular
+        queries, wait for it in the triggerer (the worker slot is free meanwhile) instead of
+        failing with a retryable :class:`~affiliate_network.exceptions.GranularQuotaError`.
+        Default: the deployment's ``[operators] default_deferrable``.
+    :param defer_after_s: a deferrable task sleeps waits up to this many seconds in the worker
+        and defers longer ones (default 60).
     """
 
     template_fields: Sequence[str] = (
@@ -82,6 +89,8 @@ class AffiliateReportOperator(ReportOperatorBase):
         base_path: str | None = None,
         dataset: str = "affiliate_reports",
         hook_kwargs: dict[str, Any] | None = None,
+        deferrable: bool | str | None = None,
+        defer_after_s: float = DEFER_AFTER_S,
         **kwargs: Any,
     ) -> None:
         if "outlets" not in kwargs:
@@ -104,6 +113,7 @@ class AffiliateReportOperator(ReportOperatorBase):
         self.base_path = base_path
         self.dataset = dataset
         self.hook_kwargs = hook_kwargs
+        self.deferrable, self.defer_after_s = deferral_settings(deferrable, defer_after_s)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.reports.affiliate import write_affiliate_report
@@ -112,7 +122,7 @@ class AffiliateReportOperator(ReportOperatorBase):
         check_format(self.format)
         start, end = self._window(context)
         started = time.monotonic()
-        pieces = self._fetch(self.hook, start, end)
+        pieces = self._fetch_when_the_hour_allows(start, end)
         self._record_endpoint_read(ENTITY_TABLE_ENDPOINT)
         self.close_hook()  # the rest is local work
         partition_key, result = write_affiliate_report(
@@ -157,6 +167,43 @@ class AffiliateReportOperator(ReportOperatorBase):
             "filters": self.filters,
             "conn_id": self.affiliate_network_conn_id,
         }
+
+    def _fetch_when_the_hour_allows(
+        self, start: dt.date, end: dt.date
+    ) -> list[tuple[dt.date, dt.date, list[dict[str, Any]]]]:
+        """:meth:`_fetch`; when deferrable, a granular hour without room is waited for.
+
+        The refusal comes before anything is sent. The wait is until the refused queries can
+        first fit (the budget's oldest queries leave the rolling window, a time the store knows):
+        slept in the worker up to ``defer_after_s``, else deferred to the triggerer. Either way
+        the whole fetch runs again afterwards, checking the budget anew.
+
+        :raises GranularQuotaError: not deferrable, or more queries than the whole budget.
+        """
+        from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+
+        while True:
+            try:
+                return self._fetch(self.hook, start, end)
+            except GranularQuotaError as err:
+                if not self.deferrable:
+                    raise
+                status = self.hook.granular_budget()
+                # The refused queries needed more than what is left: the earliest they can fit
+                # is when one more than that is free (a resume that finds less waits again).
+                wait = status.wait_for(status.left + 1)
+                if wait is None:
+                    raise
+                wait += 0.5  # the store's clock and this one tick apart
+                if wait > self.defer_after_s:
+                    moment = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=wait)
+                    self.wait_deferred(
+                        DateTimeTrigger(moment),
+                        why=f"{err} Waiting {wait:.0f} s for the granular hour",
+                        kwargs={"granular_wait_s": round(wait, 3)},
+                    )
+                self.log.info("%s Waiting %.1f s in the worker for the granular hour", err, wait)
+                time.sleep(wait)
 
     def _fetch(
         self, hook: AffiliateNetworkHook, start: dt.date, end: dt.date

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseOperator
 
@@ -15,8 +15,12 @@ from affiliate_network.operators.failing import told, twin_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+#: Waits for a shared resource up to this long are slept in the worker; longer ones defer.
+DEFER_AFTER_S = 60.0
 
 
 def fail_fast(err: NonRetryableError) -> NonRetryableError:
@@ -86,6 +90,34 @@ def as_bool(value: Any, name: str) -> bool:
     )
 
 
+def default_deferrable() -> bool:
+    """The deployment's ``[operators] default_deferrable``, the default of the official providers.
+
+    ``airflow.configuration`` is core's parser, present on every supported release (the Task
+    SDK's own parser arrived in 3.2); the provider depends on ``apache-airflow``, so it is there.
+    """
+    from airflow.configuration import conf
+
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def deferral_settings(deferrable: Any, defer_after_s: Any) -> tuple[bool, float]:
+    """Checked ``deferrable`` (``None``: :func:`default_deferrable`) and ``defer_after_s``.
+
+    :raises ConfigValidationError: ``deferrable`` not a flag, ``defer_after_s`` not a number >= 0.
+    """
+    from affiliate_network.exceptions import ConfigValidationError
+
+    flag = default_deferrable() if deferrable is None else as_bool(deferrable, "deferrable")
+    if isinstance(defer_after_s, bool) or not isinstance(defer_after_s, int | float):
+        raise ConfigValidationError(
+            f"defer_after_s must be a number of seconds, got {defer_after_s!r}"
+        )
+    if not defer_after_s >= 0:
+        raise ConfigValidationError(f"defer_after_s must be >= 0, got {defer_after_s}")
+    return flag, float(defer_after_s)
+
+
 class AffiliateNetworkBaseOperator(BaseOperator):
     """Adapter base: subclasses implement :meth:`execute_job` and use :attr:`hook`.
 
@@ -98,6 +130,12 @@ class AffiliateNetworkBaseOperator(BaseOperator):
 
     affiliate_network_conn_id: str
     hook_kwargs: dict[str, Any] | None = None
+    #: Whether a long wait for a shared resource defers to the triggerer (:meth:`wait_deferred`).
+    deferrable: bool = False
+    #: Waits up to this many seconds are slept in the worker; longer ones defer when deferrable.
+    defer_after_s: float = DEFER_AFTER_S
+    #: What the trigger said when this execution resumed after a deferred wait (else ``None``).
+    resumed_with: dict[str, Any] | None = None
 
     @cached_property
     def hook(self) -> AffiliateNetworkHook:
@@ -116,6 +154,37 @@ class AffiliateNetworkBaseOperator(BaseOperator):
     def execute_job(self, context: Context) -> Any:
         """The operator's work (argument checks, one call into a job library, a summary)."""
         raise NotImplementedError
+
+    def wait_deferred(
+        self, trigger: BaseTrigger, *, why: str, kwargs: dict[str, Any] | None = None
+    ) -> NoReturn:
+        """Give the worker slot back while ``trigger`` waits in the triggerer; then run again.
+
+        The task resumes in :meth:`execute_after_wait`, which runs :meth:`execute` from the
+        start: every check is made anew (another task may have taken what freed meanwhile, and
+        then the task waits again). The hook is closed before the task leaves the worker.
+
+        :param trigger: what waits (serializable; fires one event when it is worth trying again).
+        :param why: what is waited for, for the task log.
+        :param kwargs: JSON-able values handed to the resumed execution (:attr:`resumed_with`).
+        """
+        self.close_hook()
+        self.log.info("%s: deferring to the triggerer, the worker slot is free meanwhile", why)
+        self.defer(
+            trigger=trigger, method_name="execute_after_wait", kwargs={"state": kwargs or {}}
+        )
+
+    def execute_after_wait(
+        self, context: Context, event: Any = None, state: dict[str, Any] | None = None
+    ) -> Any:
+        """Resume after :meth:`wait_deferred`: the trigger's ``event``, then :meth:`execute`.
+
+        :param event: the trigger's event payload.
+        :param state: the ``kwargs`` given to :meth:`wait_deferred`.
+        """
+        self.resumed_with = {"event": event, **(state or {})}
+        self.log.info("Resumed after a deferred wait (trigger event %s); checking again", event)
+        return self.execute(context)
 
     def close_hook(self) -> None:
         """Close the hook if this execution built one (the next execution builds a new one)."""

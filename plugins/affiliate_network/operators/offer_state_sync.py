@@ -155,15 +155,21 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
     # ----- execution -----------------------------------------------------------------------
     def open_ledger(self, hook: AffiliateNetworkHook) -> Ledger:
         """The connection's ledger, refusing one recorded for another network."""
-        from affiliate_network.sync.ledger import Ledger, default_ledger_path
+        from affiliate_network.sync.ledger import (
+            Ledger,
+            adopt_connection_ledger,
+            default_ledger_path,
+        )
 
         if hook.portal != "network":
             raise PortalMismatchError(
                 f"connection {self.affiliate_network_conn_id!r} is for the {hook.portal} portal; "
                 "the offer sync needs a network-portal connection. Nothing was sent."
             )
-        path = self.ledger_path or default_ledger_path(self.affiliate_network_conn_id)
-        return Ledger.load(path, target=hook.base_url)
+        path = self.ledger_path or adopt_connection_ledger(
+            default_ledger_path(hook.network.slug), self.affiliate_network_conn_id
+        )
+        return Ledger.load(path, target=hook.network.canonical)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.sync.apply import apply_sections

@@ -12,13 +12,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
+from affiliate_network.operators.base import (
+    DEFER_AFTER_S,
+    AffiliateNetworkBaseOperator,
+    as_bool,
+    deferral_settings,
+)
 from affiliate_network.operators.lineage import (
     CONVERSIONS_ENDPOINT,
     ONHOLD_ENDPOINT,
@@ -46,6 +52,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.review.job import ReviewResult, ReviewRun
+    from affiliate_network.review.lease import WriteLease
 
 
 #: Most days a review looks back (a year: the window is pulled whole, so more is a typo).
@@ -118,6 +125,11 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param full_pull: pull the whole window instead of the traffic snapshot plus what is new
         (templated; the snapshot is rewritten from it).
     :param readback_wait_s: longest wait, in seconds, for sent statuses to show (0..600).
+    :param deferrable: wait for another run's write lease in the triggerer (the worker slot is
+        free meanwhile) once the wait passes ``defer_after_s``; default: the deployment's
+        ``[operators] default_deferrable``.
+    :param defer_after_s: seconds a deferrable task waits for the lease in the worker before it
+        defers (default 60).
     """
 
     template_fields: Sequence[str] = (
@@ -155,9 +167,12 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         page_size: int | None = None,
         full_pull: bool | str = False,
         readback_wait_s: float = DEFAULT_READBACK_WAIT_S,
+        deferrable: bool | str | None = None,
+        defer_after_s: float = DEFER_AFTER_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.deferrable, self.defer_after_s = deferral_settings(deferrable, defer_after_s)
         check_number(lookback_days, "lookback_days", low=1, high=MAX_LOOKBACK_DAYS, whole=True)
         self.rules_file = rules_file
         self.affiliate_network_conn_id = affiliate_network_conn_id
@@ -263,17 +278,74 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             horizon_hours=ruleset.horizon_hours,
         )
         run = self._run(context, resolve_data_base(self.base_path))
-        result = run_review(
-            self.hook,
-            ruleset,
-            window,
-            options=self._options(),
-            run=run,
-            dry_run=dry_run,
-            log=self.log,
+        result = self._review_when_the_lease_allows(
+            run,
+            dry_run,
+            lambda options: run_review(
+                self.hook, ruleset, window, options=options, run=run, dry_run=dry_run, log=self.log
+            ),
         )
         self._record_review_lineage(result)
         return {**result.summary(), "armed": armed}
+
+    def _review_when_the_lease_allows(
+        self, run: ReviewRun, dry_run: bool, review: Callable[[ReviewOptions], ReviewResult]
+    ) -> ReviewResult:
+        """``review(options)``; when deferrable, a long wait for the write lease is deferred.
+
+        The review waits for another run's lease in the worker up to ``defer_after_s``; still
+        busy then, the task defers to :class:`~affiliate_network.triggers.lease.WriteLeaseTrigger`
+        for what is left of ``lease_wait_minutes`` and runs again when it fires. A resumed task
+        first looks whether the lease is free (taking and giving it back at once) and defers
+        again without pulling anything while it is not.
+
+        :raises LeaseBusyError: the lease stayed busy for ``lease_wait_minutes`` in all.
+        """
+        from affiliate_network.exceptions import LeaseBusyError
+        from affiliate_network.review.lease import WriteLease, lease_path
+
+        options = self._options()
+        if not self.deferrable or dry_run:  # a dry run never takes the lease
+            return review(options)
+        left_s = options.lease_wait_minutes * 60
+        lease = WriteLease(lease_path(run.base, run.conn_id), run.owner)
+        resumed = self.resumed_with or {}
+        if "lease_wait_left_s" in resumed:
+            event = resumed.get("event") or {}
+            left_s = float(resumed["lease_wait_left_s"]) - float(event.get("waited_s") or 0)
+            try:
+                lease.acquire(wait_s=0)
+            except LeaseBusyError:
+                if left_s <= 0:
+                    raise
+                self._defer_for_lease(lease, run, left_s)
+            finally:
+                lease.release()
+        in_worker_s = min(left_s, self.defer_after_s)
+        try:
+            return review(dataclasses.replace(options, lease_wait_minutes=in_worker_s / 60))
+        except LeaseBusyError:
+            if left_s - in_worker_s <= 0:
+                raise
+            self._defer_for_lease(lease, run, left_s - in_worker_s)
+
+    def _defer_for_lease(self, lease: WriteLease, run: ReviewRun, left_s: float) -> NoReturn:
+        from affiliate_network.triggers.lease import WriteLeaseTrigger
+
+        holder = lease.read() or {}
+        trigger = WriteLeaseTrigger(
+            base=run.base,
+            conn_id=run.conn_id,
+            owner=run.owner,
+            holder_token=holder.get("token"),
+            wait_s=left_s,
+            stale_s=lease.ttl_s,
+        )
+        self.wait_deferred(
+            trigger,
+            why=f"Write lease held by {holder.get('owner', 'another run')}",
+            kwargs={"lease_wait_left_s": round(left_s, 3)},
+        )
 
     def _record_review_lineage(self, result: ReviewResult) -> None:
         """Lineage: conversions read; the audit written, and the on-hold endpoint if patched."""

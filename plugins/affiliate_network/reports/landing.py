@@ -46,12 +46,19 @@ def land_conversion_day(
 ) -> dict[str, Any]:
     """Pull ``day`` and publish it atomically as ``<base>/<dataset>/date=<day>/``.
 
-    A pull whose pages shifted while it was paged (``total_count`` changed, a page short or
-    overlapping: :class:`~affiliate_network.exceptions.PullShiftedError` from the hook; or
-    duplicate keys, unique rows differing from ``total_count``: checked here) is discarded
-    whole (its staged files removed, nothing published) and pulled again, after
-    ``consistency_wait_s`` seconds, up to ``consistency_retries`` times. Then the task fails
-    with ``PullShiftedError`` naming the day and the counts; a shifted pull is never landed.
+    The hook reads the day in time slices, each answered whole by one request
+    (:class:`~affiliate_network.hooks._paging.SlicedPull`): every conversion that exists for
+    the whole pull is landed exactly once while others arrive, are approved out of a filtered
+    list or are deleted; those that change during the pull are landed as the slice that
+    held them was read, and the next (trailing) pull of the day lands them as they settled.
+    The manifest keeps the logical request (day, timezone, filters), not the slices.
+
+    A pull that still moved (a second fuller than a page was paged and shifted:
+    :class:`~affiliate_network.exceptions.PullShiftedError` from the hook; or duplicate keys,
+    unique rows differing from the slices' counts: checked here) is discarded whole (its
+    staged files removed, nothing published) and pulled again, after ``consistency_wait_s``
+    seconds, up to ``consistency_retries`` times. Then the task fails with
+    ``PullShiftedError`` naming the day and the counts; a shifted pull is never landed.
 
     :param request: the request parameters (``from``, ``to``, ``timezone_id``, ``currency_id``,
         ``show_conversions``, ``show_events`` and the ``filters`` and ``search_terms`` sent),
@@ -136,7 +143,8 @@ def land_conversion_day(
 def _pull(
     hook: AffiliateNetworkHook, request: dict[str, Any], page_size: int | None
 ) -> PagedIterator:
-    """The day's paged pull, pages unparsed (split by msgspec, landed by Arrow, never as dicts)."""
+    """The day's sliced pull, answers unparsed (split by msgspec, landed by Arrow, never as
+    dicts); the request's day and timezone only decide the instants the slices cover."""
     return hook.iter_conversions(
         from_date=request["from"],
         to_date=request["to"],
@@ -159,6 +167,12 @@ def _pull_stats(st: PullStats, attempts: int) -> dict[str, Any]:
         "total_count": st.total_count,
         "retries": st.retries,
         "pull_seconds": round(st.elapsed_s, 3),
+        # Time slices (each served by one answer), answers dropped for holding more than a
+        # page, and single seconds paged with the count checks.
+        "requests": st.requests,
+        "slices": st.slices,
+        "splits": st.splits,
+        "paged_seconds": st.paged_seconds,
         # Only a pull that held still is landed; the key stays for readers of older manifests.
         "consistent_with_total_count": True,
         "pull_attempts": attempts,

@@ -3,23 +3,37 @@
 After a day lands (``<base>/<dataset>/date=YYYY-MM-DD/``), :func:`reconcile_day` asks the
 network's aggregated report (``POST /networks/reporting/entity/table``, columns ``affiliate``
 and ``offer``: neither is granular, so no query of the hourly granular quota is spent) for the
-same day, timezone and currency the partition was pulled with (its manifest's ``request``), and
-compares per (affiliate, offer) cell and in total:
+same day and timezone the partition was pulled with (its manifest's ``request``), and compares
+per (affiliate, offer, currency) cell and in total per currency:
 
 * ``cv``: the landed base conversions (``is_event`` false) whose status is ``approved``;
 * ``payout`` and ``revenue``: the sums of the landed approved rows, conversions and events
   (the report counts event money in ``payout``/``revenue`` and events apart in ``event``).
+
+Money is compared per currency, never converted and never added across currencies. Raw
+conversions carry their offer's own currency; the report converts to the request's
+``currency_id``. So each landed currency ``C`` is asked for in ``currency_id=C``, restricted
+(``offer`` filters) to the offers whose landed rows pay in ``C``: their amounts need no
+conversion and compare exactly. One ``offer`` column request lists the offers with data that
+day; the cells of an offer with nothing landed are asked for too (in the manifest's currency)
+and differ unless the network counts nothing there. A capped answer (``incomplete_results``,
+10,000 rows) is split by halving its offer set, then its affiliate set, until every answer is
+whole (:class:`NetworkReport`).
+
+The landed side reads only the columns it needs, batch by batch
+(:func:`~affiliate_network.reports.storage.iter_partition_columns`), folding each batch into
+running per-cell sums: memory holds one batch and the cells, whatever the day's size.
 
 What the report counts is documented in ``docs/api-decisions.md`` ("Reconciliation"); the
 statuses it counts are a reading of the public pages, not a stated rule, so they are one
 constant here (:data:`COUNTED_STATUS`).
 
 Money is exact on both sides (landed ``decimal128``; the report's JSON numbers read through
-their text), so the default tolerance is zero. The comparison is written beside the manifest
-as :data:`COMPARISON_NAME` (not a data file: manifests, ``is_complete`` and ``partition_files``
-never list it; a republished partition drops it). Beyond the tolerance the job raises
-:class:`~affiliate_network.exceptions.ReconciliationError` (``on_mismatch="fail"``) or logs a
-warning and returns ``reconciled: false`` (``"warn"``).
+their text by the hook), so the default tolerance is zero. The comparison is written beside
+the manifest as :data:`COMPARISON_NAME` (not a data file: manifests, ``is_complete`` and
+``partition_files`` never list it; a republished partition drops it). Beyond the tolerance the
+job raises :class:`~affiliate_network.exceptions.ReconciliationError` (``on_mismatch="fail"``)
+or logs a warning and returns ``reconciled: false`` (``"warn"``).
 """
 
 from __future__ import annotations
@@ -28,8 +42,8 @@ import datetime as dt
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,6 +53,7 @@ from affiliate_network.exceptions import (
     AffiliateNetworkError,
     ConfigValidationError,
     ReconciliationError,
+    ReportRowLimitError,
     StorageError,
 )
 
@@ -55,6 +70,19 @@ COMPARISON_NAME = "_reconciliation.json"
 COUNTED_STATUS = "approved"
 #: Report columns of the comparison: one row per (affiliate, offer) couple, not granular.
 REPORT_COLUMNS = ("affiliate", "offer")
+#: Filter types a capped answer is split by, in this order (offers first: a currency's
+#: request is already an offer set; affiliates when one offer alone has too many rows).
+SPLIT_BY = ("offer", "affiliate")
+#: Landed columns the comparison reads (nothing else of the partition is loaded).
+LANDED_COLUMNS = (
+    "rel_network_affiliate_id",
+    "rel_network_offer_id",
+    "currency_id",
+    "status",
+    "is_event",
+    "payout",
+    "revenue",
+)
 #: Differing cells named in the error and the log (the comparison file has them all).
 DEFAULT_MAX_CELLS = 20
 #: Default tolerances: exact. Money is exact decimal on both sides and a count is a count.
@@ -65,6 +93,12 @@ OnMismatch = Literal["fail", "warn"]
 ON_MISMATCH: tuple[str, ...] = ("fail", "warn")
 _MONEY = ("payout", "revenue")
 _FIELDS = ("cv", *_MONEY)
+#: Summed landed money: 38 digits, so no sum of ``decimal128(18, 6)`` amounts overflows.
+_SUM_PRECISION = 38
+
+#: One compared cell: (affiliate, offer, currency). The currency is ``None`` for an offer with
+#: no landed currency (nothing of it landed, or its rows carry none).
+CellKey = tuple[int | None, int | None, str | None]
 
 log = logging.getLogger(__name__)
 
@@ -113,37 +147,83 @@ def _zero() -> dict[str, Any]:
     return {"cv": 0, "payout": Decimal(0), "revenue": Decimal(0)}
 
 
-def landed_cells(partition: ObjectStoragePath | str) -> dict[tuple[int, int], dict[str, Any]]:
-    """Per (affiliate, offer): approved conversions and the approved rows' payout and revenue.
-
-    :param partition: a complete Parquet conversion partition.
-    """
+def _fold(batch: Any) -> Any:
+    """A batch of :data:`LANDED_COLUMNS` as per-cell sums: ``cv``, approved ``payout`` and
+    ``revenue`` per (affiliate, offer, currency). Every landed cell is kept (zeros included):
+    its currency says which currency's request its offer belongs to."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    from affiliate_network.reports.storage import read_partition
+    counted = pc.fill_null(pc.equal(batch["status"], COUNTED_STATUS), False)
+    conversion = pc.and_(counted, pc.invert(pc.fill_null(batch["is_event"], False)))
+    columns = {
+        "affiliate": batch["rel_network_affiliate_id"],
+        "offer": batch["rel_network_offer_id"],
+        "currency": batch["currency_id"],
+        "cv": pc.cast(conversion, pa.int64()),
+    }
+    for name in _MONEY:
+        wide = pa.decimal128(_SUM_PRECISION, batch.schema.field(name).type.scale)
+        amount = pc.fill_null(pc.cast(batch[name], wide), pa.scalar(Decimal(0), wide))
+        columns[name] = pc.if_else(counted, amount, pa.scalar(Decimal(0), wide))
+    return _sum_cells(pa.table(columns))
 
-    table = read_partition(partition)
-    table = table.filter(pc.equal(table["status"], COUNTED_STATUS))
-    cells: dict[tuple[int, int], dict[str, Any]] = {}
-    if table.num_rows == 0:
-        return cells
-    conversion = pc.invert(pc.fill_null(table["is_event"], False))
-    table = table.append_column("cv", pc.cast(conversion, "int64"))
-    grouped = table.group_by(["rel_network_affiliate_id", "rel_network_offer_id"]).aggregate(
-        [("cv", "sum"), ("payout", "sum"), ("revenue", "sum")]
+
+def _sum_cells(table: Any) -> Any:
+    """Rows of (affiliate, offer, currency, cv, payout, revenue) summed per cell."""
+    grouped = table.group_by(["affiliate", "offer", "currency"]).aggregate(
+        [(f, "sum") for f in _FIELDS]
     )
-    for row in grouped.to_pylist():
-        key = (int(row["rel_network_affiliate_id"]), int(row["rel_network_offer_id"]))
+    return grouped.rename_columns([n.removesuffix("_sum") for n in grouped.column_names])
+
+
+def landed_cells(
+    partition: ObjectStoragePath | str, *, batch_rows: int | None = None
+) -> dict[CellKey, dict[str, Any]]:
+    """Per (affiliate, offer, currency): approved conversions and the approved rows' payout
+    and revenue, in the rows' own ``currency_id``.
+
+    Reads only :data:`LANDED_COLUMNS`, batch by batch, folding each into the running sums
+    (memory: one batch and the cells). Every landed cell is there, zeros included, so each
+    landed offer's currency is known.
+
+    :param partition: a complete Parquet conversion partition.
+    :param batch_rows: rows read and folded at a time (default
+        :data:`~affiliate_network.reports.storage.COLUMN_BATCH_ROWS`).
+    """
+    import pyarrow as pa
+
+    from affiliate_network.reports.storage import COLUMN_BATCH_ROWS, iter_partition_columns
+
+    running: Any = None
+    batches = iter_partition_columns(
+        partition, LANDED_COLUMNS, batch_rows=batch_rows or COLUMN_BATCH_ROWS
+    )
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        folded = _fold(batch)
+        running = folded if running is None else _sum_cells(pa.concat_tables([running, folded]))
+    cells: dict[CellKey, dict[str, Any]] = {}
+    if running is None:
+        return cells
+    for row in running.to_pylist():
+        key = (_id(row["affiliate"]), _id(row["offer"]), row["currency"] or None)
         cells[key] = {
-            "cv": int(row["cv_sum"] or 0),
-            "payout": Decimal(row["payout_sum"] or 0),
-            "revenue": Decimal(row["revenue_sum"] or 0),
+            "cv": int(row["cv"] or 0),
+            "payout": Decimal(row["payout"] or 0),
+            "revenue": Decimal(row["revenue"] or 0),
         }
     return cells
 
 
+def _id(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _amount(value: Any, what: str) -> Decimal:
-    """A report amount exactly as printed (a float's shortest text is the JSON number's)."""
+    """A report amount exactly as printed (the hook reads JSON numbers as ``Decimal``; a float
+    from elsewhere is taken by its shortest text, the JSON number's up to 15 digits)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         raise AffiliateNetworkError(f"network entity table: {what} is not a number ({value!r})")
     try:
@@ -155,7 +235,7 @@ def _amount(value: Any, what: str) -> Decimal:
     return amount
 
 
-def network_cells(table: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
+def network_cells(table: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
     """Per (affiliate, offer): the report's ``cv``, ``payout`` and ``revenue``.
 
     :param table: the ``table`` rows of an ``affiliate``/``offer`` entity-table answer.
@@ -184,6 +264,132 @@ def network_cells(table: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str
     return cells
 
 
+@dataclass
+class NetworkReport:
+    """The network's ``affiliate``/``offer`` table of one day, asked for in whole answers.
+
+    A capped answer (``ReportRowLimitError``: ``incomplete_results`` or 10,000 rows) is split:
+    its offer set halved (a request without offer filter first learns its offers from an
+    ``offer``-column table under the same filters), recursively until every answer is whole;
+    when that offer list is itself capped, by the affiliate set the same way. One offer alone
+    over the cap cannot be split (its affiliate list is as long as the capped table): that
+    raises. Filter items are the documented ``{resource_type, filter_id_value}`` (one type ORs
+    its values, two types AND).
+
+    :param hook: a network-portal hook.
+    :param day: the day (``YYYY-MM-DD``).
+    :param timezone_id: the day's timezone.
+    """
+
+    hook: AffiliateNetworkHook
+    day: str
+    timezone_id: int
+    #: Entity-table requests sent (whole and capped answers).
+    requests: int = field(default=0, init=False)
+    #: Capped answers split, per filter type halved (``{"offer": 3, "affiliate": 2}``).
+    splits: dict[str, int] = field(default_factory=dict, init=False)
+    _asked: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
+
+    def _table(
+        self,
+        columns: Sequence[str],
+        currency: str | None,
+        filters: Mapping[str, Sequence[int]],
+    ) -> list[dict[str, Any]]:
+        if any(len(ids) == 0 for ids in filters.values()):
+            return []  # an empty id set selects nothing (no items would select everything)
+        items = [
+            {"resource_type": kind, "filter_id_value": str(i)}
+            for kind, ids in filters.items()
+            for i in ids
+        ]
+        self.requests += 1
+        return self.hook.network_entity_table(
+            from_date=self.day,
+            to_date=self.day,
+            columns=list(columns),
+            timezone_id=self.timezone_id,
+            currency_id=currency,
+            filters=items,
+        )
+
+    def ids(
+        self, kind: str, currency: str | None, filters: Mapping[str, Sequence[int]]
+    ) -> tuple[int, ...] | None:
+        """The ``kind`` ids (``offer``, ``affiliate``) with data under ``filters``, sorted;
+        ``None`` when even that list is capped."""
+        try:
+            rows = self._table([kind], currency, filters)
+        except ReportRowLimitError:
+            return None
+        found: set[int] = set()
+        for n, row in enumerate(rows):
+            ids = [c.get("id") for c in row.get("columns") or () if isinstance(c, Mapping)]
+            try:
+                found.add(int(str(ids[0])))
+            except (IndexError, ValueError):
+                raise AffiliateNetworkError(
+                    f"network entity table row {n} has no {kind} id: {ids!r}"
+                ) from None
+        return tuple(sorted(found))
+
+    def cells(
+        self, currency: str | None, offers: Iterable[int] | None = None
+    ) -> dict[tuple[int, int], dict[str, Any]]:
+        """Per (affiliate, offer) in ``currency`` (``None``: the network's default), for
+        ``offers`` only (``None``: every offer).
+
+        :raises ReportRowLimitError: one affiliate and one offer still capped (cannot happen
+            with one row per couple), or an unfiltered table whose offer and affiliate lists
+            are both capped.
+        """
+        filters = {} if offers is None else {"offer": tuple(sorted(set(offers)))}
+        rows = self._rows(currency, filters)
+        self._asked.append(
+            {"currency_id": currency, "offers": None if offers is None else len(filters["offer"])}
+        )
+        return network_cells(rows)
+
+    def _rows(
+        self, currency: str | None, filters: dict[str, tuple[int, ...]]
+    ) -> list[dict[str, Any]]:
+        try:
+            return self._table(REPORT_COLUMNS, currency, filters)
+        except ReportRowLimitError as capped:
+            for kind in SPLIT_BY:
+                ids = filters.get(kind)
+                if ids is None:
+                    # Under one id of the other type, this type's list is as long as the
+                    # capped table itself: no use asking for it.
+                    if any(len(v) == 1 for k, v in filters.items() if k != kind):
+                        continue
+                    ids = self.ids(kind, currency, filters)
+                    if ids is None:
+                        continue
+                if len(ids) > 1:
+                    self.splits[kind] = self.splits.get(kind, 0) + 1
+                    half = len(ids) // 2
+                    return self._rows(currency, {**filters, kind: ids[:half]}) + self._rows(
+                        currency, {**filters, kind: ids[half:]}
+                    )
+                filters = {**filters, kind: ids}  # one id: nothing to halve in this type
+            where = ", ".join(
+                f"{kind} {v[0]}" if len(v) == 1 else f"{len(v)} {kind}s"
+                for kind, v in filters.items()
+            )
+            raise ReportRowLimitError(
+                f"the network entity table of {self.day} in {currency or 'the default currency'}"
+                f" stays capped under {where or 'no filter'}: more (affiliate, offer) cells than"
+                " one answer holds, and no smaller offer or affiliate list to split them by "
+                "(one offer with more affiliates than the cap in a day)"
+            ) from capped
+
+    @property
+    def asked(self) -> list[dict[str, Any]]:
+        """What was asked: one entry per currency request (``currency_id``, offer count)."""
+        return list(self._asked)
+
+
 def _decimal_text(value: Decimal) -> str:
     """An amount as plain decimal text without trailing zeros (``13736.61``, ``-2``)."""
     text = format(value, "f")
@@ -200,28 +406,38 @@ def _difference(landed: Mapping[str, Any], network: Mapping[str, Any]) -> dict[s
     return {f: network[f] - landed[f] for f in _FIELDS}
 
 
+def _order(key: CellKey) -> tuple[str, int, int]:
+    affiliate, offer, currency = key
+    return (currency or "", -1 if affiliate is None else affiliate, -1 if offer is None else offer)
+
+
 def compare(
-    landed: Mapping[tuple[int, int], Mapping[str, Any]],
-    network: Mapping[tuple[int, int], Mapping[str, Any]],
+    landed: Mapping[CellKey, Mapping[str, Any]],
+    network: Mapping[CellKey, Mapping[str, Any]],
     tolerance: Tolerance,
 ) -> dict[str, Any]:
-    """The comparison document: every cell, the differing ones, and the totals.
+    """The comparison document: every cell, the differing ones, and the totals per currency.
 
     A difference is ``network - landed`` (positive: the network reports more than landed).
+    Cells without a currency (``None``) are compared but enter no currency's totals.
     """
     rows: list[dict[str, Any]] = []
     differing: list[dict[str, Any]] = []
-    total_landed, total_network = _zero(), _zero()
-    for key in sorted(set(landed) | set(network)):
+    sums: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for key in sorted(set(landed) | set(network), key=_order):
+        affiliate, offer, currency = key
         mine, theirs = landed.get(key) or _zero(), network.get(key) or _zero()
-        for f in _FIELDS:
-            total_landed[f] += mine[f]
-            total_network[f] += theirs[f]
+        if currency is not None:
+            total_landed, total_network = sums.setdefault(currency, (_zero(), _zero()))
+            for f in _FIELDS:
+                total_landed[f] += mine[f]
+                total_network[f] += theirs[f]
         diff = _difference(mine, theirs)
         beyond = [f for f in _FIELDS if not tolerance.allows(f, diff[f])]
         row = {
-            "affiliate": key[0],
-            "offer": key[1],
+            "affiliate": affiliate,
+            "offer": offer,
+            "currency": currency,
             "landed": _text(mine),
             "network": _text(theirs),
             "difference": _text(diff),
@@ -230,18 +446,17 @@ def compare(
         rows.append(row)
         if beyond:
             differing.append(row)
-    total_diff = _difference(total_landed, total_network)
-    total_beyond = [f for f in _FIELDS if not tolerance.allows(f, total_diff[f])]
-    return {
-        "cells": rows,
-        "differing": differing,
-        "totals": {
+    totals: dict[str, dict[str, Any]] = {}
+    for currency in sorted(sums):
+        total_landed, total_network = sums[currency]
+        total_diff = _difference(total_landed, total_network)
+        totals[currency] = {
             "landed": _text(total_landed),
             "network": _text(total_network),
             "difference": _text(total_diff),
-            "beyond_tolerance": total_beyond,
-        },
-    }
+            "beyond_tolerance": [f for f in _FIELDS if not tolerance.allows(f, total_diff[f])],
+        }
+    return {"cells": rows, "differing": differing, "totals": totals}
 
 
 def _write_atomically(path: ObjectStoragePath, data: bytes) -> None:
@@ -262,13 +477,55 @@ def _write_atomically(path: ObjectStoragePath, data: bytes) -> None:
     path.fs.pipe_file(path.path, data)
 
 
+def _cell_name(row: Mapping[str, Any]) -> str:
+    where = f"in {row['currency']}" if row["currency"] else "(no currency landed)"
+    return f"affiliate {row['affiliate']} offer {row['offer']} {where}"
+
+
 def _cell_line(row: Mapping[str, Any]) -> str:
     parts = [
         f"{f} landed {row['landed'][f]} network {row['network'][f]} "
         f"(difference {row['difference'][f]})"
         for f in row["beyond_tolerance"]
     ]
-    return f"affiliate {row['affiliate']} offer {row['offer']}: " + "; ".join(parts)
+    return f"{_cell_name(row)}: " + "; ".join(parts)
+
+
+def network_day(
+    report: NetworkReport,
+    landed: Mapping[CellKey, Mapping[str, Any]],
+    request_currency: str | None,
+) -> dict[CellKey, dict[str, Any]]:
+    """The network's cells for the landed ones: each landed currency in its own
+    ``currency_id``, for the offers whose landed rows pay in it; then the offers with data on
+    the network and no landed currency, in ``request_currency``, keyed with currency ``None``.
+
+    :param report: the day's report.
+    :param landed: :func:`landed_cells` of the day.
+    :param request_currency: the currency the day was pulled with (the manifest's), for the
+        offers with no landed currency; ``None``: the network's default.
+    """
+    offers_in: dict[str, set[int]] = {}
+    for _affiliate, offer, currency in landed:
+        if currency is not None and offer is not None:
+            offers_in.setdefault(currency, set()).add(offer)
+    network: dict[CellKey, dict[str, Any]] = {}
+    for currency in sorted(offers_in):
+        for (affiliate, offer), cell in report.cells(currency, offers_in[currency]).items():
+            network[(affiliate, offer, currency)] = cell
+    priced = set().union(*offers_in.values())
+    # The offers the network has that day: one short table. Capped (more than 10,000 offers
+    # with data in a day), the whole table is asked for, split, and the priced offers dropped.
+    offers = report.ids("offer", request_currency, {})
+    if offers is None:
+        others = report.cells(request_currency)
+    else:
+        unpriced = [o for o in offers if o not in priced]
+        others = report.cells(request_currency, unpriced) if unpriced else {}
+    for (affiliate, offer), cell in others.items():
+        if offer not in priced:
+            network[(affiliate, offer, None)] = cell
+    return network
 
 
 def reconcile_day(
@@ -288,17 +545,23 @@ def reconcile_day(
     :param base: the output base the day was landed under.
     :param day: the day (``YYYY-MM-DD``) in the timezone it was pulled in.
     :param dataset: the dataset folder (``conversions``).
-    :param tolerance: allowed absolute differences (default: exact).
+    :param tolerance: allowed absolute differences (default: exact), in each currency's units.
     :param on_mismatch: ``fail`` (raise) or ``warn`` (log, return ``reconciled: false``).
     :param max_cells: differing cells named in the error and the log.
     :param log: where progress and warnings go.
     :returns: ``{date, path, comparison, reconciled, cells, differences, totals,
-        granular_queries}``, small enough for XCom.
+        granular_queries, currencies, report_requests}``, small enough for XCom; ``totals``
+        is per currency (``{"USD": {"landed", "network", "difference"}}``), amounts as text.
     :raises ReconciliationError: a difference beyond the tolerance and ``on_mismatch="fail"``.
     :raises StorageError: the day has no complete partition.
     :raises ConfigValidationError: a filtered pull or a JSON Lines partition (nothing to
         compare with the whole network), or a bad setting.
     """
+    from affiliate_network.hooks._memory import prefer_system_arrow_pool
+
+    # Before pyarrow loads (the storage import below): freed batch buffers go back to the OS
+    # instead of staying in Arrow's own pool, as in the landing task.
+    prefer_system_arrow_pool()
     from affiliate_network.reports.storage import partition_path, read_manifest
 
     mode = _check_on_mismatch(on_mismatch)
@@ -321,24 +584,21 @@ def reconcile_day(
     timezone_id = request.get("timezone_id")
     if timezone_id is None:
         raise ConfigValidationError(f"{part}: its manifest names no timezone_id")
+    request_currency = request.get("currency_id") or None
     landed = landed_cells(part)
     granular_before = hook.granular_budget().used
-    table = hook.network_entity_table(
-        from_date=day_text,
-        to_date=day_text,
-        columns=list(REPORT_COLUMNS),
-        timezone_id=int(timezone_id),
-        currency_id=request.get("currency_id") or None,
-    )
+    report = NetworkReport(hook, day_text, int(timezone_id))
+    network = network_day(report, landed, request_currency)
     granular_spent = hook.granular_budget().used - granular_before
-    network = network_cells(table)
     result = compare(landed, network, tolerance)
     events_landed = bool(request.get("show_events", False))
     if not events_landed:
         # Event money is in the report's payout/revenue but not in this partition.
         log.warning("%s was pulled without events: its money cannot match the report", part)
     differing = result["differing"]
-    reconciled = not differing and not result["totals"]["beyond_tolerance"]
+    totals = result["totals"]
+    beyond_totals = [c for c, t in totals.items() if t["beyond_tolerance"]]
+    reconciled = not differing and not beyond_totals
     comparison = part / COMPARISON_NAME
     doc = {
         "date": day_text,
@@ -350,7 +610,10 @@ def reconcile_day(
             "endpoint": "POST /networks/reporting/entity/table",
             "columns": list(REPORT_COLUMNS),
             "timezone_id": int(timezone_id),
-            "currency_id": request.get("currency_id") or None,
+            "currency_id": request_currency,
+            "by_currency": report.asked,
+            "requests": report.requests,
+            "split_answers": dict(report.splits),
         },
         "counted_status": COUNTED_STATUS,
         "events_landed": events_landed,
@@ -359,6 +622,10 @@ def reconcile_day(
         **result,
     }
     _write_atomically(comparison, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    summary_totals: dict[str, object] = {
+        currency: {k: t[k] for k in ("landed", "network", "difference")}
+        for currency, t in totals.items()
+    }
     summary = {
         "date": day_text,
         "path": str(part),
@@ -366,25 +633,31 @@ def reconcile_day(
         "reconciled": reconciled,
         "cells": len(result["cells"]),
         "differences": len(differing),
-        "totals": {k: result["totals"][k] for k in ("landed", "network", "difference")},
+        "totals": summary_totals,
         "granular_queries": granular_spent,
+        "currencies": sorted(totals),
+        "report_requests": report.requests,
     }
     if reconciled:
         log.info(
-            "%s reconciles with the network's report: %d cells, totals %s",
+            "%s reconciles with the network's report: %d cells, %d requests, totals %s",
             day_text,
             len(result["cells"]),
-            result["totals"]["landed"],
+            report.requests,
+            {c: t["landed"] for c, t in totals.items()},
         )
         return summary
     named = differing[: max(0, max_cells)]
     lines = [_cell_line(r) for r in named]
-    if not differing:
-        lines.append(f"totals beyond tolerance: {result['totals']['difference']}")
+    lines += [
+        f"totals in {c} beyond tolerance: {totals[c]['difference']}"
+        for c in beyond_totals
+        if not differing
+    ]
     more = len(differing) - len(named)
     message = (
         f"{day_text} does not reconcile with the network's report: {len(differing)} of "
-        f"{len(result['cells'])} (affiliate, offer) cells differ beyond the tolerance "
+        f"{len(result['cells'])} (affiliate, offer, currency) cells differ beyond the tolerance "
         f"(money {tolerance.money}, count {tolerance.count}); "
         + "; ".join(lines)
         + (f"; and {more} more" if more > 0 else "")
@@ -399,6 +672,6 @@ def reconcile_day(
         day=day_text,
         cells=[_cell_line(r) for r in named],
         differences=len(differing),
-        totals={k: result["totals"][k] for k in ("landed", "network", "difference")},
+        totals=summary_totals,
         comparison_path=str(comparison),
     )

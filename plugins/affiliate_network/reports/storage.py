@@ -1066,6 +1066,49 @@ def read_partition(partition: ObjectStoragePath | str | os.PathLike[str]) -> pa.
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
+#: Rows per batch of :func:`iter_partition_columns`: a few MB of a handful of columns.
+COLUMN_BATCH_ROWS = 65_536
+
+
+def iter_partition_columns(
+    partition: ObjectStoragePath | str | os.PathLike[str],
+    columns: Sequence[str],
+    *,
+    batch_rows: int = COLUMN_BATCH_ROWS,
+) -> Iterator[pa.Table]:
+    """Yield a complete Parquet partition's ``columns`` in batches, file by file and row group
+    by row group, in the current layout: memory holds one batch of these columns, whatever the
+    day's size (:func:`read_partition` holds every column of every row).
+
+    Older schema versions are converted batch by batch as :func:`read_partition` converts them
+    (:func:`~affiliate_network.reports.schema.read_conversions`); a column those versions did not
+    have comes back as nulls.
+
+    :param partition: the partition folder.
+    :param columns: the columns to read, in the order wanted.
+    :param batch_rows: rows per batch at most.
+    :raises StorageError: not a complete Parquet partition, or a file of the current layout
+        without one of ``columns`` (names the file and the columns).
+    """
+    part = as_storage_path(partition)
+    manifest = _complete_manifest(part)
+    if manifest.format != "parquet":
+        raise StorageError(f"{part} is {manifest.format}; use iter_partition_records")
+    wanted = list(columns)
+    for entry in manifest.files:
+        # ParquetFile, not a dataset scanner: see read_partition.
+        with _open(part / entry.name, "rb") as fh, pq.ParquetFile(fh) as pf:
+            schema = pf.schema_arrow
+            present = [c for c in wanted if c in schema.names]
+            current = read_conversions(schema.empty_table()).schema.names
+            missing = [c for c in wanted if c not in current]
+            if missing:
+                raise StorageError(f"{part / entry.name} has no column(s) {missing}")
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=present):
+                table = pa.Table.from_batches([batch]).replace_schema_metadata(schema.metadata)
+                yield read_conversions(table).select(wanted)
+
+
 def iter_partition_records(
     partition: ObjectStoragePath | str | os.PathLike[str],
 ) -> Iterator[dict[str, Any]]:

@@ -355,7 +355,7 @@ def apply_under_lease(
     from affiliate_network.review.lease import WriteLease, lease_path
 
     run = identity.run
-    lease = WriteLease(lease_path(run.base, run.conn_id), run.owner)
+    lease = WriteLease(lease_path(run.base, hook.network.slug), run.owner)
     outcomes = {status: ApplyOutcome() for status, ids in plan.items() if ids}
     try:
         if outcomes:

@@ -61,7 +61,7 @@ class ReviewRun:
 
     @property
     def owner(self) -> str:
-        """The write lease's owner: the same run (a retry) takes its lease back at once."""
+        """The write lease's owner (a retry of the same run waits for its earlier attempt)."""
         return f"{self.dag_id}/{self.run_id}"
 
 

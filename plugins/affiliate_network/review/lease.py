@@ -2,7 +2,7 @@
 
 ``max_active_runs=1`` and ``max_active_tis_per_dag=1`` keep one run of one DAG at a time; the
 lease also covers a second DAG (another rules file) or a backfill writing to the same network.
-It lives beside the audit: ``<base>/onhold_review/_leases/<conn id>.json`` records the holder
+It lives beside the audit: ``<base>/onhold_review/_leases/<network>.json`` records the holder
 (``dag_id/run_id``, host, pid, expiry) so a waiting run can say whom it waits for.
 
 * **Local data base** (a disk, or NFS shared by the workers): the lease is an exclusive
@@ -12,15 +12,26 @@ It lives beside the audit: ``<base>/onhold_review/_leases/<conn id>.json`` recor
   detection is exactly where two racing takers could both win. A retry or a cleared rerun of
   the same run waits for an earlier attempt that is still alive, like any other run.
 * **Object storage**: no lock primitive, so the JSON record is the lease, checked by
-  write-then-read-back after a short settle (best effort): the same owner takes it back at
-  once, another owner takes it over once it is past its expiry, which the holder renews after
-  every chunk. The Airflow-level limits above stay the first guard.
+  write-then-read-back after a short settle (best effort). The holder rewrites it after every
+  chunk. Whoever else wants it (another run, or a retry of the same run: an earlier attempt
+  may still be alive on another worker) takes it only once it has lapsed:
+
+  - the taker has watched the record stay unchanged for ``ttl_s`` by its own clock (no clock
+    of another host is read: the holder stops writing ``ttl_s`` after its last renewal by
+    *its* clock, and the taker started watching after that renewal was written);
+  - or the record's expiry is more than ``ttl_s`` in the past by the taker's wall clock (a
+    holder long dead; this tolerates clocks up to ``ttl_s`` apart);
+  - or the record names this host and a process that no longer runs (a killed attempt on the
+    same worker: taken at once).
+
+  The Airflow-level limits above stay the first guard.
 
 A holder checks, before every chunk and on every renewal, that the record is still its own
-(owner and token) and, on object storage, not past its expiry (from then on another run may
-take it over at any moment). When it is not, :class:`LeaseLostError` stops the holder before its
-next write; it never writes the record again and never deletes a record that is not its own, so
-the run that took over keeps the lease alone.
+(owner and token) and, on object storage, that its last renewal is less than ``ttl_s`` old by
+its own clock (from then on another run may take it over at any moment). When it is not,
+:class:`LeaseLostError` stops the holder before its next write; it never writes the record
+again and never deletes a record that is not its own, so the run that took over keeps the lease
+alone.
 
 Another owner waits, polling, up to ``wait_s``; then the task fails with
 :class:`LeaseBusyError`, and nothing was written by it.
@@ -47,9 +58,14 @@ from affiliate_network.tasklog import TaskLog
 __all__ = ["LeaseBusyError", "LeaseLostError", "WriteLease", "lease_path"]
 
 
-def lease_path(base: str, conn_id: str) -> ObjectStoragePath:
-    """Where the write lease of connection ``conn_id`` lives."""
-    return ObjectStoragePath(base) / "onhold_review" / "_leases" / f"{conn_dir_name(conn_id)}.json"
+def lease_path(base: str, network: str) -> ObjectStoragePath:
+    """Where the write lease of one network lives.
+
+    :param base: the data base.
+    :param network: the network's key (``hook.network.slug``): every connection that reaches
+        one network, whatever its spelling, takes the same lease.
+    """
+    return ObjectStoragePath(base) / "onhold_review" / "_leases" / f"{conn_dir_name(network)}.json"
 
 
 class WriteLease:
@@ -58,8 +74,11 @@ class WriteLease:
     :param path: lease file (:func:`lease_path`).
     :param owner: ``dag_id/run_id`` of the holder.
     :param ttl_s: seconds a lease on object storage stays valid without renewal.
-    :param clock: wall clock (tests inject one).
+    :param clock: this host's clock for durations: how long a record stayed unchanged, how
+        old the holder's last renewal is (monotonic; tests inject one).
     :param sleep: sleep function (tests inject one).
+    :param wall_clock: this host's wall clock, for the record's ``expires`` (shown to those who
+        wait, and the long-dead rule).
     :param settle_s: on object storage, how long to wait after writing the record before reading
         it back (a racing writer's record shows by then).
     """
@@ -70,9 +89,10 @@ class WriteLease:
         owner: str,
         *,
         ttl_s: float = 600.0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         settle_s: float = 1.0,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
         self.owner = owner
@@ -80,9 +100,12 @@ class WriteLease:
         self.settle_s = settle_s
         self._clock = clock
         self._sleep = sleep
+        self._wall_clock = wall_clock
         self._token = uuid.uuid4().hex
         self._fd: int | None = None
         self.held = False
+        self._renewed_at = float("-inf")  # this clock, when the last write of our record began
+        self._watched: tuple[str, float] | None = None  # another's record, first seen when
 
     # -- file access ----------------------------------------------------------------------------
 
@@ -91,6 +114,10 @@ class WriteLease:
 
     def read(self) -> dict[str, Any] | None:
         """The current lease record, or None when there is none (or it is unreadable)."""
+        # An object store's client may answer from its listing cache (s3fs does): a record
+        # read from it would look unchanged while its holder renews it.
+        with contextlib.suppress(Exception):
+            self.path.fs.invalidate_cache(self.path.path)
         try:
             with self.path.open("r", encoding="utf-8") as handle:
                 doc = json.load(handle)
@@ -103,7 +130,8 @@ class WriteLease:
             {
                 "owner": self.owner,
                 "token": self._token,
-                "expires": self._clock() + self.ttl_s,
+                "expires": self._wall_clock() + self.ttl_s,
+                "ttl_s": self.ttl_s,
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
             }
@@ -135,18 +163,36 @@ class WriteLease:
             raise
         return True
 
+    def _lapsed(self, current: dict[str, Any]) -> bool:
+        """Whether another holder's record may be taken over (see the module doc)."""
+        now = self._clock()
+        seen = json.dumps(current, sort_keys=True)
+        if self._watched is None or self._watched[0] != seen:
+            self._watched = (seen, now)  # renewed (or new): watch it afresh
+        try:  # the holder's own ttl, when it is longer than ours
+            ttl = max(self.ttl_s, float(current.get("ttl_s") or 0))
+            expires = float(current.get("expires") or 0)
+        except (TypeError, ValueError):
+            ttl, expires = self.ttl_s, 0.0
+        if now - self._watched[1] >= ttl:
+            return True
+        if expires + ttl < self._wall_clock():
+            return True
+        return current.get("host") == socket.gethostname() and not _alive(current.get("pid"))
+
     def _try_remote(self) -> bool:
-        """Take the record on object storage when free, ours, or expired (best effort)."""
+        """Take the record on object storage when free or lapsed (best effort)."""
         current = self.read()
-        if (
-            current is not None
-            and current.get("owner") != self.owner
-            and float(current.get("expires") or 0) >= self._clock()
-        ):
+        if current is not None and not self._lapsed(current):
             return False
+        started = self._clock()
         self._write(self._record())
         self._sleep(self.settle_s)
-        return self._ours()
+        if not self._ours():
+            return False
+        self._renewed_at = started
+        self._watched = None
+        return True
 
     # -- protocol -------------------------------------------------------------------------------
 
@@ -163,17 +209,17 @@ class WriteLease:
             before = self.read() or {}
             if local is None and self._try_remote():
                 self.held = True
-                if log is not None and before.get("owner") not in (None, self.owner):
-                    log.warning("Took over the expired write lease of %s", before["owner"])
+                if log is not None and before.get("owner") is not None:
+                    log.warning("Took over the lapsed write lease of %s", _who(before, self.owner))
                 return
             current = self.read() or before
             if self._clock() >= deadline:
                 self._close()
                 raise LeaseBusyError(
-                    f"another run ({current.get('owner', 'unknown')}) is writing on-hold "
-                    f"statuses for this network (lease {self.path}); nothing was written by "
-                    "this run. It is retried; a holder that died lets go at once on a local "
-                    f"data base, or {self.ttl_s:.0f} s after its last renewal on object storage."
+                    f"{_who(current, self.owner)} is writing on-hold statuses for this network "
+                    f"(lease {self.path}); nothing was written by this run. It is retried; a "
+                    "holder that died lets go at once on a local data base, or "
+                    f"{self.ttl_s:.0f} s after its last renewal on object storage."
                 )
             if log is not None and not announced:
                 log.info(
@@ -193,9 +239,9 @@ class WriteLease:
             raise LeaseLostError(f"the on-hold write lease {self.path} is not held by this run")
         current = self.read() or {}
         ours = current.get("token") == self._token and current.get("owner") == self.owner
-        expires = float(current.get("expires") or 0)
-        # A local lease is the kernel lock: its record's expiry only informs those who wait.
-        expired = ours and self._local() is None and expires < self._clock()
+        # A local lease is the kernel lock: its record's expiry only informs those who wait. On
+        # object storage the holder times its own lease by its own clock.
+        expired = ours and self._local() is None and self._clock() - self._renewed_at >= self.ttl_s
         if ours and not expired:
             return
         self.held = False  # nothing more is written under it, the record is left alone
@@ -213,7 +259,9 @@ class WriteLease:
         :raises LeaseLostError: see :meth:`check`.
         """
         self.check()
+        started = self._clock()
         self._write(self._record())
+        self._renewed_at = started
 
     def _close(self) -> None:
         if self._fd is not None:
@@ -235,3 +283,25 @@ class WriteLease:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _who(record: dict[str, Any], owner: str) -> str:
+    """The holder of ``record`` as a waiting ``owner`` names it."""
+    holder = record.get("owner", "unknown")
+    if holder == owner:
+        where = f"pid {record.get('pid')} on {record.get('host')}"
+        return f"an earlier attempt of this run ({holder}, {where})"
+    return f"another run ({holder})"
+
+
+def _alive(pid: object) -> bool:
+    """Whether process ``pid`` of this host runs (unknown counts as running)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it runs
+        return True
+    return True

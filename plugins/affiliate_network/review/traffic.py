@@ -6,16 +6,23 @@ again every hour costs the whole window (7 or 8 days of conversions) per run. Th
 a **snapshot** of the window's traffic between runs, compacted to the fields the rules and the
 audit read, and each run asks the API only for:
 
-* the conversions **after the snapshot's cursor** (minus :data:`DEFAULT_OVERLAP_S` of overlap
-  for late arrivals), with the documented ``YYYY-MM-DD hh:mm:ss`` form of ``from``/``to``;
+* the conversions **after the snapshot's cursor** minus the late-arrival bound (setting
+  ``AFFILIATE_ONHOLD_LATE_ARRIVAL_HOURS``, default :data:`DEFAULT_LATE_ARRIVAL_HOURS`: a
+  conversion recorded at most that long after its own timestamp is counted by the first run
+  after it is recorded), with the documented ``YYYY-MM-DD hh:mm:ss`` form of ``from``/``to``;
 * the **current state of the conversions the snapshot has on hold** (searched by on-hold id,
   the way the writer re-checks them before a PATCH), because only their state can change
   between runs in a way the rules see; approved and rejected are final.
 
 Everything else of a conversion (IP, timestamps, offer, affiliate, amounts) is immutable in the
 API apart from explicit corrections (sale amount, payout); a full pull every
-``max_age_hours`` (default :data:`DEFAULT_MAX_AGE_HOURS`) bounds how long such a correction can
-stay unseen.
+``max_age_hours`` (default :data:`DEFAULT_MAX_AGE_HOURS`) bounds how long such a correction, a
+conversion recorded later than the late-arrival bound, or a deletion older than it, can stay
+unseen.
+
+Each pull reads its range in time slices answered whole by one request (the hook's
+:class:`~affiliate_network.hooks._paging.SlicedPull`): a conversion that exists for the whole
+pull is counted once while others arrive or are deleted during it.
 
 The merged batch holds exactly the conversions a full pull of the same window returns (the
 snapshot trimmed to the window, the new pull replacing overlapping ids), so the decisions are
@@ -38,6 +45,8 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import logging
+import math
+import os
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable
@@ -48,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from airflow.sdk import ObjectStoragePath
 
-from affiliate_network.exceptions import InvalidRequestError
+from affiliate_network.exceptions import ConfigValidationError, InvalidRequestError
 from affiliate_network.review.audit import AUDIT_FIELDS
 from affiliate_network.review.onhold_lookup import iter_on_hold_rows
 from affiliate_network.review.window import local_bound
@@ -61,14 +70,17 @@ if TYPE_CHECKING:
     from affiliate_network.rules.engine import RuleSet
 
 __all__ = [
+    "DEFAULT_LATE_ARRIVAL_HOURS",
     "DEFAULT_MAX_AGE_HOURS",
     "DEFAULT_OVERLAP_S",
     "KEEP_FIELDS",
     "KEEP_MEMBERS",
+    "LATE_ARRIVAL_ENV",
     "SNAPSHOT_VERSION",
     "TrafficPull",
     "TrafficSnapshot",
     "TrafficSnapshotStore",
+    "late_arrival_hours",
     "pull_review_traffic",
     "review_fields",
     "traffic_snapshot_path",
@@ -80,8 +92,18 @@ KEEP_MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
 
 #: Format version of the snapshot file; another version is ignored (full pull).
 SNAPSHOT_VERSION = 1
-#: Seconds before the cursor pulled again: conversions recorded a little after their own time.
-DEFAULT_OVERLAP_S = 3600.0
+#: The late-arrival bound: hours before the cursor each incremental pull reads again, so a
+#: conversion recorded up to this long after its own timestamp is counted by the first run after
+#: it is recorded (later ones by the next full pull, at most ``max_age_hours`` on). Six hours:
+#: delayed server postbacks and advertiser batch uploads land within hours; each hour of bound
+#: costs one hour of traffic re-read per run (a small share of a 7-day window).
+DEFAULT_LATE_ARRIVAL_HOURS = 6.0
+#: The environment variable of the bound (hours; read by the run, on the worker).
+LATE_ARRIVAL_ENV = "AFFILIATE_ONHOLD_LATE_ARRIVAL_HOURS"
+#: Longest bound accepted: past the snapshot's full-pull age it buys nothing.
+MAX_LATE_ARRIVAL_HOURS = 168.0
+#: The default bound in seconds (what :func:`pull_review_traffic` reads again before the cursor).
+DEFAULT_OVERLAP_S = DEFAULT_LATE_ARRIVAL_HOURS * 3600
 #: A snapshot whose last full pull is older than this (wall clock) is refreshed by a full pull.
 DEFAULT_MAX_AGE_HOURS = 24.0
 #: On-hold ids per search request when refreshing their state.
@@ -89,6 +111,33 @@ DEFAULT_REFRESH_CHUNK = 500
 _ON_HOLD = "on_hold"
 
 log_ = logging.getLogger(__name__)
+
+
+def late_arrival_hours(value: float | str | None = None) -> float:
+    """The late-arrival bound in hours: ``value``, else :data:`LATE_ARRIVAL_ENV` from the
+    environment, else :data:`DEFAULT_LATE_ARRIVAL_HOURS`; checked.
+
+    :param value: the bound (a number, or its text as the environment gives it).
+    :raises ConfigValidationError: not a number, not finite, or outside
+        ``0 .. MAX_LATE_ARRIVAL_HOURS``; the message names the setting and the value.
+    """
+    name = "late_arrival_hours"
+    if value is None:
+        raw = os.environ.get(LATE_ARRIVAL_ENV, "").strip()
+        if not raw:
+            return DEFAULT_LATE_ARRIVAL_HOURS
+        name, value = LATE_ARRIVAL_ENV, raw
+    try:
+        hours = float(value)
+    except (TypeError, ValueError):
+        hours = math.nan
+    if isinstance(value, bool) or not math.isfinite(hours):
+        raise ConfigValidationError(f"{name} must be a finite number of hours, got {value!r}")
+    if not 0 <= hours <= MAX_LATE_ARRIVAL_HOURS:
+        raise ConfigValidationError(
+            f"{name} must be 0 to {MAX_LATE_ARRIVAL_HOURS:g} hours, got {value!r}"
+        )
+    return hours
 
 
 def review_fields(ruleset: RuleSet) -> tuple[frozenset[str], frozenset[str]]:
@@ -435,7 +484,7 @@ def pull_review_traffic(
     store: TrafficSnapshotStore | None = None,
     page_size: int | None = None,
     full: bool = False,
-    overlap_s: float = DEFAULT_OVERLAP_S,
+    overlap_s: float | None = None,
     max_age_hours: float | None = DEFAULT_MAX_AGE_HOURS,
     refresh_chunk: int = DEFAULT_REFRESH_CHUNK,
     clock: Callable[[], float] = time.time,
@@ -453,7 +502,9 @@ def pull_review_traffic(
     :param store: the snapshot store; ``None`` always pulls in full and keeps nothing.
     :param page_size: conversion report page size (default: the hook's).
     :param full: pull the whole window whatever the snapshot (and rewrite it).
-    :param overlap_s: seconds before the cursor pulled again (late arrivals).
+    :param overlap_s: seconds before the cursor pulled again: the late-arrival bound
+        (``None``: :func:`late_arrival_hours` from the environment, default 6 hours).
+    :raises ConfigValidationError: the late-arrival bound is not a number of hours in range.
     :param max_age_hours: full pull when the snapshot's last full pull is older (wall clock);
         ``None``: never for age.
     :param refresh_chunk: on-hold ids per search request.
@@ -461,6 +512,7 @@ def pull_review_traffic(
     :param log: logger (default: this module's).
     """
     log = log or log_
+    overlap_s = 3600 * late_arrival_hours(None if overlap_s is None else overlap_s / 3600)
     # Exact instants, never the wall-time texts read back (a repeated hour reads two ways).
     span = (window.pull_from_ts, float(int(window.pull_to_ts)) + 1.0)
     need_f, need_m = frozenset(fields), frozenset(members)

@@ -15,6 +15,7 @@ sent to the network from here.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -42,8 +43,9 @@ def _parser() -> argparse.ArgumentParser:
         "--conn-id",
         metavar="ID",
         default="affiliate_network_default",
-        help="the connection whose ledger is read: <data base>/sync/ledger-<ID>.json, the data "
-        "base from $AFFILIATE_NETWORK_DATA_BASE or <project>/data (default: %(default)s)",
+        help="the connection whose network's ledger is read: <data base>/sync/ledger-<network>"
+        ".json (the connection is read through Airflow to know its network), the data base "
+        "from $AFFILIATE_NETWORK_DATA_BASE or <project>/data (default: %(default)s)",
     )
     plan.add_argument(
         "--detailed-exitcode",
@@ -66,11 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.file}: valid ({summary or 'no objects'})")
             return 0
 
-        from affiliate_network.sync.ledger import Ledger, default_ledger_path
+        from affiliate_network.sync.ledger import Ledger
         from affiliate_network.sync.plan import build_plan
 
-        # The CLI runs outside Airflow: the data base comes from the env or the default only.
-        ledger_path = args.ledger or default_ledger_path(args.conn_id, default_data_base())
+        ledger_path = args.ledger or _network_ledger(args.conn_id)
         plan = build_plan(state, Ledger.load(ledger_path))
         print(plan.render())
         counts = plan.counts()
@@ -83,6 +84,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AffiliateNetworkError as exc:
         print(str(exc), file=sys.stderr)
         return 1
+
+
+def _network_ledger(conn_id: str) -> str:
+    """The ledger of the network ``conn_id`` reaches (the connection read through Airflow).
+
+    The CLI runs outside Airflow: the data base comes from the env or the default only. A
+    ledger still named by the connection (``ledger-<ID>.json``) is read where the network's does
+    not exist yet (the sync task renames it on its next run; this command writes nothing).
+    """
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.sync.ledger import default_ledger_path
+
+    base = default_data_base()
+    path = default_ledger_path(AffiliateNetworkHook(conn_id).network.slug, base)
+    legacy = default_ledger_path(conn_id, base)
+    if not os.path.exists(path) and os.path.exists(legacy):
+        return legacy
+    return path
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The ledger: what the sync last applied to the network, kept durably beside the reports.
 
 Storage choice: a JSON document beside the reports, by default
-``<data base>/sync/ledger-<connection id>.json``, not an Airflow Variable. A local path is a plain
+``<data base>/sync/ledger-<network>.json`` (one per network, whatever connection reaches it:
+``hooks/_network_identity.py``), not an Airflow Variable. A local path is a plain
 file (:class:`pathlib.Path`); a URL (``s3://``, ``gs://``, ``file://``...) goes through Airflow's
 ``ObjectStoragePath``, imported only then, so ``affiliate-network-sync plan`` on a local ledger
 does not pay seconds for importing Airflow. Why not a Variable:
@@ -27,7 +28,7 @@ creating a duplicate.
 
 Document shape::
 
-    {"version": 1, "target": "<base URL of the network>", "objects": {
+    {"version": 1, "target": "<the network: url:<normalized base URL> or name:<name>>", "objects": {
         "<section>/<key>": {"state": "applied" | "intent", "network_id": 12 | null,
                             "hash": "sha256:...", "definition": {...request body...},
                             "applied_at": "2026-11-22T08:00:00+00:00", "intent_at": "...",
@@ -61,6 +62,28 @@ STATE_INTENT = "intent"
 _LOCAL_SCHEMES = {"file", "local"}
 
 
+def _same_network(stored: str, target: str) -> bool:
+    """Whether a ledger's recorded target is the network ``target`` names.
+
+    Targets are network identities (``url:...``/``name:...``). A ledger written before them
+    records the base URL as typed: it matches the same URL normalized; a named network cannot
+    be checked against it and takes it over.
+    """
+    if stored == target:
+        return True
+    kind, _, value = target.partition(":")
+    if kind not in ("url", "name") or stored.startswith(("url:", "name:")):
+        return False
+    if kind == "name":
+        return True
+    from affiliate_network.hooks._network_identity import normalize_base_url
+
+    try:
+        return normalize_base_url(stored) == value
+    except ValueError:
+        return False
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -81,18 +104,61 @@ def _ledger_path(path: str | os.PathLike[str] | ObjectStoragePath) -> LedgerPath
     return path if isinstance(path, ObjectStoragePath) else ObjectStoragePath(text)
 
 
-def default_ledger_path(conn_id: str, data_base: str | None = None) -> str:
-    """``<data base>/sync/ledger-<conn_id>.json``: one ledger per network connection."""
+def default_ledger_path(network: str, data_base: str | None = None) -> str:
+    """``<data base>/sync/ledger-<network>.json``: one ledger per network.
+
+    :param network: the network's key (``hook.network.slug``): every connection that reaches
+        one network, whatever its spelling, reads and writes the same ledger.
+    :param data_base: the data base (default: the deployment's).
+    """
     base = (data_base or resolve_data_base()).rstrip("/")
-    return f"{base}/sync/ledger-{conn_id}.json"
+    return f"{base}/sync/ledger-{network}.json"
+
+
+def adopt_connection_ledger(network_path: str, conn_id: str, data_base: str | None = None) -> str:
+    """The network's ledger path, after moving a ledger kept under the connection's id there.
+
+    Ledgers were once named by connection (``ledger-<conn id>.json``). When the network's ledger
+    does not exist yet and the connection's does, it is renamed (with its ``.synced`` marker)
+    so its create-once records keep guarding the network. When both exist, nothing is guessed.
+
+    :param network_path: :func:`default_ledger_path` of the network.
+    :param conn_id: the connection id.
+    :param data_base: the data base (default: the deployment's).
+    :raises SyncBlockedError: both exist (two connections synced one network apart).
+    """
+    base = (data_base or resolve_data_base()).rstrip("/")
+    old = _ledger_path(f"{base}/sync/ledger-{conn_id}.json")
+    new = _ledger_path(network_path)
+    if str(old) == str(new) or not old.exists():
+        return network_path
+    if new.exists():
+        raise SyncBlockedError(
+            f"{old} (the ledger of connection {conn_id!r}) and {new} (the ledger of its "
+            "network) both exist: two connections synced this network apart. Nothing was sent. "
+            "Merge the objects of the first into the second (or check that it holds nothing "
+            "the second lacks), then delete the first and its .synced marker, and rerun."
+        )
+    for source, target in ((old, new), (_marker(old), _marker(new))):
+        if source.exists():
+            target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    for source in (_marker(old), old):  # the ledger last: a crash leaves it to adopt again
+        if source.exists():
+            source.unlink()
+    return network_path
+
+
+def _marker(path: LedgerPath) -> LedgerPath:
+    return path.parent / f"{path.name}.synced"
 
 
 class Ledger:
     """The applied state of every synced object, saved after each change.
 
     :param path: where the JSON document lives (local path or object-storage URL).
-    :param target: the network the ledger describes (base URL, never a key). A ledger written
-        for one network is refused for another, so a copied ledger cannot hide changes.
+    :param target: the network the ledger describes (``hook.network.canonical``, never a key).
+        A ledger written for one network is refused for another, so a copied ledger cannot
+        hide changes.
     """
 
     def __init__(
@@ -135,7 +201,7 @@ class Ledger:
                 f"{ledger.path}: not a version-{LEDGER_VERSION} sync ledger document"
             )
         stored_target = document.get("target")
-        if target and stored_target and stored_target != target:
+        if target and stored_target and not _same_network(stored_target, target):
             raise ConfigValidationError(
                 f"{ledger.path}: this ledger records what was applied to {stored_target}, not to "
                 f"{target}. Point the sync at the ledger of that network (one ledger per "
@@ -206,7 +272,7 @@ class Ledger:
     def marker_path(self) -> LedgerPath:
         """``<ledger>.synced``: written beside the ledger on its first save, never removed by
         the sync, so a ledger that disappears later is noticed instead of read as empty."""
-        return self.path.parent / f"{self.path.name}.synced"
+        return _marker(self.path)
 
     def save(self) -> None:
         """Write the document atomically (temporary sibling + rename, or one object PUT)."""

@@ -1,0 +1,276 @@
+"""The network page in the browser: its figures against the landed files and the sandbox's
+truth, its place in Airflow's navigation, and nothing shown to a browser without a user."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import requests
+
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.reports.reconcile import reconcile_day
+from affiliate_network.review.identity import ReviewRun
+from affiliate_network.review.job import run_review
+from affiliate_network.review.options import ReviewOptions
+from affiliate_network.review.window import review_window
+from affiliate_network.rules.engine import RuleSet
+from affiliate_network.sync.ledger import Ledger, default_ledger_path
+from affiliate_network.sync.loader import load_desired_state
+from affiliate_network.sync.plan import build_plan
+from affiliate_network_sandbox.demo_connections import sandbox_connections
+from tests.support.landed_history import land_days
+
+from .browser import Browser
+from .deployment import PROJECT_ROOT, UiStage, new_driver
+
+pytestmark = pytest.mark.browser
+
+PAGE = "/affiliate-network/"
+
+
+#: The review run the page's review section is checked against (a dry run: writes nothing).
+REVIEW_DAG = "affiliate_onhold_review"
+CONN = "affiliate_network_default"
+
+
+@dataclass
+class Stage:
+    """What the fixture made through the job libraries, for the page to be compared with."""
+
+    days: list[dt.date]
+    review_audit: Path
+    ledger: Path
+    plan_counts: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def landed(ui: UiStage) -> Stage:
+    """What the three DAGs write, made through their job libraries into the stage's base.
+
+    Two days landed with their events and reconciled (as the report DAG does), one review dry
+    run (the review DAG's default for a manual run) and the offer sync's ledger with the plan
+    the next sync would run. Self-contained: the other browser files sort after this one.
+    """
+    env = sandbox_connections(ui.sandbox, PROJECT_ROOT / "include")
+    log = logging.getLogger("network_page")
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        last = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+        first = last - dt.timedelta(days=1)
+        land_days(CONN, ui.data_base, first, last, show_events=True)
+        hook = AffiliateNetworkHook(CONN)
+        try:
+            for day in (first, last):
+                reconcile_day(hook, str(ui.data_base), day, on_mismatch="fail", log=log)
+            ruleset = RuleSet.from_file(PROJECT_ROOT / "include" / "onhold_rules.yaml")
+            window = review_window(
+                timezone_id=None,
+                lookback_days=14,
+                to_date=None,
+                as_of=None,
+                horizon_hours=ruleset.horizon_hours,
+            )
+            now = dt.datetime.now(dt.UTC)
+            # Its own state folder (conn_id), so the review DAG's traffic snapshot stays its own.
+            run = ReviewRun(
+                base=str(ui.data_base),
+                conn_id="network_page_check",
+                dag_id=REVIEW_DAG,
+                run_id=f"manual__{now:%Y-%m-%dT%H:%M:%S}+00:00",
+            )
+            review = run_review(
+                hook, ruleset, window, options=ReviewOptions(), run=run, dry_run=True, log=log
+            )
+            ledger = Ledger.load(default_ledger_path(CONN, str(ui.data_base)), target=hook.base_url)
+        finally:
+            hook.close()
+    ledger.save()  # as a sync that has sent nothing yet leaves it
+    plan = build_plan(load_desired_state(PROJECT_ROOT / "include" / "offer_state.yaml"), ledger)
+    return Stage([first, last], Path(str(review.audit_path)), Path(str(ledger.path)), plan.counts())
+
+
+def _conversions_by_status(partition: Path) -> dict[str, int]:
+    """Base conversions per status, read from the manifest's files (not through the page)."""
+    manifest = json.loads((partition / "_manifest.json").read_text())
+    counts: Counter[str] = Counter()
+    for entry in manifest["files"]:
+        table = pq.read_table(partition / entry["name"], columns=["status", "is_event"])
+        for status, is_event in zip(
+            table.column("status").to_pylist(), table.column("is_event").to_pylist(), strict=True
+        ):
+            if not is_event:
+                counts[status] += 1
+    return dict(counts)
+
+
+def _loaded(b: Browser) -> None:
+    b.wait(
+        lambda: b.driver.find_element("id", "status").get_attribute("data-loaded") == "true",
+        "the network page's data",
+    )
+
+
+def _payout_cell(text: str) -> dict[str, dict[str, Decimal]]:
+    """The days table's payout text (``approved: 12.5 USD, 3 EUR; pending: ...``) as Decimals."""
+    out: dict[str, dict[str, Decimal]] = {}
+    for part in filter(None, text.split("; ")):
+        status, amounts = part.split(": ", 1)
+        for amount in amounts.split(", "):
+            value, currency = amount.split(" ")
+            out.setdefault(status, {})[currency] = Decimal(value)
+    return out
+
+
+def test_network_page_figures_match_the_files(browser: Browser, ui: UiStage, landed: Stage) -> None:
+    started = time.monotonic()
+    browser.open(PAGE)
+    _loaded(browser)
+    assert browser.driver.find_element("id", "problems").text == ""
+    for day in landed.days:
+        partition = ui.data_base / "conversions" / f"date={day}"
+        manifest = json.loads((partition / "_manifest.json").read_text())
+        row = browser.driver.find_element("css selector", f"#days-table tr[data-date='{day}']")
+        rows = row.find_element("css selector", "[data-rows]").get_attribute("data-rows")
+        assert int(rows) == manifest["row_count"]
+        shown = json.loads(
+            row.find_element("css selector", "[data-conversions]").get_attribute("data-conversions")
+        )
+        expected = _conversions_by_status(partition)
+        assert shown == expected, (day, shown, expected)
+        truth = ui.sandbox.truth_money(day.isoformat(), timezone_id=67, cells=False)
+        for money in truth["currencies"].values():
+            for status, cell in money["conversions"].items():
+                assert shown.get(status, 0) == cell["count"], (day, status)
+        # Money per currency as the person reads it: the page's payout (events are in their
+        # status's figure) equals the truth's conversions plus events, currency by currency.
+        payout = _payout_cell(row.find_elements("css selector", "td")[3].text)
+        for currency, money in truth["currencies"].items():
+            page_total = sum((p.get(currency, Decimal(0)) for p in payout.values()), Decimal(0))
+            truth_total = Decimal(money["events"]["payout"]) + sum(
+                (Decimal(c["payout"]) for c in money["conversions"].values()), Decimal(0)
+            )
+            assert page_total == truth_total, (day, currency, page_total, truth_total)
+        assert {c for p in payout.values() for c in p} <= set(truth["currencies"])
+        # The chart's bars are the same numbers, each linking to the day's manifest.
+        bars = browser.driver.find_elements(
+            "css selector", f"#chart-conversions rect[data-date='{day}']"
+        )
+        assert {
+            b.get_attribute("data-series"): int(b.get_attribute("data-value")) for b in bars
+        } == {s: n for s, n in expected.items() if n}
+        link = bars[0].find_element("xpath", "..").get_dom_attribute("href")
+        assert "_manifest.json" in requests.utils.unquote(link)
+        comparison = json.loads((partition / "_reconciliation.json").read_text())
+        assert comparison["reconciled"] is True, comparison["differing"][:3]
+        verdict = row.find_element("css selector", "[data-reconciled]")
+        assert verdict.get_attribute("data-reconciled") == "true"
+        assert f"reconciles ({len(comparison['cells'])} cells)" in verdict.text
+    assert not browser.driver.find_elements("css selector", "#differing table")
+    for currency in {
+        c
+        for day in landed.days
+        for c in ui.sandbox.truth_money(day.isoformat(), cells=False)["currencies"]
+    }:  # one payout chart per currency, never a sum of two
+        assert browser.driver.find_elements("id", f"chart-payout-{currency}")
+    browser.shot("network page")
+
+    # The review's dry run: decisions per rule as its audit file holds them.
+    audit = [json.loads(line) for line in landed.review_audit.read_text().splitlines() if line]
+    assert audit, "the review decided nothing: the page's review section would be empty"
+    run_row = browser.driver.find_element(
+        "css selector", f"#runs-table tr[data-run='{landed.review_audit.parent.name}']"
+    )
+    assert run_row.find_elements("css selector", "td")[3].text == "yes"  # dry run
+    by_rule: dict[str, Counter[str]] = {}
+    for decision in audit:
+        by_rule.setdefault(decision["rule_id"], Counter())[decision["action"]] += 1
+    today = landed.review_audit.parent.name[len("manual__") :][:10]
+    for rule, actions in by_rule.items():
+        cell = browser.driver.find_element(
+            "css selector",
+            f"#rules-table tr[data-rule='{rule}'][data-date='{today}'] [data-actions]",
+        )
+        assert json.loads(cell.get_attribute("data-actions")) == dict(actions), rule
+        # Money at stake per action and currency, summed here from the audit file's rows.
+        stake: dict[str, dict[str, Decimal]] = {}
+        for d in audit:
+            if d["rule_id"] == rule:
+                per = stake.setdefault(d["action"], {})
+                per[d["currency_id"]] = per.get(d["currency_id"], Decimal(0)) + Decimal(
+                    str(d["payout"])
+                )
+        shown_stake = _payout_cell(cell.find_element("xpath", "..//td[4]").text)
+        assert shown_stake == stake, (rule, shown_stake, stake)
+    waiting = sum(1 for d in audit if d["action"] == "review")
+    assert int(browser.driver.find_element("id", "waiting-count").text) >= waiting
+    review = browser.driver.find_element("id", "review-section")
+    browser.driver.execute_script("arguments[0].scrollIntoView();", review)
+    browser.shot("review section")
+
+    # The offer sync: the ledger's objects and the plan the next sync would send.
+    sync_row = browser.driver.find_element("css selector", f"#sync-table tr[data-conn='{CONN}']")
+    cells = sync_row.find_elements("css selector", "td")
+    ledger = json.loads(landed.ledger.read_text())
+    assert int(cells[1].text) == len(ledger["objects"])
+    planned = {a: n for a, n in landed.plan_counts.items() if n}
+    assert planned, "the desired state plans nothing"
+    assert cells[3].text.split(" · ")[0] == ", ".join(f"{a} {n}" for a, n in planned.items())
+    assert cells[4].get_attribute("data-blocked") == "false"
+    # The README's picture: the whole page in one tall window (docs/images/network-page.png).
+    size = browser.driver.get_window_size()
+    browser.driver.set_window_size(1440, 2400)
+    try:
+        browser.driver.execute_script("window.scrollTo(0, 0);")
+        browser.shot("whole page")
+    finally:
+        browser.driver.set_window_size(size["width"], size["height"])
+    print(f"\nnetwork page checked in the browser in {time.monotonic() - started:.1f}s")
+
+
+def test_network_page_in_airflow_navigation(browser: Browser, landed: Stage) -> None:
+    browser.open("/plugin/affiliate-network")
+    frame = browser.find_visible("iframe", "the network page's frame")
+    browser.driver.switch_to.frame(frame)
+    try:
+        _loaded(browser)
+        assert landed.days[-1].isoformat() in browser.body_text()
+    finally:
+        browser.driver.switch_to.default_content()
+    browser.shot("network page in Airflow")
+
+
+def test_a_browser_without_a_user_sees_nothing(ui: UiStage, landed: Stage) -> None:
+    answer = requests.get(ui.url + PAGE + "api/overview", timeout=30)
+    assert answer.status_code == 401, answer.text
+    assert str(landed.days[-1]) not in answer.text
+    stranger = requests.get(
+        ui.url + PAGE + "api/file",
+        params={
+            "path": str(ui.data_base / "conversions" / f"date={landed.days[-1]}" / "_manifest.json")
+        },
+        timeout=30,
+    )
+    assert stranger.status_code == 401
+    driver = new_driver()
+    try:
+        b = Browser(driver, ui.url, "network page signed out")
+        b.open(PAGE)
+        b.wait(
+            lambda: driver.find_element("id", "status").get_attribute("data-denied") == "401",
+            "the page refusing",
+        )
+        b.shot("signed out")
+        assert driver.find_element("id", "content").is_displayed() is False
+        assert landed.days[-1].isoformat() not in b.body_text()
+    finally:
+        driver.quit()
