@@ -58,6 +58,7 @@ RETRYABLE = {
     "PullShiftedError",  # the landing re-pulled already; a rerun meets a settled window
     "StorageError",
     "DataBaseUnavailableError",
+    "QuotaStoreError",  # the store may be back by the next try
 }
 #: Plain ``ValueError`` subclasses of pure helpers: one bad value (a file's bytes, a field path,
 #: a timezone); the loaders turn them into a ConfigValidationError naming file and field.

@@ -332,6 +332,14 @@ class QuotaStoreError(AffiliateNetworkError):
     back by the next try.
     """
 
+    untouched = "Nothing was sent to the network."
+    next_step = (
+        "Check the quota store the message names (is Redis up and reachable from the "
+        "workers?), or set the connection extra it names to go on with a local budget; then "
+        "clear the task."
+    )
+    runbook_anchor = "sharing-one-networks-quota"
+
 
 class LeaseBusyError(AffiliateNetworkError):
     """Another run holds the network's on-hold write lease; nothing was written (retryable)."""

@@ -178,9 +178,11 @@ def test_a_bad_connection_field_says_to_fix_it(
 def test_another_writer_says_to_let_it_finish(
     sandbox, network_conn, rules_file, window, tmp_path
 ) -> None:
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.review.lease import WriteLease, lease_path
 
-    holder = WriteLease(lease_path(str(tmp_path / "data"), network_conn), "other_dag/run-7")
+    network = AffiliateNetworkHook(network_conn).network.slug  # one lease per network
+    holder = WriteLease(lease_path(str(tmp_path / "data"), network), "other_dag/run-7")
     holder.acquire(wait_s=0)
     try:
         error = fail(review_op(rules_file, window, tmp_path, dry_run=False, lease_wait_minutes=0))

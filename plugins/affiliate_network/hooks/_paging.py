@@ -653,11 +653,22 @@ class SlicedPull(PagedIterator):
 
     def _log_end(self, finished: bool) -> None:
         st = self.stats
+        if not finished:
+            # As the paged pull: the error that stopped it counts its own attempts.
+            self._log.info(
+                "%s: stopped after %d rows in %d slices (%d requests) in %.2fs",
+                self._label,
+                st.rows,
+                st.slices,
+                st.requests,
+                st.elapsed_s,
+            )
+            return
         self._log.info(
             "%s: %s %d rows in %d slices (%d requests: %d split, %d seconds paged), %d "
             "retries in %.2fs",
             self._label,
-            "pulled" if finished else "stopped after",
+            "pulled",
             st.rows,
             st.slices,
             st.requests,

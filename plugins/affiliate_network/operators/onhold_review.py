@@ -308,7 +308,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         if not self.deferrable or dry_run:  # a dry run never takes the lease
             return review(options)
         left_s = options.lease_wait_minutes * 60
-        lease = WriteLease(lease_path(run.base, run.conn_id), run.owner)
+        # The lease the writer takes (review.apply): one per network, whatever the connection.
+        lease = WriteLease(lease_path(run.base, self.hook.network.slug), run.owner)
         resumed = self.resumed_with or {}
         if "lease_wait_left_s" in resumed:
             event = resumed.get("event") or {}
@@ -335,7 +336,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         holder = lease.read() or {}
         trigger = WriteLeaseTrigger(
             base=run.base,
-            conn_id=run.conn_id,
+            conn_id=self.hook.network.slug,  # the trigger reads lease_path(base, this)
             owner=run.owner,
             holder_token=holder.get("token"),
             wait_s=left_s,
