@@ -107,7 +107,16 @@ def dry_run_choice(
     return None if mode is None else mode == MODE_DRY_RUN
 
 
-DOC_MD = """
+#: The doc's first line, also the DAG's description (the DAG list and the DAG page's header).
+ARMING_LINE = (
+    "Writes to the network only on a deployment that set AFFILIATE_ONHOLD_ARMED=true; until "
+    "then every run, scheduled or manual, whatever the trigger form says, only decides and "
+    "writes its audit: nothing is approved or rejected and nobody is asked."
+)
+
+DOC_MD = f"""
+**{ARMING_LINE}**
+
 ### On-hold review
 
 Every hour, conversions of the last days whose **current** on-hold state (the last entry of
@@ -154,11 +163,18 @@ running apply task at a time (`max_active_tis_per_dag=1`), and a write lease bes
 backfill) waits for, with a log line naming the holder. On a local data base it is a kernel lock
 that a killed holder releases at once; on object storage it expires 10 min after its last renewal.
 
-**Dry run**: the trigger form's **Mode** starts on *Dry run: decide and report, write
-nothing* (it decides and writes the audit without changing anything); choose *Write decisions
-to the network* to write. Scheduled runs and backfills without conf write. Through the API,
-conf `{"mode": "write"}` or the older `{"dry_run": false}` writes; `{"dry_run": true}` never
-writes; a manual run without either is a dry run. In a dry run a guardrail
+**Arming** (the first line above): the environment variable `AFFILIATE_ONHOLD_ARMED` (`true`
+/ `false`, unset = not armed) is read when each task runs, so arming or disarming needs no
+re-parse; a value other than true/false fails the task naming it. Unpausing the DAG (the
+trigger form's "Unpause on trigger" is ticked by default) then starts hourly runs that only
+plan. Not armed, the task log says so and the summary has `"armed": false`.
+
+**Dry run** (on an armed deployment): the trigger form's **Mode** starts on *Dry run:
+decide and report, write nothing* (it decides and writes the audit without changing
+anything); choose *Write decisions to the network* to write. Scheduled runs and backfills
+without conf write. Through the API, conf `{{"mode": "write"}}` or the older
+`{{"dry_run": false}}` writes; `{{"dry_run": true}}` never writes; a manual run without either
+is a dry run. In a dry run a guardrail
 that would trip is reported (`guardrail_tripped` in the summary, a warning in the log) instead
 of failing the task.
 
@@ -181,7 +197,8 @@ manual), `AFFILIATE_ONHOLD_LOOKBACK_DAYS` (7), `AFFILIATE_ONHOLD_MIN_AGE_HOURS` 
 `AFFILIATE_ONHOLD_CHUNK_SIZE` (100), `AFFILIATE_ONHOLD_REJECT_STATUS`,
 `AFFILIATE_ONHOLD_MAX_REJECT_SHARE`, `AFFILIATE_ONHOLD_MAX_REJECT_COUNT`,
 `AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT`, `AFFILIATE_ONHOLD_REVIEW_MINUTES` (50),
-`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24). A value that is `nan`, infinite, out of its range
+`AFFILIATE_ONHOLD_KEEP_DECISION_HOURS` (24); `AFFILIATE_ONHOLD_ARMED` (unset: not armed, read
+at run time). A value that is `nan`, infinite, out of its range
 or not a number stops this file's import with an error naming the variable.
 """
 
@@ -194,6 +211,7 @@ or not a number stops this file's import with an error naming the variable.
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["affiliate-network", "on-hold", "review"],
+    description=ARMING_LINE,
     doc_md=DOC_MD,
     user_defined_macros={"dry_run_choice": dry_run_choice},
     default_args={
@@ -212,7 +230,8 @@ or not a number stops this file's import with an error naming the variable.
             values_display=MODE_LABELS,
             title="Mode",
             description="A manual run only decides and reports unless you choose to write. "
-            "Scheduled runs write.",
+            "Scheduled runs write. Nothing is written on a deployment that has not set "
+            "AFFILIATE_ONHOLD_ARMED=true.",
         ),
         "rules_file": Param(
             DEFAULT_RULES_FILE if DEFAULT_RULES_FILE in RULES_FILES else RULES_FILES[0],

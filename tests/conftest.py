@@ -29,6 +29,9 @@ os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(PROJECT_ROOT / "plugins")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME}/airflow.db"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 os.environ.setdefault("AFFILIATE_NETWORK_INCLUDE_DIR", str(PROJECT_ROOT / "include"))
+# The suite runs as an armed deployment (its tests check the review's writes); the tests of
+# an unarmed one unset it (tests/operators/test_onhold_arming.py).
+os.environ["AFFILIATE_ONHOLD_ARMED"] = "true"
 
 #: Tests that start a whole Airflow deployment (scheduler, workers, api-server, a browser): on a
 #: 2-core machine two of them at once starve each other's timeouts, so xdist runs them on one

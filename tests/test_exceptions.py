@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import inspect
 import pickle
+import re
+import traceback
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,7 @@ NOT_RETRYABLE = {
     "PortalMismatchError",
     "ConnectionConfigError",
     "InvalidRequestError",
+    "ReviewAnswerError",  # a reviewer's keep_on_hold id: the same answer, the same error
     "NotFoundError",
     "MethodNotAllowedError",
 }
@@ -55,6 +58,7 @@ RETRYABLE = {
     "PullShiftedError",  # the landing re-pulled already; a rerun meets a settled window
     "StorageError",
     "DataBaseUnavailableError",
+    "QuotaStoreError",  # the store may be back by the next try
 }
 #: Plain ``ValueError`` subclasses of pure helpers: one bad value (a file's bytes, a field path,
 #: a timezone); the loaders turn them into a ConfigValidationError naming file and field.
@@ -156,8 +160,12 @@ def test_errors_a_retry_cannot_fix_fail_at_once(name: str) -> None:
     raised = _raised_by_an_operator(original)
     assert isinstance(raised, AirflowFailException)
     assert isinstance(raised, cls)
-    assert raised.__cause__ is original
-    assert (str(raised), raised.status_code) == (str(original), 403)
+    # One traceback (not the original's, then the twin's): the original's frames, no chain.
+    assert raised.__cause__ is None
+    assert raised.__suppress_context__
+    assert raised.__traceback__ is not None
+    assert (raised.happened(), raised.status_code) == (str(original), 403)
+    assert str(raised) == f"{original}\n{exceptions.next_step_line(original)}"
 
 
 @pytest.mark.parametrize("name", sorted(RETRYABLE))
@@ -166,6 +174,7 @@ def test_transient_errors_keep_their_retries(name: str) -> None:
     assert not issubclass(cls, AirflowFailException)
     original = cls("try again later", 503)
     assert _raised_by_an_operator(original) is original
+    assert str(original).splitlines()[-1] == exceptions.next_step_line(original)
 
 
 def test_a_failing_error_pickles_as_itself() -> None:
@@ -175,7 +184,8 @@ def test_a_failing_error_pickles_as_itself() -> None:
     copy = pickle.loads(pickle.dumps(raised))  # noqa: S301 - our own bytes
     assert isinstance(copy, GuardrailError)
     assert isinstance(copy, AirflowFailException)
-    assert str(copy) == "reject share 0.9 > 0.5"
+    assert copy.happened() == "reject share 0.9 > 0.5"
+    assert str(copy) == str(raised)  # the next step travels with it
     assert type(copy).__name__ == "GuardrailError"
 
 
@@ -187,4 +197,69 @@ def test_a_converted_error_is_not_converted_twice() -> None:
     with pytest.raises(ConfigValidationError) as info, failing_fast(), failing_fast():
         raise original
     assert isinstance(info.value, AirflowFailException)
-    assert info.value.__cause__ is original
+    assert info.value.happened() == "bad file"
+    assert str(info.value).count("Next step:") == 1  # told once, not once per block
+
+
+@pytest.mark.parametrize("name", sorted(_classes()))
+def test_every_error_names_what_is_untouched_and_its_next_step(name: str) -> None:
+    cls = _classes()[name]
+    anchors = _runbook_anchors()
+    assert cls.runbook_anchor in anchors, f"{name}: docs/runbook.md has no #{cls.runbook_anchor}"
+    line = exceptions.next_step_line(_instance(cls))
+    assert line.startswith("Untouched: ")
+    assert " Next step: " in line
+    assert "\n" not in line
+    assert line.endswith(f"Runbook: {exceptions.RUNBOOK}#{cls.runbook_anchor}")
+    if cls.__bases__[0] not in (AffiliateNetworkError, NonRetryableError):
+        return
+    # Every class the runbook's table names says something of its own.
+    assert cls.next_step != AffiliateNetworkError.next_step or cls.runbook_anchor == "a-task-failed"
+
+
+def test_an_error_that_is_not_ours_gets_the_generic_next_step_as_a_note() -> None:
+    from affiliate_network.operators.base import failing_fast
+
+    with pytest.raises(KeyError) as info, failing_fast():
+        raise KeyError("offer_id")
+    last = "".join(traceback.format_exception(info.value)).rstrip().splitlines()[-1]
+    assert last == exceptions.next_step_line(info.value)
+    assert last.endswith("#a-task-failed")
+
+
+def test_a_reconciliation_next_step_names_its_cells_and_file() -> None:
+    error = exceptions.ReconciliationError(
+        "2026-11-20 differs",
+        day="2026-11-20",
+        cells=[f"affiliate 2001 offer {n}: cv landed 41 network 43" for n in range(5)],
+        comparison_path="/data/conversions/date=2026-11-20/_reconciliation.json",
+    )
+    line = exceptions.next_step_line(error)
+    assert "Look at the differing cells (affiliate 2001 offer 0: cv landed 41 network 43;" in line
+    assert (
+        "; and 2 more; every cell in /data/conversions/date=2026-11-20/_reconciliation.json)"
+        in (line)
+    )
+
+
+def _instance(cls: type) -> AffiliateNetworkError:
+    return cls("something went wrong", None)  # type: ignore[no-any-return]
+
+
+def _runbook_anchors() -> set[str]:
+    text = (Path(__file__).resolve().parents[1] / exceptions.RUNBOOK).read_text(encoding="utf-8")
+    heads = re.findall(r"^#{2,4} (.+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def test_a_failure_notification_tells_the_errors_next_step() -> None:
+    from affiliate_network.notify.messages import describe_failure
+
+    error = _raised_by_an_operator(exceptions.AuthenticationError("Invalid API key", 401))
+    message = describe_failure({"exception": error}, "docs/notifications.md")
+    assert message.happened == "AuthenticationError: 401: Invalid API key"  # no next step twice
+    assert message.to_do == (
+        f"{exceptions.AuthenticationError.next_step} "
+        "(docs/runbook.md#the-key-is-refused-401-or-403)"
+    )
+    assert f"untouched: {exceptions.AuthenticationError.untouched}" in message.at_stake

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 import requests
@@ -138,6 +139,8 @@ def test_retryable_status_gives_up_after_max_attempts(
         hook.get_offer_url(url_id)
     assert info.value.status_code == status
     assert info.value.message  # the gateway's / endpoint's message, never empty
+    # ... and that it was retried: the error a task ends with says so itself.
+    assert info.value.message.endswith(": gave up after 3 attempts)"), info.value.message
     assert sum(1 for e in sandbox.requests_log() if "/networks/offerurls/" in e["path"]) == 3
     assert len(fake_time.sleeps) == 2
 
@@ -255,3 +258,20 @@ def test_a_create_refused_with_429_is_resent(network_conn, make_hook, sandbox, f
         hook.create_category(name="after-429", status="active")
     posts = [e for e in sandbox.requests_log() if e["path"].endswith("/networks/categories")]
     assert [e["status"] for e in posts] == [429, 429, 429]
+
+
+def test_a_pull_that_gives_up_does_not_claim_0_retries(
+    network_conn, make_hook, sandbox, fake_time, debug_logs
+):
+    # "giving up after 3 attempts" was followed by "... 0 retries": the failed page's retries
+    # were not counted. The stop line now leaves the count to the error.
+    sandbox.set_faults(fail_hard=503)
+    hook = make_hook(network_conn, max_attempts=3, sleep=fake_time.sleep, clock=fake_time.clock)
+    day = sandbox.catalog()["last_date"]
+    with pytest.raises(ServerError) as info:
+        list(hook.iter_conversions(from_date=day, to_date=day, timezone_id=67))
+    text = debug_logs.text()
+    assert "giving up after 3 attempts, last status 503" in text
+    assert re.search(r"stopped after 0 rows in \d+ slices \(\d+ requests\) in ", text), text
+    assert "retries in" not in text
+    assert "gave up after 3 attempts" in str(info.value)

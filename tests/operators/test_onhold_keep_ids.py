@@ -7,12 +7,13 @@ Two rules ask a person (two requests): big sales and IP mismatches.
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from affiliate_network.exceptions import InvalidRequestError
+from affiliate_network.exceptions import RUNBOOK, InvalidRequestError
 from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.human_apply import STOPPED
@@ -129,6 +130,10 @@ def test_an_id_matching_nothing_writes_nothing_of_its_request_and_fails_naming_i
         )
 
     message = str(info.value)
+    # The last line a person sees in the task log: answer the review, not "clear the task".
+    last = "".join(traceback.format_exception(info.value)).rstrip().splitlines()[-1]
+    assert "Next step: Tell the reviewer which id was wrong; the next run asks again" in last
+    assert last.endswith(f"{RUNBOOK}#a-review-answer-names-an-unknown-id")
     assert (
         f"rule {OUTLIER}: keep_on_hold ids '{typo}', '{elsewhere}' (a conversion of rule "
         f"{MISMATCH}'s request) match none of its conversions"

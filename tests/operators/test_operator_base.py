@@ -141,3 +141,12 @@ def test_the_task_runner_fails_a_non_retryable_error_without_retries(airflow_db,
     )  # fmt: skip
     attempts = (dags / "attempts.txt").read_text().split()
     assert sorted(attempts) == ["guardrail", "server", "server", "server"], done.stdout[-4000:]
+    # Each attempt's log ends with its next step: the line before Airflow's "Post Execute"
+    # marker is the traceback's last line, and the traceback is printed once.
+    lines = done.stdout.splitlines()
+    ends = [lines[i - 1] for i, line in enumerate(lines) if "::group::Post Execute" in line]
+    assert len(ends) == 4, done.stdout[-4000:]
+    assert sum("#guardrail-failures-what-they-mean-what-to-do" in end for end in ends) == 1
+    assert sum(end.endswith("#the-api-answers-5xx") for end in ends) == 3, ends
+    assert all(end.startswith("Untouched: ") and " Next step: " in end for end in ends), ends
+    assert "The above exception was the direct cause" not in done.stdout

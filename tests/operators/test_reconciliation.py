@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import traceback
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,11 @@ def test_a_status_change_fails_without_retries_or_warns(sandbox, network_conn, t
     with pytest.raises(ReconciliationError, match=cell) as info:
         reconcile_op(tmp_path).execute(interval_context(day))
     assert isinstance(info.value, AirflowFailException)  # fails at once, no retries
+    # The task log's last line: look at these cells, then clear the day's pull task.
+    last = "".join(traceback.format_exception(info.value)).rstrip().splitlines()[-1]
+    assert f"Next step: Look at the differing cells ({cell}" in last, last
+    assert "_reconciliation.json)" in last
+    assert last.endswith("Runbook: docs/runbook.md#a-day-does-not-reconcile")
     ctx = interval_context(day)
     summary = reconcile_op(tmp_path, on_mismatch="warn").execute(ctx)
     assert _verdict(summary)["reconciled"] is False

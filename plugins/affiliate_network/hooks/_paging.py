@@ -340,10 +340,20 @@ class PagedIterator(Iterator[dict[str, Any]]):
             self._log.warning(
                 "%s: got %d rows but total_count said %d", self._label, st.rows, st.total_count
             )
+        if not finished:
+            # The error that stopped it says why (and how many attempts it took); the retries of
+            # the failed page are not in the count, so "0 retries" would contradict it.
+            self._log.info(
+                "%s: stopped after %d pages, %d rows in %.2fs",
+                self._label,
+                st.pages,
+                st.rows,
+                st.elapsed_s,
+            )
+            return
         self._log.info(
-            "%s: %s %d pages, %d rows (total_count %s), %d retries in %.2fs",
+            "%s: pulled %d pages, %d rows (total_count %s), %d retries in %.2fs",
             self._label,
-            "pulled" if finished else "stopped after",
             st.pages,
             st.rows,
             st.total_count,
@@ -643,11 +653,22 @@ class SlicedPull(PagedIterator):
 
     def _log_end(self, finished: bool) -> None:
         st = self.stats
+        if not finished:
+            # As the paged pull: the error that stopped it counts its own attempts.
+            self._log.info(
+                "%s: stopped after %d rows in %d slices (%d requests) in %.2fs",
+                self._label,
+                st.rows,
+                st.slices,
+                st.requests,
+                st.elapsed_s,
+            )
+            return
         self._log.info(
             "%s: %s %d rows in %d slices (%d requests: %d split, %d seconds paged), %d "
             "retries in %.2fs",
             self._label,
-            "pulled" if finished else "stopped after",
+            "pulled",
             st.rows,
             st.slices,
             st.requests,

@@ -349,6 +349,9 @@ class Transport:
             del content
             delay = self._retry_delay(request, status, message, retry_after, attempt)
             if delay is None:
+                if is_retryable_status(status):  # the error says it was retried, and how often
+                    plural = "s" if attempt != 1 else ""
+                    message = f"{message} ({request.what}: gave up after {attempt} attempt{plural})"
                 error = error_for_status(status, message)
                 error.method, error.path = request.method, request.path
                 raise error

@@ -122,12 +122,17 @@ class FailureKind:
 
     def describe(self, context: Mapping[str, Any], error: BaseException, runbook: str) -> Message:
         where, link = _where(context)
+        # A package error names its own next step and runbook entry (exceptions.next_step):
+        # the generic kind tells that one, the specific kinds keep their fuller text.
+        step = getattr(error, "next_step_text", None) if self.named else None
+        untouched = getattr(error, "untouched", None) if self.named else None
+        facts = [*self.facts(error, where), *([f"untouched: {untouched}"] if untouched else [])]
         return Message(
             event=self.event,
             title="[affiliate-network] " + self.title.format(task=_task_name(where)),
             happened=f"{type(error).__name__}: {_quote(error)}" if self.named else _quote(error),
-            at_stake=tuple(self.facts(error, where)),
-            to_do=self.to_do,
+            at_stake=tuple(facts),
+            to_do=_error_step(error, step) if callable(step) else self.to_do,
             runbook=runbook_link(runbook, self.event),
             link=link,
             where=where,
@@ -194,8 +199,16 @@ def _task_name(where: Mapping[str, Any]) -> str:
     return f"{name}[{index}]" if index is not None else name
 
 
+def _error_step(error: BaseException, step: Callable[[], object]) -> str:
+    """The error's next step and its entry in docs/runbook.md (``runbook_anchor``)."""
+    anchor = getattr(error, "runbook_anchor", None)
+    return f"{step()}" + (f" (docs/runbook.md#{anchor})" if anchor else "")
+
+
 def _quote(error: BaseException) -> str:
-    text = str(error).strip()
+    # What happened, without the next step a task's failure path adds (told in "What to do").
+    happened = getattr(error, "happened", None)
+    text = (str(happened()) if callable(happened) else str(error)).strip()
     return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE] + " …"
 
 

@@ -11,7 +11,7 @@ from airflow.sdk import BaseOperator
 
 from affiliate_network.compat import AirflowFailException
 from affiliate_network.exceptions import NonRetryableError
-from affiliate_network.operators.failing import twin_of
+from affiliate_network.operators.failing import told, twin_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -49,14 +49,21 @@ def fail_fast(err: NonRetryableError) -> NonRetryableError:
 def failing_fast() -> Iterator[None]:
     """In a ``@task`` function or an ``execute``: a :class:`NonRetryableError` fails at once.
 
-    The operators' ``execute`` does the same for every operator of the package.
+    Every error leaving the block ends with its next step (:func:`~affiliate_network.
+    operators.failing.told`): the last line Airflow logs says what is untouched, what to do
+    and which runbook entry says more. The operators' ``execute`` does the same for every
+    operator of the package.
     """
     try:
         yield
     except NonRetryableError as err:
         if isinstance(err, AirflowFailException):
             raise  # already converted (a nested block): keep it as is
-        raise fail_fast(err) from err
+        # One traceback, the original's frames: a chained one printed the failure twice.
+        raise told(fail_fast(err)).with_traceback(err.__traceback__) from None
+    except Exception as err:
+        told(err)  # retryable or not ours: ends with its next step, raised as it is
+        raise
 
 
 _TRUE = frozenset({"true", "1", "yes", "on"})

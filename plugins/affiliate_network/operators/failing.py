@@ -14,8 +14,12 @@ listener) and ``AirflowException.serialize`` names an importable class.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from affiliate_network import exceptions as errors
 from affiliate_network.compat import AirflowFailException
+
+E = TypeVar("E", bound=BaseException)
 
 
 # The package's ``status_code`` (``int | None``: the HTTP status, if any) is not the type of
@@ -28,6 +32,10 @@ class NonRetryableError(errors.NonRetryableError, AirflowFailException):
 
 class InvalidRequestError(errors.InvalidRequestError, NonRetryableError):
     """Twin of :class:`affiliate_network.exceptions.InvalidRequestError`."""
+
+
+class ReviewAnswerError(errors.ReviewAnswerError, InvalidRequestError):
+    """Twin of :class:`affiliate_network.exceptions.ReviewAnswerError`."""
 
 
 class AuthenticationError(errors.AuthenticationError, NonRetryableError):
@@ -84,6 +92,7 @@ TWINS: dict[type[BaseException], type[errors.NonRetryableError]] = {
     for twin in (
         NonRetryableError,
         InvalidRequestError,
+        ReviewAnswerError,
         AuthenticationError,
         PermissionDeniedError,
         NotFoundError,
@@ -109,3 +118,26 @@ def twin_of(cls: type[errors.NonRetryableError]) -> type[errors.NonRetryableErro
         if twin is not None:
             return twin
     return NonRetryableError  # not reached: every NonRetryableError has that ancestor
+
+
+def told(error: E) -> E:
+    """``error`` ending with its next step: the last line of the traceback Airflow logs.
+
+    A package error gets :func:`affiliate_network.exceptions.next_step_line` as the last line
+    of its message (what is untouched, what to do, the runbook entry); its ``message`` and
+    fields stay as they were (a notification quotes :meth:`~affiliate_network.exceptions.
+    AffiliateNetworkError.happened`). Another error (a bug, a library's) gets the generic line
+    as a note, which Python prints after the message. Airflow's own exceptions (a skip, a
+    deferral) pass as they are.
+
+    :param error: the error a task ends with.
+    :returns: the same object.
+    """
+    line = errors.next_step_line(error)
+    if isinstance(error, errors.AffiliateNetworkError):
+        error._told = line
+    elif not type(error).__module__.startswith("airflow") and line not in getattr(
+        error, "__notes__", ()
+    ):
+        error.add_note(line)
+    return error

@@ -42,7 +42,7 @@ from affiliate_network.review.apply import (
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.money import payout_ceilings
 from affiliate_network.review.numbers import check_number
-from affiliate_network.review.options import ReviewOptions
+from affiliate_network.review.options import ARMED_VARIABLE, ReviewOptions, review_armed
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, resolve_rules_file
 
 # The DAG file imports this module at parse time: the review run (review.job: pull, traffic
@@ -106,7 +106,10 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param chunk_size: on-hold ids per PATCH.
     :param dry_run: decide and write the audit, change nothing (templated; bool or "true"/"false").
         ``None`` decides by the run: a manual trigger is a dry run (writing is a deliberate
-        choice in the trigger form), a scheduled or backfill run writes.
+        choice in the trigger form), a scheduled or backfill run writes. Whatever it says, a
+        deployment that has not armed the review (environment ``AFFILIATE_ONHOLD_ARMED=true``,
+        read when the task runs: :func:`~affiliate_network.review.options.review_armed`) gets a
+        dry run: nothing written, nobody asked.
     :param reject_status: PATCH status for rejections (documented: ``rejected``).
     :param max_reject_share: fail before any write when rejections / decided conversions (those a
         rule matched) exceed this share (0..1); ``None`` disables.
@@ -212,7 +215,23 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     def _rules_path(self) -> Path:
         return resolve_rules_file(self.rules_file)
 
-    def _dry_run(self, context: Context) -> bool:
+    def _dry_run(self, context: Context, armed: bool) -> bool:
+        """The run's choice (:meth:`_chosen_dry_run`), overruled by an unarmed deployment."""
+        dry_run = self._chosen_dry_run(context)
+        if not armed:
+            self.log.warning(
+                "Not armed: this deployment does not set %s=true, so the review only plans "
+                "and writes its audit (what it would approve and reject); it asks nobody and "
+                "writes nothing to the network%s. To let it write, set %s=true on the "
+                "deployment (docs/onhold-review.md#arming-the-review).",
+                ARMED_VARIABLE,
+                "" if dry_run else ", whatever the run asked",
+                ARMED_VARIABLE,
+            )
+            return True
+        return dry_run
+
+    def _chosen_dry_run(self, context: Context) -> bool:
         if self.dry_run is not None and self.dry_run != "None":
             return as_bool(self.dry_run, "dry_run")
         dag_run = (context or {}).get("dag_run")
@@ -245,7 +264,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         from affiliate_network.rules.engine import RuleSet
 
         self.reset_lineage()
-        dry_run = self._dry_run(context)
+        armed = review_armed()  # at run time: arming takes effect without a re-parse
+        dry_run = self._dry_run(context, armed)
         check_reject_status(self.reject_status)
         rules_path = self._rules_path()
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled
@@ -266,7 +286,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             ),
         )
         self._record_review_lineage(result)
-        return result.summary()
+        return {**result.summary(), "armed": armed}
 
     def _review_when_the_lease_allows(
         self, run: ReviewRun, dry_run: bool, review: Callable[[ReviewOptions], ReviewResult]
@@ -288,7 +308,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         if not self.deferrable or dry_run:  # a dry run never takes the lease
             return review(options)
         left_s = options.lease_wait_minutes * 60
-        lease = WriteLease(lease_path(run.base, run.conn_id), run.owner)
+        # The lease the writer takes (review.apply): one per network, whatever the connection.
+        lease = WriteLease(lease_path(run.base, self.hook.network.slug), run.owner)
         resumed = self.resumed_with or {}
         if "lease_wait_left_s" in resumed:
             event = resumed.get("event") or {}
@@ -315,7 +336,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         holder = lease.read() or {}
         trigger = WriteLeaseTrigger(
             base=run.base,
-            conn_id=run.conn_id,
+            conn_id=self.hook.network.slug,  # the trigger reads lease_path(base, this)
             owner=run.owner,
             holder_token=holder.get("token"),
             wait_s=left_s,

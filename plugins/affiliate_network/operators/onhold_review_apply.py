@@ -23,6 +23,7 @@ from affiliate_network.review.apply import (
     check_chunk_size,
     check_reject_status,
 )
+from affiliate_network.review.options import ARMED_VARIABLE, review_armed
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -102,6 +103,15 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         requests = list(self.requests or [])
         if not requests or summary.get("dry_run"):
             self.log.info("No human review requests in this run.")
+            return {"requests": 0, "applied": {}, "audit_path": None}
+        if not review_armed():  # disarmed since the review ran: the answers wait
+            self.log.warning(
+                "Not armed: this deployment does not set %s=true, so the %d answered "
+                "request(s) are not applied; nothing is written to the network and the next "
+                "armed run asks again.",
+                ARMED_VARIABLE,
+                len(requests),
+            )
             return {"requests": 0, "applied": {}, "audit_path": None}
         ti = (context or {}).get("ti")
         # A summary of the review before its identity existed names the network and the

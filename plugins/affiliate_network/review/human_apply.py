@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import ObjectStoragePath
 
-from affiliate_network.exceptions import AffiliateNetworkError, InvalidRequestError
+from affiliate_network.exceptions import AffiliateNetworkError, ReviewAnswerError
 from affiliate_network.review.apply import (
     APPROVED,
     ApplyOutcome,
@@ -290,7 +290,7 @@ def apply_human_choices(
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param log: logger (default: this module's).
     :raises AffiliateNetworkError: not one response per request.
-    :raises InvalidRequestError: after the other requests were applied and the audit written,
+    :raises ReviewAnswerError: after the other requests were applied and the audit written,
         when a request's ``keep_on_hold`` names ids matching none of its conversions (nothing
         of that request was written; the message lists the ids per rule).
     """
@@ -323,7 +323,7 @@ def apply_human_choices(
     write_jsonl_atomic(audit_path, human_rows)
     result = HumanApplyResult.of(len(requests), per_status, choices, audit_path)
     if choices.stopped:
-        raise InvalidRequestError(
+        raise ReviewAnswerError(
             "Review answers not applied: "
             + "; ".join(
                 f"rule {rule}: keep_on_hold ids {_quoted(ids, rows)} match none of its "

@@ -8,6 +8,8 @@ checks against come with it.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from affiliate_network.exceptions import ConfigValidationError
@@ -21,7 +23,35 @@ from affiliate_network.review.apply import (
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.numbers import MAX_HOURS, check_number
 
-__all__ = ["MAX_LEASE_WAIT_MINUTES", "ReviewOptions"]
+__all__ = ["ARMED_VARIABLE", "MAX_LEASE_WAIT_MINUTES", "ReviewOptions", "review_armed"]
+
+#: The deployment setting that lets the review write to the network (and ask people). A new
+#: deployment starts without it: every run then plans, writes its audit and asks nobody.
+ARMED_VARIABLE = "AFFILIATE_ONHOLD_ARMED"
+_ARMED = frozenset({"true", "1", "yes", "on"})
+_UNARMED = frozenset({"false", "0", "no", "off", ""})
+
+
+def review_armed(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this deployment has armed the on-hold review (:data:`ARMED_VARIABLE`).
+
+    Read when a task runs, never at DAG parse time: arming or disarming a deployment takes
+    effect with the next task, without a DAG re-parse. Unset or empty is unarmed.
+
+    :param environ: the environment to read (default: this process's).
+    :raises ConfigValidationError: a value other than true/false/1/0/yes/no/on/off, naming
+        the variable (a typo must not be read as either).
+    """
+    raw = (os.environ if environ is None else environ).get(ARMED_VARIABLE, "")
+    text = raw.strip().lower()
+    if text in _ARMED:
+        return True
+    if text in _UNARMED:
+        return False
+    raise ConfigValidationError(
+        f"{ARMED_VARIABLE} must be true or false (unset: not armed), got {raw[:40]!r}"
+    )
+
 
 #: Longest wait for another run's write lease (a day: a lease expires 10 min after its holder
 #: stops renewing it, so longer only hides a stuck run).
