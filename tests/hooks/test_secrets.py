@@ -63,7 +63,7 @@ def test_key_never_in_debug_logs_errors_or_reprs(sandbox, make_connection, make_
     # The debug lines really were captured (method, path, status, elapsed, attempt) ...
     assert "GET /networks/offerurls/987654321 -> 404 in " in text
     assert "(attempt 1/2)" in text
-    assert re.search(r"pulled \d+ pages, \d+ rows \(total_count \d+\), 0 retries in", text)
+    assert re.search(r"pulled \d+ rows in \d+ slices \(\d+ requests: [^)]*\), 0 retries in", text)
     # ... and the key is in none of them.
     assert key not in text
     for error in errors:
@@ -132,7 +132,7 @@ def test_the_hook_adds_no_masked_secret_registration_of_its_own_at_debug(
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     assert "msg=MaskSecret(" in output  # DEBUG really was on and the registrations were logged
-    assert "pages, " in output  # the paged pull ran (several sessions)
+    assert " slices (" in output  # the sliced pull ran (several sessions)
     leaks = [line for line in output.splitlines() if key in line]
     # At most Airflow's own registration of the connection password, nothing from the hook.
     assert len(leaks) <= 1, "\n".join(leaks)

@@ -170,10 +170,17 @@ def test_deferrable_defaults_to_the_deployments_setting(monkeypatch, tmp_path) -
 OTHER_RUN = "affiliate_onhold_review/scheduled__2026-11-25T10:00:00+00:00"
 
 
+def _network_key(conn_id: str) -> str:
+    """The lease's key: the network the connection reaches (every spelling shares it)."""
+    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+
+    return AffiliateNetworkHook(conn_id).network.slug
+
+
 def test_a_busy_write_lease_defers_the_review_and_the_trigger_lets_it_write_once_freed(
     sandbox, network_conn, rules_file, window, tmp_path
 ) -> None:
-    path = lease_path(str(tmp_path / "data"), network_conn)
+    path = lease_path(str(tmp_path / "data"), _network_key(network_conn))
     holder = WriteLease(path, OTHER_RUN)
     holder.acquire(wait_s=0)
     sandbox.clear_requests()
@@ -226,7 +233,7 @@ def test_a_busy_write_lease_defers_the_review_and_the_trigger_lets_it_write_once
 def test_not_deferrable_the_review_sleeps_through_the_lease_wait(
     sandbox, network_conn, rules_file, window, tmp_path
 ) -> None:
-    holder = WriteLease(lease_path(str(tmp_path / "data"), network_conn), OTHER_RUN)
+    holder = WriteLease(lease_path(str(tmp_path / "data"), _network_key(network_conn)), OTHER_RUN)
     holder.acquire(wait_s=0)
     try:
         op = review_op(

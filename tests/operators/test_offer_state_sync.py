@@ -332,4 +332,6 @@ def test_a_first_sync_writes_the_marker_beside_the_ledger(sandbox, network_conn,
     run(ScrubRateSyncOperator, files, doc)
     marker = json.loads(Path(f"{files.ledger}.synced").read_text())
     assert marker["ledger"] == str(files.ledger)
-    assert marker["target"] == sandbox.base_url
+    # The network the ledger describes (its identity: the normalized base URL, whatever the
+    # spelling of the connection that synced it).
+    assert marker["target"] == f"url:{sandbox.base_url}"

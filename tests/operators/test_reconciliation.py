@@ -185,10 +185,14 @@ def test_a_rewritten_trailing_day_is_compared_again_and_unchanged_days_keep_thei
     assert after["reconciled"] is True
     assert verdicts[trailing]["kept"] is False
     # An unchanged day keeps the verdict of its unchanged content (not compared again); the
-    # run's new day is compared: two reports asked, not eight.
+    # run's new day is compared: two days' reports asked (each its requests), not eight days'.
     assert verdicts[kept_day]["kept"] is True
     assert _comparison(tmp_path, kept_day) == kept
-    assert _entity_table_calls(sandbox) - asked_before == 2
+    new_day = _comparison(tmp_path, day)
+    assert new_day is not None
+    asked = after["request"]["requests"] + new_day["request"]["requests"]
+    assert _entity_table_calls(sandbox) - asked_before == asked
+    assert asked < 8 * after["request"]["requests"]
     extra = second.publish()
     assert [p["date"] for p in extra["partitions"]] == [trailing, day]
     by_day = {p["date"]: p for p in extra["partitions"]}

@@ -273,11 +273,13 @@ def test_the_sandbox_wheel_holds_the_sandbox_and_requires_nothing_of_the_provide
 
 
 def test_airflow_plugin_loader_imports_no_file_of_plugins() -> None:
-    """plugins/ is Airflow's plugins folder in the tests and the demo: it holds no AirflowPlugin,
-    and the loader would run every file (the sandbox's ``__main__.py`` too) as a top-level
-    module. ``.airflowignore`` keeps both packages out of its walk."""
+    """plugins/ is Airflow's plugins folder in the tests and the demo: its one AirflowPlugin is
+    the network page's registration module; the loader would run every other file (the
+    sandbox's ``__main__.py`` too) as a top-level module. ``.airflowignore`` keeps both packages
+    out of its walk."""
     from airflow._shared.module_loading import find_path_from_directory
 
     plugins = PROJECT_ROOT / "plugins"
     assert (plugins / SANDBOX_PKG / SANDBOX_PKG / "__main__.py").is_file()
-    assert list(find_path_from_directory(str(plugins), ".airflowignore", "glob")) == []
+    walked = list(find_path_from_directory(str(plugins), ".airflowignore", "glob"))
+    assert walked == [str(plugins / "affiliate_network_ui_plugin.py")]
