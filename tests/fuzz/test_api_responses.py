@@ -182,16 +182,25 @@ def test_arbitrary_bytes_are_a_clear_error(junk_server, body, raw_pages) -> None
 
 
 def test_a_repeating_page_stops_the_pull(junk_server) -> None:
-    # The server answers page 1's content for every page (it ignores ``page``, or a proxy
-    # cached it): landing the same rows over and over is refused at page 2.
+    # The server answers page 1's content for every request (it ignores ``page`` and the
+    # slice's ``from``/``to``, or a proxy cached it): landing the same rows over and over is
+    # refused. The conversion report reads time slices: the window's answer (6 rows, 2 a page)
+    # is split into 4 parts, each again claiming all 6, which together is more than the window
+    # held; the pull stops there. Without that check every part would be split again (4 more
+    # at each level) down to single seconds.
     doc = {
         "conversions": [{"conversion_id": "a"}, {"conversion_id": "b"}],
         "paging": {"page": 1, "page_size": 2, "total_count": 6},
     }
     _serve(json.dumps(doc).encode())
-    with pytest.raises(AffiliateNetworkError, match="page 2 is identical to page 1"):
+    with pytest.raises(
+        AffiliateNetworkError,
+        match=r"page 2 is identical to page 1|does not narrow the answer to the slice's from/to",
+    ):
         _pull()
-    assert _Junk.hits <= 5  # page 1, then the few pages the window had in flight
+    # The window's answer, then its parts requested at once (concurrency 4): the first split
+    # is as far as a network that ignores the slice goes.
+    assert _Junk.hits <= 5
 
 
 def test_absurd_paging_numbers_are_refused_before_paging(junk_server) -> None:

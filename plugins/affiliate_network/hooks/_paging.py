@@ -28,6 +28,12 @@ pull saw); a record served belongs to the window. A single second holding more r
 page falls back to checked offset paging of that second (the checks above; a shift there
 re-pulls the window): that is the one place the guarantee weakens to the checks'.
 
+Junk stops a sliced pull early instead of multiplying it: an answer's ``total_count`` must be
+plausible (at most :data:`MAX_PAGES` pages) before its slice is split, and the parts of a split
+slice must report together no more than the slice did plus :data:`SPLIT_ARRIVALS`; a network
+that ignores ``from``/``to`` answers every part with the whole count and is stopped at its
+first split (the parts in flight are counted before any part is split or paged).
+
 Memory: a sliding window of at most ``concurrency`` outstanding requests, each holding the raw
 bytes of one page, plus the one parsed page being yielded. Pages are parsed on the consuming
 thread (orjson holds the GIL anyway), so raw bytes, not parsed dicts, wait in the window. Memory is
@@ -134,6 +140,11 @@ SHIFT_WAIT_S = 2.0
 #: A slice split for holding more than a page is cut into parts planned to fill this share of
 #: a page each: room for uneven traffic inside the part, so that few parts overflow again.
 SLICE_FILL = 0.8
+#: The parts of a split slice may report together this share more records than the slice did
+#: (at least a page more, always fewer than twice as many): rows that arrived between the
+#: slice's answer and its parts'. Beyond it the network is not narrowing its answers to the
+#: parts' ``from``/``to``, and splitting further would multiply the requests at every level.
+SPLIT_ARRIVALS = 0.5
 _T = TypeVar("_T")
 
 
@@ -383,13 +394,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         served = self._count(records)
         if 0 < served < page_size < total:
             page_size = served
-        last_page = max(1, math.ceil(total / page_size))
-        if last_page > MAX_PAGES:
-            raise AffiliateNetworkError(
-                f"{self._label}: paging says total_count {total} at page_size {page_size}, "
-                f"{last_page} pages; more than {MAX_PAGES:,} pages is not a plausible "
-                "answer, so nothing more is requested"
-            )
+        last_page = self._plausible_pages(total, page_size)
         if total_count is not None:
             self._check_rows(1, served, last_page, page_size, total)
         self._check_unique(records, 1)
@@ -398,6 +403,18 @@ class PagedIterator(Iterator[dict[str, Any]]):
         stats.elapsed_s = self._clock() - started
         self._progress(started, last_page)
         return records, total, page_size, last_page, digest
+
+    def _plausible_pages(self, total: int, page_size: int) -> int:
+        """Pages ``total`` records take at ``page_size``; more than :data:`MAX_PAGES` is junk,
+        refused before anything more is requested."""
+        last_page = max(1, math.ceil(total / page_size))
+        if last_page > MAX_PAGES:
+            raise AffiliateNetworkError(
+                f"{self._label}: paging says total_count {total} at page_size {page_size}, "
+                f"{last_page} pages; more than {MAX_PAGES:,} pages is not a plausible "
+                "answer, so nothing more is requested"
+            )
+        return last_page
 
     def _shifted(self, message: str, *, expected: int, got: Any) -> PullShiftedError:
         return PullShiftedError(
@@ -532,15 +549,53 @@ class PagedIterator(Iterator[dict[str, Any]]):
 SliceFetcher = Callable[[int, int, int, int], RawPage]
 
 
-class _Slot:
-    """One slice ``[start, end)`` of the window and, once requested, its answer."""
+class _Split:
+    """A slice that was split: its ``total_count`` and what its parts have reported so far."""
 
-    __slots__ = ("end", "future", "start")
+    __slots__ = ("end", "limit", "reported", "start", "total")
 
-    def __init__(self, start: int, end: int) -> None:
+    def __init__(self, start: int, end: int, total: int, capacity: int) -> None:
         self.start = start
         self.end = end
+        self.total = total
+        allowance = min(total - 1, max(int(total * SPLIT_ARRIVALS), capacity))
+        self.limit = total + max(0, allowance)
+        self.reported = 0
+
+
+class _Slot:
+    """One slice ``[start, end)`` of the window and, once requested, its answer.
+
+    :param split: the split slice this one is a part of (``None``: the whole window).
+    """
+
+    __slots__ = ("counted", "end", "future", "split", "start")
+
+    def __init__(self, start: int, end: int, split: _Split | None = None) -> None:
+        self.start = start
+        self.end = end
+        self.split = split
+        self.counted = False  # its total_count was added to ``split.reported``
         self.future: Future[RawPage] | None = None
+
+
+class _Paging(msgspec.Struct):
+    """Only the ``paging`` member of an answer (the records are skipped, not decoded)."""
+
+    paging: dict[str, Any]
+
+
+_paging_decoder = msgspec.json.Decoder(_Paging)
+
+
+def _peek_total(content: bytes) -> int | None:
+    """``paging.total_count`` of an unparsed answer, or ``None`` when it has none that is a
+    whole number (the answer's own parse, later, says what is wrong with it)."""
+    try:
+        total = _paging_decoder.decode(content).paging.get("total_count")
+    except msgspec.DecodeError:  # ValidationError is a subclass
+        return None
+    return total if type(total) is int and total >= 0 else None
 
 
 def _utc(unix: int) -> str:
@@ -628,7 +683,40 @@ class SlicedPull(PagedIterator):
         width = slot.end - slot.start
         parts = min(width, max(2, math.ceil(total / max(1.0, SLICE_FILL * capacity))))
         cuts = [slot.start + width * i // parts for i in range(parts + 1)]
-        return [_Slot(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+        split = _Split(slot.start, slot.end, total, capacity)
+        return [_Slot(a, b, split) for a, b in itertools.pairwise(cuts) if b > a]
+
+    def _count_part(self, slot: _Slot, total: int) -> None:
+        """Add a part's ``total_count`` to its split slice's: together the parts hold the
+        slice's records (plus arrivals), never much more; more means the network answers
+        every part with more than the part's time range (it ignores ``from``/``to``)."""
+        split = slot.split
+        if split is None or slot.counted:
+            return
+        slot.counted = True
+        split.reported += total
+        if split.reported > split.limit:
+            raise AffiliateNetworkError(
+                f"{self._label}: the parts of slice {_utc(split.start)}..{_utc(split.end - 1)} "
+                f"UTC report {split.reported} records so far where the slice itself held "
+                f"{split.total} (at most {split.limit} with arrivals); the network does not "
+                "narrow the answer to the slice's from/to, so the pull stops here instead of "
+                "splitting further"
+            )
+
+    def _count_siblings(self, slot: _Slot, pending: deque[_Slot]) -> None:
+        """Before a part is split or paged, count the answers of its sibling parts already
+        requested (waiting for them: they are in flight anyway). A network that ignores
+        ``from``/``to`` is so stopped at the first split it fails, before any part's own
+        split (which would multiply the requests at every level) or paging."""
+        if slot.split is None:
+            return
+        for sibling in pending:
+            if sibling.split is not slot.split or sibling.future is None:
+                break  # the parts are contiguous, and requested in order
+            total = _peek_total(sibling.future.result().content)
+            if total is not None:
+                self._count_part(sibling, total)
 
     def _progress_slices(self, started: float) -> None:
         now = self._clock()
@@ -742,6 +830,7 @@ class SlicedPull(PagedIterator):
                         f"{self._label}: the answer for {self._span(slot)} has no "
                         "paging.total_count, so it cannot show that it holds the whole slice"
                     )
+                self._count_part(slot, total)
                 rows = self._count(records)
                 if rows > total:
                     raise self._shifted(
@@ -753,11 +842,13 @@ class SlicedPull(PagedIterator):
                 if rows < total:
                     # More than one answer holds: drop it, read smaller slices instead.
                     del records
+                    served = self._paging_int(paging, "page_size", number, minimum=1)
+                    capacity = min(self._page_size, served or self._page_size)
+                    if 0 < rows < capacity:
+                        capacity = rows  # the endpoint serves fewer per page than asked
+                    self._plausible_pages(total, capacity)  # junk: refused before any split
+                    self._count_siblings(slot, pending)
                     if slot.end - slot.start > 1:
-                        served = self._paging_int(paging, "page_size", number, minimum=1)
-                        capacity = min(self._page_size, served or self._page_size)
-                        if 0 < rows < capacity:
-                            capacity = rows  # the endpoint serves fewer per page than asked
                         stats.splits += 1
                         pending.extendleft(reversed(self._parts(slot, total, capacity)))
                         continue
