@@ -152,7 +152,7 @@ def test_dag_run_lands_conversions_and_affiliate_reports(airflow_db, sandbox, tm
         assert comparison["reconciled"] is True, d
         assert comparison["differing"] == []
         assert comparison["manifest_checksum"] == conversions[f"date={d}"].content_checksum
-        assert int(comparison["totals"]["network"]["cv"]) > 0
+        assert int(comparison["totals"]["USD"]["network"]["cv"]) > 0  # totals per currency
     assert "reconcile_conversions" in output
 
     # The same days pulled one run at a time (a backfill) land the same partitions.
