@@ -33,6 +33,9 @@ os.environ.setdefault("AFFILIATE_NETWORK_INCLUDE_DIR", str(PROJECT_ROOT / "inclu
 # an unarmed one unset it (tests/operators/test_onhold_arming.py).
 os.environ["AFFILIATE_ONHOLD_ARMED"] = "true"
 
+#: Fixtures shared by test modules of several folders (``s3``: moto on loopback).
+pytest_plugins = ("tests.support.s3",)
+
 #: Tests that start a whole Airflow deployment (scheduler, workers, api-server, a browser): on a
 #: 2-core machine two of them at once starve each other's timeouts, so xdist runs them on one
 #: worker, one after the other, while the other worker runs the rest of the suite.

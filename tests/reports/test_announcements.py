@@ -19,8 +19,8 @@ from affiliate_network.reports.announcements import (
 from affiliate_network.reports.changes import PartitionChanges, list_changes
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.storage import partition_path
-from tests.reports.test_storage_s3 import S3_BASE, moto_endpoint, s3  # noqa: F401 (fixtures)
 from tests.support.landed_history import day_request, land_days
+from tests.support.s3 import S3_BASE
 
 LOG = logging.getLogger("test")
 
@@ -126,7 +126,7 @@ def test_days_landed_by_the_history_helper_are_not_pending(network_conn, tmp_pat
     assert pending_changes(tmp_path, "conversions") == []
 
 
-def test_pending_and_claims_on_object_storage(s3, network_conn, days) -> None:  # noqa: F811
+def test_pending_and_claims_on_object_storage(s3, network_conn, days) -> None:
     """The same on S3 (moto on loopback): one listing finds the records and the marks, and a
     mark is created once."""
     first, _ = days

@@ -1,11 +1,11 @@
 """Outputs on S3: one day's conversions landed on ``s3://`` through ``ObjectStoragePath``.
 
-The bucket is served by moto's server mode on 127.0.0.1 (a real HTTP S3 endpoint, no AWS); the
-data comes from the real sandbox through the hook; the writer is
-``affiliate_network.reports.storage``, the same code the daily report operator uses. The
-guarantees checked are the local ones: a complete partition has a manifest listing exactly its
-files, a rerun replaces the partition exactly, and a failed write never leaves a partition that
-looks complete.
+The bucket is served by moto's server mode on 127.0.0.1 (a real HTTP S3 endpoint, no AWS: the
+``s3`` fixture of tests/support/s3.py); the data comes from the real sandbox through the hook;
+the writer is ``affiliate_network.reports.storage``, the same code the daily report operator
+uses. The guarantees checked are the local ones: a complete partition has a manifest listing
+exactly its files, a rerun replaces the partition exactly, and a failed write never leaves a
+partition that looks complete.
 
 The connection is given the way the runbook documents it: ``AIRFLOW_CONN_<ID>`` with the
 endpoint in the extras, and the output base ``s3://<conn_id>@<bucket>/<prefix>``.
@@ -13,28 +13,18 @@ endpoint in the extras, and the output base ``s3://<conn_id>@<bucket>/<prefix>``
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 pytest.importorskip("s3fs", reason="the 'amazon' extra (s3fs) is not installed")
 pytest.importorskip("airflow.providers.amazon", reason="the 'amazon' extra is not installed")
-boto3 = pytest.importorskip("boto3")
+pytest.importorskip("boto3")
 
-from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook  # noqa: E402
-from affiliate_network.reports.schema import conversion_schema  # noqa: E402
-from affiliate_network.reports.storage import (  # noqa: E402
+from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.reports.schema import conversion_schema
+from affiliate_network.reports.storage import (
     MANIFEST_NAME,
     STAGING_DIR,
     PartitionWriter,
@@ -45,90 +35,7 @@ from affiliate_network.reports.storage import (  # noqa: E402
     read_partition,
     write_partition,
 )
-
-BUCKET = "affiliate-reports"
-PREFIX = "network"
-S3_CONN_ID = "afn_reports_s3"
-# moto accepts any credentials; these are not secrets.
-ACCESS_KEY = "testing"
-SECRET_KEY = "testing-secret"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A moto S3 server on a free loopback port, stopped by PID at the end of the module."""
-    moto_bin = Path(sys.executable).parent / "moto_server"
-    if not moto_bin.exists():
-        pytest.skip("moto[server] is not installed (dev dependency)")
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("moto") / "moto.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(moto_bin), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{endpoint}/moto-api/", timeout=1)
-                break
-            except requests.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto_server did not start:\n{log_path.read_text()[-2000:]}")
-                time.sleep(0.1)
-        yield endpoint
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-@pytest.fixture
-def s3(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """An empty bucket and the Airflow connection that reaches it; returns a boto3 client."""
-    monkeypatch.setenv(
-        f"AIRFLOW_CONN_{S3_CONN_ID.upper()}",
-        json.dumps(
-            {
-                "conn_type": "aws",
-                "login": ACCESS_KEY,
-                "password": SECRET_KEY,
-                "extra": {"endpoint_url": moto_endpoint, "region_name": "us-east-1"},
-            }
-        ),
-    )
-    client = boto3.client(
-        "s3",
-        endpoint_url=moto_endpoint,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
-        region_name="us-east-1",
-    )
-    # moto keeps state for the server's lifetime: start each test from an empty bucket.
-    with contextlib.suppress(client.exceptions.NoSuchBucket):
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
-            for obj in page.get("Contents", []):
-                client.delete_object(Bucket=BUCKET, Key=obj["Key"])
-        client.delete_bucket(Bucket=BUCKET)
-    client.create_bucket(Bucket=BUCKET)
-    return client
-
-
-S3_BASE = f"s3://{S3_CONN_ID}@{BUCKET}/{PREFIX}"
+from tests.support.s3 import BUCKET, PREFIX, S3_BASE
 
 
 def _keys(client: Any, prefix: str = "") -> list[str]:

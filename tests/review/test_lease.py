@@ -35,15 +35,7 @@ from affiliate_network.review.requests import OPTION_APPROVE, build_review_reque
 from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
 from tests.operators.onhold_support import after_the_data, patches
-
-try:  # the S3 setup of the report tests: moto's server mode on loopback, one empty bucket
-    from tests.reports.test_storage_s3 import S3_BASE, moto_endpoint, s3  # noqa: F401
-except pytest.skip.Exception:  # no amazon extra: the S3 test skips
-    S3_BASE = ""
-
-    @pytest.fixture
-    def s3() -> None:
-        pytest.skip("the 'amazon' extra (s3fs, boto3) is not installed")
+from tests.support.s3 import S3_BASE
 
 
 def _race(path: ObjectStoragePath, owners: list[str], **kw: float) -> list[WriteLease]:
@@ -294,11 +286,18 @@ def test_object_storage_retry_never_overlaps_its_earlier_attempt(object_store) -
 
 
 def test_on_s3_a_retry_never_overlaps_its_earlier_attempt(s3) -> None:
-    """On a real S3 endpoint (moto's server mode on loopback, as tests/reports/test_storage_s3.py
-    runs it), in real time with a 3-s ttl: an earlier attempt renews after every "chunk" in a
-    thread for 4 s, then hangs; the same run's retry, asking all along, holds the lease only
-    once the attempt's last renewal is a ttl old, and the attempt's next check stops it."""
+    """On a real S3 endpoint (moto's server mode on loopback: the ``s3`` fixture of
+    tests/support/s3.py), in real time with a 3-s ttl: an earlier attempt renews after every
+    "chunk" in a thread for 4 s, then hangs; the same run's retry, asking all along, holds the
+    lease only once the attempt's last renewal is a ttl old, and the attempt's next check stops
+    it."""
     path = lease_path(S3_BASE, "affiliate_network_default")
+    # A process's first write to S3 sets up the client (seconds on a loaded machine), and the
+    # holder's ttl counts from the start of its write: done beforehand, so the 3-s ttl times
+    # the lease and not the client's start-up.
+    warm_up = WriteLease(lease_path(S3_BASE, "warm-up"), "warm/up", ttl_s=3.0, settle_s=0.0)
+    warm_up.acquire(wait_s=0)
+    warm_up.release()
     first = WriteLease(path, "dag/run", ttl_s=3.0, settle_s=0.2)
     first.acquire(wait_s=0)
     renewals: list[float] = []  # when each renewal began
