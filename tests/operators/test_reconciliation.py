@@ -90,7 +90,7 @@ def test_a_status_change_fails_without_retries_or_warns(sandbox, network_conn, t
         f"offer {held['relationship']['offer']['network_offer_id']}"
     )
     with pytest.raises(ReconciliationError, match=cell) as info:
-        reconcile_op(tmp_path).execute(interval_context(day))
+        reconcile_op(tmp_path, settle=False).execute(interval_context(day))
     assert isinstance(info.value, AirflowFailException)  # fails at once, no retries
     # The task log's last line: look at these cells, then clear the day's pull task.
     last = "".join(traceback.format_exception(info.value)).rstrip().splitlines()[-1]
@@ -98,10 +98,30 @@ def test_a_status_change_fails_without_retries_or_warns(sandbox, network_conn, t
     assert "_reconciliation.json)" in last
     assert last.endswith("Runbook: docs/runbook.md#a-day-does-not-reconcile")
     ctx = interval_context(day)
-    summary = reconcile_op(tmp_path, on_mismatch="warn").execute(ctx)
+    summary = reconcile_op(tmp_path, on_mismatch="warn", settle=False).execute(ctx)
     assert _verdict(summary)["reconciled"] is False
     [part] = ctx["outlet_events"][dataset_asset("conversions")].extra["partitions"]
     assert (part["reconciled"], part["reconciliation"]["verdict"]) == (False, "differs")
+
+
+def test_a_status_changed_by_another_run_settles_with_one_re_pull(
+    sandbox, network_conn, tmp_path, day
+):
+    """The review approves a conversion between the landing and the comparison: the day is
+    re-pulled once, compared again and reconciles; the new content is a change to announce."""
+    run = DailyRun(tmp_path, day, "scheduled__settle", trailing_days=1)
+    run.pull()
+    before = _checksum(tmp_path, day)
+    _decide_first_pending(network_conn, day, "approved")
+    summary = run.reconcile()
+    assert summary["days"]["reconciled"] == [previous_day(day), day]
+    assert _checksum(tmp_path, day) != before  # re-landed with the approval
+    doc = _comparison(tmp_path, day)
+    assert doc is not None
+    assert doc["reconciled"] is True
+    assert doc["manifest_checksum"] == _checksum(tmp_path, day)
+    extra = run.publish()
+    assert day in [p["date"] for p in extra["partitions"]]
 
 
 def test_explicit_date_and_bad_settings(sandbox, network_conn, tmp_path, day):
@@ -206,7 +226,7 @@ def test_a_failed_runs_changes_are_announced_by_the_next_run_exactly_once(
 ):
     # Run A lands its days and records their changes, then a late decision makes one of them
     # differ from the network's report: the reconciliation fails, the publish step never runs.
-    failed = DailyRun(tmp_path, day, "scheduled__a", trailing_days=2)
+    failed = DailyRun(tmp_path, day, "scheduled__a", trailing_days=2, settle=False)
     failed.pull()
     late = previous_day(day)
     _decide_first_pending(network_conn, late, "approved")

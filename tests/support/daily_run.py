@@ -58,6 +58,7 @@ class DailyRun:
     :param run_id: the Airflow run id.
     :param trailing_days: days re-pulled before ``day``.
     :param on_mismatch: the reconciliation's ``on_mismatch``.
+    :param settle: the reconciliation's ``settle`` (re-pull a differing day once).
     """
 
     def __init__(
@@ -68,12 +69,14 @@ class DailyRun:
         *,
         trailing_days: int = 7,
         on_mismatch: str = "fail",
+        settle: bool = True,
     ) -> None:
         self.base = base
         self.day = day
         self.run_id = run_id
         self.trailing_days = trailing_days
         self.on_mismatch = on_mismatch
+        self.settle = settle
         self.xcom = RunXCom()
         self.publish_context: dict[str, Any] | None = None
 
@@ -100,6 +103,7 @@ class DailyRun:
         op = ReconciliationOperator(
             task_id="reconcile_conversions", base_path=str(self.base),
             source_task_ids=list(PULL_TASKS), on_mismatch=self.on_mismatch, outlets=[],
+            settle=self.settle,
             network_timezone="UTC", timezone_id=67, hook_kwargs=dict(FAST_RETRIES),
         )  # fmt: skip
         self.xcom.values["reconcile_conversions"] = op.execute(self.context())

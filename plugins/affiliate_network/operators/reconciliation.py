@@ -8,7 +8,7 @@ Heavy modules are imported in ``execute``: DAG files import this module at parse
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
@@ -58,6 +58,9 @@ class ReconciliationOperator(ReportOperatorBase):
     :param max_cells: differing cells named per day in the error.
     :param keep_valid: a day the pulls of this run found unchanged keeps its still-valid verdict
         (default); ``False`` compares every day again.
+    :param settle: a landed day that differs is re-pulled once and compared again before its
+        verdict (default): a status the network changed after the landing (another run's
+        approvals) settles, a lost row still fails. ``False``: the first comparison decides.
     :param network_timezone: IANA name of the network's timezone, to turn the data interval
         into a day (default: ``include/network.yaml``).
     :param timezone_id: the network's timezone id (default: ``include/network.yaml``); the
@@ -87,6 +90,7 @@ class ReconciliationOperator(ReportOperatorBase):
         count_tolerance: int | str | None = None,
         max_cells: int = 20,
         keep_valid: bool = True,
+        settle: bool = True,
         network_timezone: str | None = None,
         timezone_id: int | str | None = None,
         hook_kwargs: dict[str, Any] | None = None,
@@ -111,6 +115,7 @@ class ReconciliationOperator(ReportOperatorBase):
         self.count_tolerance = count_tolerance
         self.max_cells = max_cells
         self.keep_valid = keep_valid
+        self.settle = settle
         self.network_timezone = network_timezone
         self.timezone_id = timezone_id
         self.hook_kwargs = hook_kwargs
@@ -142,6 +147,34 @@ class ReconciliationOperator(ReportOperatorBase):
         }
         return sorted(landed), landed - changed, sorted(pending - landed)
 
+    def _reland(self, base: str, context: Context) -> Callable[[str], object]:
+        """Re-land one day as its manifest's request asked (a new content is a change the
+        publish step announces)."""
+        import datetime as dt
+
+        from affiliate_network.reports.landing import land_conversion_day
+        from affiliate_network.reports.storage import partition_path, read_manifest
+
+        run = context.get("run_id")
+
+        def reland(day: str) -> object:
+            manifest = read_manifest(partition_path(base, self.dataset, date=day))
+            if manifest is None or not manifest.request:
+                return None
+            return land_conversion_day(
+                self.hook,
+                base,
+                dt.date.fromisoformat(day),
+                request=dict(manifest.request),
+                dataset=self.dataset,
+                format=manifest.format,
+                only_if_changed=True,
+                run_id=str(run) if run else None,
+                log=self.log,
+            )
+
+        return reland
+
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.reports.reconcile import Tolerance
         from affiliate_network.reports.verdicts import reconcile_days
@@ -166,6 +199,7 @@ class ReconciliationOperator(ReportOperatorBase):
             landed,
             on_mismatch=str(self.on_mismatch),
             repulled_unchanged=unchanged if self.keep_valid else (),
+            settle=self._reland(base, context) if self.settle else None,
             **settings,
         )
         verdicts.sort(key=lambda v: v.date)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Literal
@@ -161,6 +161,7 @@ def reconcile_days(
     on_mismatch: str = "fail",
     max_cells: int = DEFAULT_MAX_CELLS,
     repulled_unchanged: Collection[str] = (),
+    settle: Callable[[str], object] | None = None,
     log: TaskLog = _LOG,
 ) -> list[DayVerdict]:
     """Reconcile each of ``days`` with the network's report; one verdict per day, oldest first.
@@ -178,6 +179,10 @@ def reconcile_days(
     :param repulled_unchanged: days (``YYYY-MM-DD``) the caller has just re-pulled and found
         unchanged: each keeps a verdict that still holds (see the module doc); every other
         day is compared.
+    :param settle: re-lands a day (``YYYY-MM-DD``) that differs, once, before its verdict: a
+        status the network changed after the day was landed (another run's approvals) is a
+        change to land, not a lost row; a difference that stays after the re-pull is one.
+        ``None``: the first comparison is the verdict.
     :param log: where progress goes.
     :raises ReconciliationError: a day differs and ``on_mismatch="fail"``; the message names
         every differing day, ``day`` is the first of them.
@@ -203,6 +208,16 @@ def reconcile_days(
         verdict, failure = _reconcile_one(
             hook, base, day, dataset, tolerance, on_mismatch, max_cells, keep, log
         )
+        if failure is not None and settle is not None:
+            log.warning(
+                "%s differs from the network's report: re-pulling it once (a status the "
+                "network changed after the day was landed settles; a lost row does not)",
+                day,
+            )
+            settle(day)
+            verdict, failure = _reconcile_one(
+                hook, base, day, dataset, tolerance, on_mismatch, max_cells, False, log
+            )
         verdicts.append(verdict)
         if failure is not None:
             failures.append(failure)
