@@ -12,7 +12,13 @@ import sys
 import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.notify import CHECKPOINTS_MIN, LATE_CALLBACK, attach_notifications
+from affiliate_network.notify import (
+    CHECKPOINTS_ENV,
+    CHECKPOINTS_MIN,
+    LATE_CALLBACK,
+    attach_notifications,
+    checkpoints_enabled,
+)
 from affiliate_network.notify.notifier import AffiliateNetworkNotifier
 from affiliate_network.settings import NOTIFICATION_EVENTS, load_notification_settings
 from tests.support.dag_files import DAGS_DIR, load_dag
@@ -58,10 +64,25 @@ def test_the_dag_files_read_no_settings_when_parsed(notify_include, dag_id: str)
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAGS))
-def test_each_dag_carries_the_notifiers_and_deadline_checkpoints(dag_id) -> None:
+def test_no_deadline_unless_the_deployment_turns_the_checkpoints_on(dag_id, monkeypatch) -> None:
+    """Airflow 3.3.2 cannot clear a task of a run with a run-queued deadline (500): a new
+    deployment's DAGs carry none, so clearing (the on-call path) works; a bad switch is named."""
+    monkeypatch.delenv(CHECKPOINTS_ENV, raising=False)
+    dag = load_dag(DAGS_DIR / f"{dag_id}.py", dag_id)
+    assert not dag.deadline
+    for task in dag.tasks:
+        assert len(_ours(task.on_failure_callback)) == 1, task.task_id
+    monkeypatch.setenv(CHECKPOINTS_ENV, "maybe")
+    with pytest.raises(ConfigValidationError, match=CHECKPOINTS_ENV):
+        checkpoints_enabled()
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAGS))
+def test_each_dag_carries_the_notifiers_and_deadline_checkpoints(dag_id, monkeypatch) -> None:
     from airflow.sdk.definitions.callback import SyncCallback
     from airflow.sdk.definitions.deadline import DagRunQueuedAtDeadline
 
+    monkeypatch.setenv(CHECKPOINTS_ENV, "true")
     dag = load_dag(DAGS_DIR / f"{dag_id}.py", dag_id)
 
     assert [alert.interval for alert in dag.deadline] == [

@@ -13,7 +13,8 @@ settings (a DAG file is parsed again and again; docs/architecture.md): what it a
   the alert fires. The checkpoint that first reaches the DAG's ``late_after_minutes`` announces
   the late run; the others fire, read the file and stay silent (so does a checkpoint of a run
   that has finished meanwhile). A run that ends in time has its deadlines deleted by Airflow.
-  Airflow 3.2+; 3.1 gets none (``compat.deadline_alert`` says why, once).
+  Airflow 3.2+; 3.1 gets none (``compat.deadline_alert`` says why, once). Only when the
+  deployment sets :data:`CHECKPOINTS_ENV` (off by default: see there why).
 
 See docs/notifications.md.
 """
@@ -21,6 +22,7 @@ See docs/notifications.md.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -34,14 +36,37 @@ LATE_CALLBACK = "affiliate_network.notify.notifier.LateRunNotifier"
 #: 60; more than a day is told at a day).
 CHECKPOINTS_MIN = (15, 30, 45, 60, 90, 120, 180, 240, 360, 480, 720, 1440)
 
-__all__ = ["CHECKPOINTS_MIN", "LATE_CALLBACK", "attach_notifications"]
+#: The deployment's switch for the deadline checkpoints (an environment variable: read at parse
+#: without opening a file). Off by default: Airflow 3.3.2 cannot clear a task of a run that has
+#: a run-queued deadline (``clearTaskInstances`` answers 500, "unsupported type for timedelta
+#: seconds component: dict"), and clearing is the on-call path of every DAG here.
+CHECKPOINTS_ENV = "AFFILIATE_NETWORK_DEADLINE_CHECKPOINTS"
+
+__all__ = ["CHECKPOINTS_ENV", "CHECKPOINTS_MIN", "LATE_CALLBACK", "attach_notifications"]
+
+
+def checkpoints_enabled() -> bool:
+    """Whether the deployment turned the deadline checkpoints on (:data:`CHECKPOINTS_ENV`).
+
+    :raises ConfigValidationError: a value that is not a yes or a no, naming the variable.
+    """
+    raw = os.environ.get(CHECKPOINTS_ENV, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    from affiliate_network.exceptions import ConfigValidationError
+
+    raise ConfigValidationError(
+        f"environment variable {CHECKPOINTS_ENV} must be true or false, got {raw[:40]!r}"
+    )
 
 
 def attach_notifications(dag: DAG) -> DAG:
     """Attach the notifiers and the deadline checkpoints to ``dag``; return it.
 
     Reads no file: each notifier and checkpoint reads ``include/notifications.yaml`` when it
-    fires (off: nothing is sent).
+    fires (off: nothing is sent). The checkpoints only when :data:`CHECKPOINTS_ENV` is on.
 
     :param dag: a DAG whose tasks are all defined.
     """
@@ -57,6 +82,8 @@ def attach_notifications(dag: DAG) -> DAG:
         task.on_failure_callback = [*_callbacks(task.on_failure_callback), on_failure]
         if _is_human_review(task):
             _add_review_notifier(task, on_waiting)
+    if not checkpoints_enabled():
+        return dag
     alerts = []
     previous = 0
     for minutes in CHECKPOINTS_MIN:
