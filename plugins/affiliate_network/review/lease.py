@@ -119,8 +119,10 @@ class WriteLease:
         with contextlib.suppress(Exception):
             self.path.fs.invalidate_cache(self.path.path)
         try:
-            with self.path.open("r", encoding="utf-8") as handle:
-                doc = json.load(handle)
+            # One whole-object GET: a file opened for reading takes the size from a HEAD and
+            # then GETs that range, so a record renewed in between reads truncated (not JSON),
+            # which looked like no lease at all and let a waiter take it from a live holder.
+            doc = json.loads(self.path.fs.cat_file(self.path.path))
         except (FileNotFoundError, ValueError, OSError):
             return None
         return doc if isinstance(doc, dict) else None
