@@ -10,7 +10,6 @@ money as they decide the API's numbers.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 from collections import defaultdict
@@ -39,6 +38,7 @@ from affiliate_network.reports.storage import PartitionWriter, read_partition
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.records import load_records
 from tests.support.landed_history import day_request
+from tests.support.old_partitions import as_version_3
 
 SCHEMA = conversion_schema()
 DAY = "2026-01-15"
@@ -170,31 +170,6 @@ def test_the_affiliate_report_refuses_an_over_scale_amount_by_name() -> None:
     assert table.column("ctr").to_pylist() == [0.123456789]  # a rate stays a float
 
 
-def _as_version_3(part: Path, payouts: list[float]) -> None:
-    """Rewrite a landed partition as schema version 3 wrote it: ``float64`` money."""
-    (name,) = [p.name for p in part.glob("*.parquet")]
-    table = pq.read_table(part / name)
-    columns = []
-    for field in table.schema:
-        column = table.column(field.name)
-        if field.name == "payout":
-            column = pa.chunked_array([pa.array(payouts, pa.float64())])
-        elif field.name in MONEY_FIELDS:
-            column = column.cast(pa.float64())
-        columns.append(column)
-    fields = [
-        pa.field(f.name, pa.float64(), metadata=f.metadata) if f.name in MONEY_FIELDS else f
-        for f in table.schema
-    ]
-    metadata = {**table.schema.metadata, b"schema_version": b"3"}
-    pq.write_table(pa.table(columns, schema=pa.schema(fields, metadata=metadata)), part / name)
-    data = (part / name).read_bytes()
-    manifest = json.loads((part / "_manifest.json").read_text())
-    manifest["files"][0].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
-    manifest["schema"]["version"] = 3
-    (part / "_manifest.json").write_text(json.dumps(manifest))
-
-
 def test_a_version_3_partition_reads_in_the_current_layout(tmp_path: Path) -> None:
     """float64 amounts come back as decimals: by their shortest text, rounded half-even to 6
     decimals (documented in docs/api-decisions.md, "Money")."""
@@ -202,7 +177,7 @@ def test_a_version_3_partition_reads_in_the_current_layout(tmp_path: Path) -> No
     part = _land_dicts(tmp_path, records)
     current = read_partition(part)
     payouts = [0.1 + 0.2, 2.675, 1e-7, 12.3456785, 1.5]
-    _as_version_3(part, payouts)
+    as_version_3(part, payouts)
     assert pq.read_schema(next(part.glob("*.parquet"))).field("payout").type == pa.float64()
     old = read_partition(part)
     assert old.schema == current.schema  # the current layout, metadata included

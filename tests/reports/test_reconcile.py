@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from affiliate_network.exceptions import ConfigValidationError, ReconciliationError
-from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.reconcile import (
     COMPARISON_NAME,
@@ -29,20 +28,6 @@ from affiliate_network.reports.storage import (
 from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")
-
-
-@pytest.fixture
-def hook(sandbox, make_connection, tmp_path):
-    # A quota store of the test's own: the granular count starts at zero and is this hook's.
-    conn = make_connection(
-        "recon_network",
-        host=sandbox.base_url,
-        key=sandbox.keys["network"],
-        quota_dir=str(tmp_path / "quota"),
-    )
-    h = AffiliateNetworkHook(conn)
-    yield h
-    h.close()
 
 
 @pytest.fixture

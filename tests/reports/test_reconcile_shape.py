@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from affiliate_network.exceptions import ReconciliationError
-from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.reconcile import (
     COMPARISON_NAME,
@@ -24,23 +23,10 @@ from affiliate_network.reports.reconcile import (
 )
 from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import read_partition, write_partition
-from tests.reports.test_money import _as_version_3
 from tests.support.landed_history import day_request
+from tests.support.old_partitions import as_version_3
 
 LOG = logging.getLogger("test")
-
-
-@pytest.fixture
-def hook(sandbox, make_connection, tmp_path):
-    conn = make_connection(
-        "recon_shape",
-        host=sandbox.base_url,
-        key=sandbox.keys["network"],
-        quota_dir=str(tmp_path / "quota"),
-    )
-    h = AffiliateNetworkHook(conn)
-    yield h
-    h.close()
 
 
 def _day(sandbox) -> dt.date:
@@ -180,7 +166,7 @@ def test_landed_cells_fold_batch_by_batch(hook, sandbox, tmp_path) -> None:
 
     assert landed_cells(part, batch_rows=128) == expected
 
-    _as_version_3(part, [float(p) for p in read_partition(part).column("payout").to_pylist()])
+    as_version_3(part, [float(p) for p in read_partition(part).column("payout").to_pylist()])
     assert landed_cells(part, batch_rows=128) == expected
     assert reconcile_day(hook, tmp_path, day, log=LOG)["reconciled"] is True
     assert (part / COMPARISON_NAME).exists()
