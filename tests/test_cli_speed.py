@@ -50,7 +50,10 @@ def probe(module: str, *argv: str, heavy: tuple[str, ...] = HEAVY) -> dict:
     return json.loads(done.stderr.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("module", ["affiliate_network.rules.cli", "affiliate_network.sync.cli"])
+@pytest.mark.parametrize(
+    "module",
+    ["affiliate_network.rules.cli", "affiliate_network.backtest.cli", "affiliate_network.sync.cli"],
+)
 def test_help_imports_no_airflow(module: str) -> None:
     assert probe(module, "--help", heavy=HEAVY_FOR_HELP) == {"code": 0, "heavy": []}
 
@@ -60,6 +63,7 @@ def test_help_imports_no_airflow(module: str) -> None:
     [
         ("affiliate_network.rules.cli", ["validate", str(INCLUDE / "onhold_rules.yaml")]),
         ("affiliate_network.rules.cli", ["fields"]),
+        ("affiliate_network.backtest.cli", ["validate", str(INCLUDE / "onhold_rules.yaml")]),
         ("affiliate_network.sync.cli", ["validate", str(INCLUDE / "offer_state.yaml")]),
     ],
 )
