@@ -1,4 +1,4 @@
-"""Benchmark: the rules backtest's memory stays flat as the backtested range grows (issue 28).
+"""Benchmark: the rules backtest's memory stays flat as the backtested range grows.
 
     uv run python bench/bench_backtest.py            # 10,000 conversions/day, 7 vs 30 days
     uv run python bench/bench_backtest.py --quick    # 2,000/day

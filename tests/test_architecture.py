@@ -33,7 +33,7 @@ dependency. The layers, and what each may import from the package:
 The sandbox is a distribution of its own (``plugins/affiliate_network_sandbox``): nothing of the
 provider or the DAGs imports it, and it imports nothing of the provider (it implements the spec,
 so it catches the client's misreadings instead of sharing them; it serves its own copy of the
-timezone table). Only its demo runner, which runs the provider's DAGs, imports the provider.
+timezone table). The demo runner, which imports both, is in neither (``demo/``).
 """
 
 from __future__ import annotations
@@ -50,8 +50,6 @@ DAGS_DIR = ROOT / "dags"
 PKG = "affiliate_network"
 SANDBOX_PKG = "affiliate_network_sandbox"
 SANDBOX_DIR = ROOT / "plugins" / SANDBOX_PKG / SANDBOX_PKG
-#: The sandbox distribution's demo runner: it runs the provider's DAGs, so it imports the provider.
-SANDBOX_DEMO = ("demo.py", "demo_connections.py")
 JOB_LIBRARIES = ("reports", "review", "sync")
 #: The rules language: a library below the review job, with no hook and no Airflow.
 RULES = "rules"
@@ -132,9 +130,9 @@ def _package_imports(files: list[Path], package: str = PKG) -> list[Import]:
     return [imp for f in files for imp in imports_of(f) if imp.target.startswith(package + ".")]
 
 
-def _sandbox_files(*, demo: bool) -> list[Path]:
-    """The sandbox's modules, with or without its demo runner."""
-    return [f for f in sorted(SANDBOX_DIR.rglob("*.py")) if (f.name in SANDBOX_DEMO) == demo]
+def _sandbox_files() -> list[Path]:
+    """The sandbox distribution's modules."""
+    return sorted(SANDBOX_DIR.rglob("*.py"))
 
 
 def _top_level_imports(files: list[Path], package: str) -> list[Import]:
@@ -148,10 +146,8 @@ def test_the_scan_sees_the_imports_it_judges() -> None:
     assert {"reports", "hooks", "exceptions"} <= {imp.area for imp in operators}
     libraries = _package_imports(_files(*JOB_LIBRARIES))
     assert "hooks" in {imp.area for imp in libraries}
-    sandbox = _package_imports(_sandbox_files(demo=False), SANDBOX_PKG)
+    sandbox = _package_imports(_sandbox_files(), SANDBOX_PKG)
     assert len(sandbox) > 50
-    demo = _top_level_imports(_sandbox_files(demo=True), PKG)
-    assert {"paths"} <= {imp.area for imp in demo}
     rules = _package_imports(_files(RULES))
     assert {RULES, "exceptions", "record_fields"} <= {imp.area for imp in rules}
     review = _package_imports(_files("review"))
@@ -245,8 +241,8 @@ def test_nothing_below_the_operators_imports_them() -> None:
 
 
 def test_the_sandbox_imports_nothing_of_the_provider() -> None:
-    """The sandbox distribution runs with no provider installed (its demo runner aside)."""
-    files = _sandbox_files(demo=False)
+    """The sandbox distribution runs with no provider installed."""
+    files = _sandbox_files()
     wrong = [str(imp) for imp in _top_level_imports(files, PKG)]
     wrong += [str(imp) for imp in _top_level_imports(files, "airflow")]
     assert wrong == []
@@ -300,11 +296,3 @@ def test_only_compat_imports_names_whose_home_moved_between_airflow_releases() -
     # The check sees the names: compat itself imports each of them from Airflow.
     seen = {imp.target.rsplit(".", 1)[-1] for imp in imports_of(compat)}
     assert seen >= VERSION_DEPENDENT_NAMES
-
-
-def test_the_old_offer_sync_module_path_still_imports_the_operators() -> None:
-    """``scrub_rate_sync`` moved to ``offer_state_sync``: user imports keep working."""
-    from affiliate_network.operators import offer_state_sync, scrub_rate_sync
-
-    for name in scrub_rate_sync.__all__:
-        assert getattr(scrub_rate_sync, name) is getattr(offer_state_sync, name)

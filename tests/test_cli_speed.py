@@ -1,7 +1,8 @@
-"""The command lines answer ``--help`` and ``validate`` without importing Airflow (issue 19).
+"""The command lines answer ``--help`` and ``validate`` without importing Airflow.
 
-Importing Airflow takes seconds; the errors module used to import it, so every ``--help`` paid
-for it. Checked on what a fresh interpreter has imported (``sys.modules``), never on a timing.
+Importing Airflow takes seconds; a command importing it (through the errors module, say) would
+make every ``--help`` pay for it. Checked on what a fresh interpreter has imported
+(``sys.modules``), never on a timing.
 """
 
 from __future__ import annotations

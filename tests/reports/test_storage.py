@@ -848,7 +848,7 @@ def test_two_writers_of_one_local_partition(tmp_path: Path) -> None:
         os.close(lock)
     for thread in threads:
         thread.join(30)
-    # No lock file stays beside the partitions (one per partition used to).
+    # No lock file stays beside the partitions.
     assert [p.name for p in (base / "conversions").iterdir() if "lock" in p.name] == []
     target = ObjectStoragePath(str(base / "conversions" / "date=2026-01-15"))
     assert_exactly_one_writer(target, results["a"], results["b"])
@@ -859,7 +859,7 @@ def test_two_writers_of_one_local_partition(tmp_path: Path) -> None:
     assert duckdb.execute(query, {"files": files}).fetchone() == (rows, rows)
 
 
-# -- change-aware publishing (issue 28, item 3) ------------------------------------------------
+# -- change-aware publishing ------------------------------------------------------------------
 
 
 def _commit_if_changed(

@@ -1,4 +1,4 @@
-"""``affiliate-network-demo``: run the project's DAGs end to end against the local sandbox.
+"""``python -m demo``: run the project's DAGs end to end against the local sandbox.
 
 Starts the sandbox on loopback, migrates a SQLite metadata DB in a project-local
 ``AIRFLOW_HOME`` (``.airflow/``), stores the Airflow connections pointing at the sandbox in it,
@@ -422,11 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = root / ".airflow" / "demo-logs"
     log_dir.mkdir(exist_ok=True)
 
-    from affiliate_network_sandbox.demo_connections import (
+    from affiliate_network_sandbox.testing import start_sandbox
+    from demo.connections import (
         sandbox_connection_records,
         store_connections,
     )
-    from affiliate_network_sandbox.testing import start_sandbox
 
     started = time.monotonic()
     print(f"[demo] project: {root}")
