@@ -1,4 +1,4 @@
-"""Benchmark: the rules backtest's memory stays flat as the backtested range grows (issue 28).
+"""Benchmark: the rules backtest's memory stays flat as the backtested range grows.
 
     uv run python bench/bench_backtest.py            # 10,000 conversions/day, 7 vs 30 days
     uv run python bench/bench_backtest.py --quick    # 2,000/day
@@ -59,8 +59,9 @@ def worker(argv: list[str]) -> None:
     # Loaded before the baseline, so that "peak minus imports" is what the run adds: data.
     import pyarrow.parquet  # noqa: F401
 
-    from affiliate_network.rules import backtest, engine  # noqa: F401
-    from affiliate_network.rules.cli import main as rules_main
+    from affiliate_network.backtest import job  # noqa: F401
+    from affiliate_network.backtest.cli import main as rules_main
+    from affiliate_network.rules import engine  # noqa: F401
 
     imported = peak_rss_mb()
     started = time.perf_counter()

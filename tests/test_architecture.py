@@ -8,15 +8,22 @@ dependency. The layers, and what each may import from the package:
   Airflow only :class:`airflow.sdk.ObjectStoragePath` (a storage path, usable from a plain
   script), never the task context (``Context``, ``get_current_context``, ``BaseOperator``,
   ``Variable``...). They are called from plain scripts with a hook.
-* the rules language (``rules``: a rules file in, decisions out): below the review job that
-  runs it, beside the hooks. Nothing of a layer above it (no job library, no settings), no
-  hook, no Airflow at all, also through what it imports: only the bottom modules (data tables
-  and dependency-free helpers) and ``paths`` (see :data:`RULES_MAY_IMPORT`).
+* the backtest (``backtest``: the rules on landed history): a job library with no Airflow at
+  all, also through what it imports: the rules language, ``partitions`` and the bottom modules
+  (:data:`BACKTEST_MAY_IMPORT`); no hook, no other job library.
+* the rules language (``rules``: a rules file in, decisions out): below the review job and the
+  backtest that run it, beside the hooks. Nothing of a layer above it (no job library, no
+  settings, no ``partitions``), no hook, no Airflow at all, also through what it imports: only
+  the bottom modules (data tables and dependency-free helpers) and ``paths`` (see
+  :data:`RULES_MAY_IMPORT`).
+* the landed format (``partitions``): the bottom floor beside ``exceptions``. No Airflow at
+  all, also through what it imports; of the package only itself, ``exceptions`` and the
+  dependency-free helpers (:data:`PARTITIONS_MAY_IMPORT`).
 * hooks: none of the layers above (operators, job libraries, the rules language, settings and
   its data paths).
 * exceptions: nothing of the package (the bottom layer).
 * operators: anything below them.
-* notify (notifiers and deadline alerts, issue 28): settings and exceptions only; Airflow-aware
+* notify (notifiers and deadline alerts): settings and exceptions only; Airflow-aware
   like the operators, but nothing imports it except the DAG files (job libraries, hooks and
   operators never notify anyone themselves: failures reach it through Airflow's callbacks).
 * DAG files: operators, settings, job libraries, ``compat`` and ``notify`` (a ``@task`` in a
@@ -26,7 +33,7 @@ dependency. The layers, and what each may import from the package:
 The sandbox is a distribution of its own (``plugins/affiliate_network_sandbox``): nothing of the
 provider or the DAGs imports it, and it imports nothing of the provider (it implements the spec,
 so it catches the client's misreadings instead of sharing them; it serves its own copy of the
-timezone table). Only its demo runner, which runs the provider's DAGs, imports the provider.
+timezone table). The demo runner, which imports both, is in neither (``demo/``).
 """
 
 from __future__ import annotations
@@ -43,8 +50,6 @@ DAGS_DIR = ROOT / "dags"
 PKG = "affiliate_network"
 SANDBOX_PKG = "affiliate_network_sandbox"
 SANDBOX_DIR = ROOT / "plugins" / SANDBOX_PKG / SANDBOX_PKG
-#: The sandbox distribution's demo runner: it runs the provider's DAGs, so it imports the provider.
-SANDBOX_DEMO = ("demo.py", "demo_connections.py")
 JOB_LIBRARIES = ("reports", "review", "sync")
 #: The rules language: a library below the review job, with no hook and no Airflow.
 RULES = "rules"
@@ -57,6 +62,14 @@ RULES_MAY_IMPORT = frozenset(
     {RULES, "exceptions", "record_fields", "report_columns", "timezones", "yamlguard", "textfile"}
     | {"gcpause", "paths", "config"}
 )
+#: The landed format: the bottom floor. ``__version__`` is the package's own (manifests name it).
+PARTITIONS = "partitions"
+PARTITIONS_MAY_IMPORT = frozenset(
+    {PARTITIONS, "exceptions", "gcpause", "seen_keys", "report_columns", "__version__"}
+)
+#: The backtest job: the rules language on landed partitions, with no Airflow and no hook.
+BACKTEST = "backtest"
+BACKTEST_MAY_IMPORT = RULES_MAY_IMPORT | {BACKTEST, PARTITIONS}
 #: Airflow names a job library may use: a storage path, not the task context.
 JOB_LIBRARY_AIRFLOW_NAMES = frozenset({"airflow.sdk.ObjectStoragePath"})
 
@@ -117,9 +130,9 @@ def _package_imports(files: list[Path], package: str = PKG) -> list[Import]:
     return [imp for f in files for imp in imports_of(f) if imp.target.startswith(package + ".")]
 
 
-def _sandbox_files(*, demo: bool) -> list[Path]:
-    """The sandbox's modules, with or without its demo runner."""
-    return [f for f in sorted(SANDBOX_DIR.rglob("*.py")) if (f.name in SANDBOX_DEMO) == demo]
+def _sandbox_files() -> list[Path]:
+    """The sandbox distribution's modules."""
+    return sorted(SANDBOX_DIR.rglob("*.py"))
 
 
 def _top_level_imports(files: list[Path], package: str) -> list[Import]:
@@ -133,14 +146,14 @@ def test_the_scan_sees_the_imports_it_judges() -> None:
     assert {"reports", "hooks", "exceptions"} <= {imp.area for imp in operators}
     libraries = _package_imports(_files(*JOB_LIBRARIES))
     assert "hooks" in {imp.area for imp in libraries}
-    sandbox = _package_imports(_sandbox_files(demo=False), SANDBOX_PKG)
+    sandbox = _package_imports(_sandbox_files(), SANDBOX_PKG)
     assert len(sandbox) > 50
-    demo = _top_level_imports(_sandbox_files(demo=True), PKG)
-    assert {"paths"} <= {imp.area for imp in demo}
     rules = _package_imports(_files(RULES))
     assert {RULES, "exceptions", "record_fields"} <= {imp.area for imp in rules}
     review = _package_imports(_files("review"))
     assert RULES in {imp.area for imp in review}
+    assert {PARTITIONS, "exceptions"} <= {imp.area for imp in _package_imports(_files(PARTITIONS))}
+    assert {RULES, PARTITIONS} <= {imp.area for imp in _package_imports(_files(BACKTEST))}
     assert _files("exceptions") == [PACKAGE_DIR / "exceptions.py"]
 
 
@@ -172,14 +185,9 @@ def _module_file(target: str) -> Path | None:
     return None
 
 
-def test_the_rules_language_imports_no_job_no_hook_and_no_airflow() -> None:
-    """``rules`` is a library of its own: the review job imports it, never the other way, and
-    it runs without Airflow (the CLI checks a rules file in CI with nothing else installed)."""
-    files = _files(RULES)
-    wrong = [str(imp) for imp in _package_imports(files) if imp.area not in RULES_MAY_IMPORT]
-    wrong += [str(imp) for imp in _airflow_imports(files)]
-    assert wrong == []
-    # Nor through the modules it imports (``paths`` excepted: see RULES_MAY_IMPORT).
+def _below(files: list[Path]) -> list[Path]:
+    """The package modules ``files`` import, directly or through others (``paths`` excepted:
+    see RULES_MAY_IMPORT)."""
     seen: set[Path] = set(files)
     todo = list(files)
     while todo:
@@ -188,14 +196,36 @@ def test_the_rules_language_imports_no_job_no_hook_and_no_airflow() -> None:
             if module is not None and module not in seen and imp.area != "paths":
                 seen.add(module)
                 todo.append(module)
-    below = sorted(seen - set(files))
+    return sorted(seen - set(files))
+
+
+@pytest.mark.parametrize(
+    ("area", "may_import"),
+    [
+        (RULES, RULES_MAY_IMPORT),
+        (BACKTEST, BACKTEST_MAY_IMPORT),
+        (PARTITIONS, PARTITIONS_MAY_IMPORT),
+    ],
+)
+def test_the_rules_backtest_and_partitions_import_no_hook_and_no_airflow(
+    area: str, may_import: frozenset[str]
+) -> None:
+    """``rules`` (the language), ``backtest`` (its job on landed data) and ``partitions`` (the
+    landed format) run without Airflow, also through what they import: the command checks a
+    rules file and backtests a local copy of the data with nothing else installed. The review
+    job imports the language, never the other way; the language reads no landed data."""
+    files = _files(area)
+    wrong = [str(imp) for imp in _package_imports(files) if imp.area not in may_import]
+    wrong += [str(imp) for imp in _airflow_imports(files)]
+    assert wrong == []
+    below = _below(files)
     assert PACKAGE_DIR / "exceptions.py" in below
     assert [str(imp) for imp in _airflow_imports(below)] == []
-    assert [str(imp) for imp in _package_imports(below) if imp.area not in RULES_MAY_IMPORT] == []
+    assert [str(imp) for imp in _package_imports(below) if imp.area not in may_import] == []
 
 
 def test_hooks_import_no_layer_above_them() -> None:
-    above = ("operators", *JOB_LIBRARIES, RULES, "settings", "paths")
+    above = ("operators", *JOB_LIBRARIES, BACKTEST, RULES, "settings", "paths")
     wrong = [str(imp) for imp in _package_imports(_files("hooks")) if imp.area in above]
     assert wrong == []
 
@@ -211,8 +241,8 @@ def test_nothing_below_the_operators_imports_them() -> None:
 
 
 def test_the_sandbox_imports_nothing_of_the_provider() -> None:
-    """The sandbox distribution runs with no provider installed (its demo runner aside)."""
-    files = _sandbox_files(demo=False)
+    """The sandbox distribution runs with no provider installed."""
+    files = _sandbox_files()
     wrong = [str(imp) for imp in _top_level_imports(files, PKG)]
     wrong += [str(imp) for imp in _top_level_imports(files, "airflow")]
     assert wrong == []
@@ -266,11 +296,3 @@ def test_only_compat_imports_names_whose_home_moved_between_airflow_releases() -
     # The check sees the names: compat itself imports each of them from Airflow.
     seen = {imp.target.rsplit(".", 1)[-1] for imp in imports_of(compat)}
     assert seen >= VERSION_DEPENDENT_NAMES
-
-
-def test_the_old_offer_sync_module_path_still_imports_the_operators() -> None:
-    """``scrub_rate_sync`` moved to ``offer_state_sync``: user imports keep working."""
-    from affiliate_network.operators import offer_state_sync, scrub_rate_sync
-
-    for name in scrub_rate_sync.__all__:
-        assert getattr(scrub_rate_sync, name) is getattr(offer_state_sync, name)

@@ -1,7 +1,8 @@
-"""The command lines answer ``--help`` and ``validate`` without importing Airflow (issue 19).
+"""The command lines answer ``--help`` and ``validate`` without importing Airflow.
 
-Importing Airflow takes seconds; the errors module used to import it, so every ``--help`` paid
-for it. Checked on what a fresh interpreter has imported (``sys.modules``), never on a timing.
+Importing Airflow takes seconds; a command importing it (through the errors module, say) would
+make every ``--help`` pay for it. Checked on what a fresh interpreter has imported
+(``sys.modules``), never on a timing.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ def probe(module: str, *argv: str, heavy: tuple[str, ...] = HEAVY) -> dict:
     return json.loads(done.stderr.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("module", ["affiliate_network.rules.cli", "affiliate_network.sync.cli"])
+@pytest.mark.parametrize(
+    "module",
+    ["affiliate_network.rules.cli", "affiliate_network.backtest.cli", "affiliate_network.sync.cli"],
+)
 def test_help_imports_no_airflow(module: str) -> None:
     assert probe(module, "--help", heavy=HEAVY_FOR_HELP) == {"code": 0, "heavy": []}
 
@@ -60,6 +64,7 @@ def test_help_imports_no_airflow(module: str) -> None:
     [
         ("affiliate_network.rules.cli", ["validate", str(INCLUDE / "onhold_rules.yaml")]),
         ("affiliate_network.rules.cli", ["fields"]),
+        ("affiliate_network.backtest.cli", ["validate", str(INCLUDE / "onhold_rules.yaml")]),
         ("affiliate_network.sync.cli", ["validate", str(INCLUDE / "offer_state.yaml")]),
     ],
 )

@@ -19,7 +19,8 @@ from airflow.sdk.execution_time.context import OutletEventAccessors
 from affiliate_network.exceptions import InvalidRequestError, ReportRowLimitError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.conversion_report import ConversionReportOperator
-from affiliate_network.reports.storage import read_manifest, read_partition
+from affiliate_network.partitions.manifest import read_manifest
+from affiliate_network.partitions.read import read_partition
 from affiliate_network.timezones import TIMEZONES, compare_with_api
 from tests.conformance import examples
 

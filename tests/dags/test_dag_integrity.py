@@ -61,6 +61,7 @@ def test_dag_file_parse_imports_nothing_heavy(dag_file: Path) -> None:
         "affiliate_network_sandbox",
         "affiliate_network.hooks.affiliate_network",
         "affiliate_network.reports.storage",
+        "affiliate_network.partitions.write",
         "affiliate_network.rules.engine",
         # The review run (pull, traffic snapshot, audit, sticky decisions, window): the review
         # operator builds its options from review.options at parse, the rest loads in execute.

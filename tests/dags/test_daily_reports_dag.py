@@ -17,8 +17,9 @@ from affiliate_network.operators.conversion_report import (
     load_affiliate_report_targets,
     load_network_config,
 )
+from affiliate_network.partitions.manifest import list_partitions
+from affiliate_network.partitions.read import read_partition
 from affiliate_network.paths import include_dir
-from affiliate_network.reports.storage import list_partitions, read_partition
 from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
 
 DAG_FILE = DAGS_DIR / "affiliate_daily_reports.py"

@@ -101,14 +101,13 @@ def check_conversion_partitions(
 
     Returns the manifests by day.
     """
-    from affiliate_network.reports.storage import (
-        STAGING_DIR,
-        as_storage_path,
-        list_partitions,
-        read_partition,
-    )
+    from affiliate_network.partitions.manifest import list_partitions
+    from affiliate_network.partitions.publish import STAGING_DIR
+    from affiliate_network.partitions.read import read_partition
+    from affiliate_network.reports.storage import as_storage_path
 
-    partitions = list_partitions(str(data_base), "conversions")
+    base = as_storage_path(str(data_base))  # an s3:// base names an Airflow connection
+    partitions = list_partitions(base, "conversions")
     manifests = {}
     problems = []
     for day in sorted(set(days)):
@@ -117,7 +116,7 @@ def check_conversion_partitions(
             problems.append(f"date={day}: no complete partition (found {sorted(partitions)})")
             continue
         expected = day_truth(sandbox, day)
-        table = read_partition(f"{data_base}/conversions/date={day}")
+        table = read_partition(base / "conversions" / f"date={day}")
         ids = table.column("conversion_id").to_pylist()
         if manifest.row_count != expected or table.num_rows != expected:
             problems.append(
@@ -127,7 +126,7 @@ def check_conversion_partitions(
         if len(set(ids)) != len(ids):
             problems.append(f"date={day}: {len(ids) - len(set(ids))} duplicate conversion ids")
         manifests[day] = manifest
-    staging = as_storage_path(str(data_base)) / "conversions" / STAGING_DIR
+    staging = base / "conversions" / STAGING_DIR
     leftovers = sorted(p.name for p in staging.iterdir()) if staging.exists() else []
     if leftovers:
         problems.append(f"staging leftovers: {leftovers}")
@@ -145,12 +144,13 @@ def check_money_per_currency(data_base: str | Path, sandbox: Any, days: Iterable
     import json
     from decimal import Decimal
 
+    from affiliate_network.partitions.read import read_partition
     from affiliate_network.reports.reconcile import COMPARISON_NAME
-    from affiliate_network.reports.storage import as_storage_path, read_partition
+    from affiliate_network.reports.storage import as_storage_path
 
     problems = []
     for day in sorted(set(days)):
-        table = read_partition(f"{data_base}/conversions/date={day}")
+        table = read_partition(as_storage_path(str(data_base)) / "conversions" / f"date={day}")
         landed: dict[tuple[str, str], tuple[Decimal, Decimal, int]] = {}
         rows = table.select(["currency_id", "status", "is_event", "payout", "revenue"])
         for row in rows.to_pylist():
@@ -193,11 +193,12 @@ def check_money_per_currency(data_base: str | Path, sandbox: Any, days: Iterable
 
 def check_affiliate_partitions(data_base: str | Path, days: Iterable[str]) -> None:
     """One complete aggregate partition per affiliate of include/reports.yaml and day."""
-    from affiliate_network.reports.storage import list_partitions
+    from affiliate_network.partitions.manifest import list_partitions
+    from affiliate_network.reports.storage import as_storage_path
 
     reports = yaml.safe_load((PROJECT_ROOT / "include" / "reports.yaml").read_text())
     affiliates = [a["affiliate_id"] for a in reports["affiliate_reports"]["affiliates"]]
-    found = set(list_partitions(str(data_base), "affiliate_reports"))
+    found = set(list_partitions(as_storage_path(str(data_base)), "affiliate_reports"))
     missing = [
         f"affiliate={a}/date={d}"
         for a in affiliates

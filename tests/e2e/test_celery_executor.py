@@ -77,7 +77,7 @@ REPORTING_TASK_TYPES = ("ConversionReportOperator", "OnHoldReviewOperator")
 
 
 def _reporting_pool() -> tuple[str, str, str]:
-    from affiliate_network_sandbox.demo import REPORTING_POOL
+    from demo.run import REPORTING_POOL
 
     return REPORTING_POOL
 

@@ -33,15 +33,10 @@ from affiliate_network.operators.conversion_report import (
     dataset_asset,
 )
 from affiliate_network.operators.publish import PublishChangesOperator
-from affiliate_network.reports.changes import list_changes
-from affiliate_network.reports.storage import (
-    STAGING_DIR,
-    is_complete,
-    iter_partition_records,
-    list_partitions,
-    read_manifest,
-    read_partition,
-)
+from affiliate_network.partitions.changes import list_changes
+from affiliate_network.partitions.manifest import is_complete, list_partitions, read_manifest
+from affiliate_network.partitions.publish import STAGING_DIR
+from affiliate_network.partitions.read import iter_partition_records, read_partition
 from tests.support.processes import kill_when
 
 #: Fast retries: the sandbox's injected faults are retried without real back-off waits.
@@ -193,7 +188,7 @@ def test_failure_mid_pull_keeps_previous_partition(sandbox, network_conn, tmp_pa
 
 _KILL_SCRIPT = textwrap.dedent(
     """
-    from affiliate_network.reports import storage
+    from affiliate_network.partitions import write as storage
     from affiliate_network.operators.conversion_report import ConversionReportOperator
     storage.SINK_BUFFER_BYTES = 4096  # a small day: let the first row groups reach the disk
     op = ConversionReportOperator(
@@ -464,7 +459,7 @@ def test_each_day_landed_is_logged(sandbox, network_conn, tmp_path, day, caplog)
     # Issue 15: on-call follows a multi-day window in the task log, one line per day landed.
     import logging
 
-    caplog.set_level(logging.INFO, logger="affiliate_network.reports.storage")
+    caplog.set_level(logging.INFO, logger="affiliate_network.partitions.write")
     d0 = dt.date.fromisoformat(day) - dt.timedelta(days=1)
     conversions_op(tmp_path / "logged").execute(interval_context(d0.isoformat(), days=2))
     published = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Published ")]

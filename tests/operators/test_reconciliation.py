@@ -17,7 +17,7 @@ from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.assets import dataset_asset
 from affiliate_network.operators.publish import PublishChangesOperator
 from affiliate_network.operators.reconciliation import ReconciliationOperator
-from affiliate_network.reports.storage import read_manifest
+from affiliate_network.partitions.manifest import read_manifest
 from tests.operators.test_conversion_report import FAST_RETRIES, conversions_op, interval_context
 from tests.support.daily_run import DailyRun, previous_day
 from tests.support.sandbox_reads import network_requests

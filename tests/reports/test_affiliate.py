@@ -10,8 +10,9 @@ import datetime as dt
 import logging
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.partitions.manifest import read_manifest
+from affiliate_network.partitions.read import read_partition
 from affiliate_network.reports.affiliate import fetch_entity_table, write_affiliate_report
-from affiliate_network.reports.storage import read_manifest, read_partition
 
 COLUMNS = ["offer", "country", "date"]
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.partitions.changes import PartitionChanges, list_changes
 from affiliate_network.reports.announcements import (
     ANNOUNCED_DIR,
     claim_announcement,
     pending_changes,
     start_tracking,
 )
-from affiliate_network.reports.changes import PartitionChanges, list_changes
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.storage import partition_path
 from tests.support.landed_history import day_request, land_days

@@ -9,16 +9,16 @@ from typing import Any
 import duckdb
 import orjson
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 from affiliate_network.hooks._paging import Page
+from affiliate_network.partitions.manifest import read_manifest
+from affiliate_network.partitions.read import read_partition
+from affiliate_network.partitions.write import PartitionWriter
 from affiliate_network.reports.schema import (
     CONVERSION_SCHEMA_VERSION,
     conversion_schema,
-    read_conversions,
 )
-from affiliate_network.reports.storage import PartitionWriter, read_manifest, read_partition
 
 SCHEMA = conversion_schema()
 #: Days landed by the fixture: one through raw pages, one through dicts with columns missing.
@@ -133,31 +133,3 @@ def test_the_schema_version_is_in_the_file_and_the_manifest(landed: Path) -> Non
     assert manifest.schema["version"] == CONVERSION_SCHEMA_VERSION
     metadata = read_partition(part).schema.metadata
     assert metadata[b"schema_version"] == str(CONVERSION_SCHEMA_VERSION).encode()
-
-
-def test_a_table_of_the_old_layout_reads_in_the_current_one(landed: Path) -> None:
-    """Schema 1/2 files held int64 Unix seconds and "" strings; the package reads them as now."""
-    current = read_partition(landed / "conversions" / f"date={FULL_DAY}")
-    old_fields = [
-        pa.field(f.name, pa.int64())
-        if pa.types.is_timestamp(f.type)
-        else pa.field(f.name, pa.float64())
-        if pa.types.is_decimal(f.type)
-        else f
-        for f in current.schema
-    ]
-    old = pa.table(
-        {
-            f.name: current.column(f.name).cast(pa.timestamp("s", tz="UTC")).cast(pa.int64())
-            if pa.types.is_timestamp(current.schema.field(f.name).type)
-            else current.column(f.name).fill_null("")
-            if f.name == "sub2"
-            else current.column(f.name).cast(pa.float64())
-            if f.name in ("payout", "revenue", "sale_amount")
-            else current.column(f.name)
-            for f in old_fields
-        },
-        schema=pa.schema(old_fields, metadata={"record": "conversion", "schema_version": "1"}),
-    )
-    assert old.column("conversion_unix_timestamp").type == pa.int64()
-    assert read_conversions(old).equals(current)

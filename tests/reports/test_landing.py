@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.partitions.manifest import read_manifest
+from affiliate_network.partitions.read import read_partition
 from affiliate_network.reports.landing import land_conversion_day
-from affiliate_network.reports.storage import read_manifest, read_partition
 from tests.support.changing_lists import (
     PENDING,
     ChangeBetween,

@@ -20,7 +20,7 @@ PROBE = textwrap.dedent(
     import datetime as dt, json, logging, sys
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.reports.landing import land_conversion_day
-    from affiliate_network.reports.storage import iter_partition_records, read_partition
+    from affiliate_network.partitions.read import iter_partition_records, read_partition
 
     day, out, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
     request = {"from": day, "to": day, "timezone_id": 67, "currency_id": None,

@@ -20,13 +20,15 @@ from typing import Any
 import duckdb
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from affiliate_network.backtest.records import load_records
 from affiliate_network.exceptions import SchemaMismatchError
 from affiliate_network.hooks._paging import Page
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.partitions.read import read_partition
+from affiliate_network.partitions.write import PartitionWriter
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.schema import (
     MONEY_FIELDS,
@@ -34,11 +36,8 @@ from affiliate_network.reports.schema import (
     conversion_schema,
     money_type,
 )
-from affiliate_network.reports.storage import PartitionWriter, read_partition
 from affiliate_network.rules.engine import RuleSet
-from affiliate_network.rules.records import load_records
 from tests.support.landed_history import day_request
-from tests.support.old_partitions import as_version_3
 
 SCHEMA = conversion_schema()
 DAY = "2026-01-15"
@@ -170,27 +169,6 @@ def test_the_affiliate_report_refuses_an_over_scale_amount_by_name() -> None:
     assert table.column("ctr").to_pylist() == [0.123456789]  # a rate stays a float
 
 
-def test_a_version_3_partition_reads_in_the_current_layout(tmp_path: Path) -> None:
-    """float64 amounts come back as decimals: by their shortest text, rounded half-even to 6
-    decimals (documented in docs/api-decisions.md, "Money")."""
-    records = [_record(i) for i in range(5)]
-    part = _land_dicts(tmp_path, records)
-    current = read_partition(part)
-    payouts = [0.1 + 0.2, 2.675, 1e-7, 12.3456785, 1.5]
-    as_version_3(part, payouts)
-    assert pq.read_schema(next(part.glob("*.parquet"))).field("payout").type == pa.float64()
-    old = read_partition(part)
-    assert old.schema == current.schema  # the current layout, metadata included
-    assert old.column("payout").to_pylist() == [
-        Decimal("0.300000"),  # 0.30000000000000004
-        Decimal("2.675000"),  # the float is 2.67499999...; its text is 2.675
-        Decimal("0.000000"),
-        Decimal("12.345678"),  # half-even
-        Decimal("1.500000"),
-    ]
-    assert old.drop_columns(["payout"]).equals(current.drop_columns(["payout"]))
-
-
 # --- against the sandbox --------------------------------------------------------------------
 
 
@@ -283,22 +261,3 @@ def test_the_rules_decide_landed_money_as_the_apis_numbers(tmp_path: Path) -> No
         return [d.rule_id if (d := evaluation.for_index(i)) else None for i in range(len(batch))]
 
     assert decided(landed) == decided(live) == [None, "fifty", "high", "high", "high"]
-
-
-def test_a_version_1_affiliate_report_reads_with_decimal_money() -> None:
-    from affiliate_network.reports.schema import read_conversions
-
-    schema = AffiliateReportSchema(["offer"])
-    row = {
-        "columns": [{"column_type": "offer", "id": "7", "label": "A"}],
-        "reporting": {"revenue": 12.34, "cv": 2, "ctr": 0.5, "on_hold_potential_revenue": 0},
-    }
-    current = schema.to_table([schema.flatten(row)])
-    old_fields = [
-        f.with_type(pa.float64()) if pa.types.is_decimal(f.type) else f for f in current.schema
-    ]
-    old = current.cast(
-        pa.schema(old_fields, metadata={b"record": b"affiliate_report", b"schema_version": b"1"})
-    )
-    assert old.schema.field("revenue").type == pa.float64()
-    assert read_conversions(old).equals(current, check_metadata=True)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from affiliate_network.exceptions import ConfigValidationError, ReconciliationError
+from affiliate_network.partitions.manifest import is_complete, list_partitions, read_manifest
+from affiliate_network.partitions.write import write_partition
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.reconcile import (
     COMPARISON_NAME,
@@ -18,13 +20,7 @@ from affiliate_network.reports.reconcile import (
     reconcile_day,
 )
 from affiliate_network.reports.schema import conversion_schema
-from affiliate_network.reports.storage import (
-    is_complete,
-    list_partitions,
-    partition_files,
-    read_manifest,
-    write_partition,
-)
+from affiliate_network.reports.storage import partition_files
 from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")

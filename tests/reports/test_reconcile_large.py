@@ -17,10 +17,10 @@ import pytest
 
 from affiliate_network.exceptions import ReconciliationError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.partitions.write import write_partition
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.reconcile import COUNTED_STATUS, reconcile_day
 from affiliate_network.reports.schema import conversion_schema
-from affiliate_network.reports.storage import write_partition
 from affiliate_network_sandbox.testing import RunningSandbox, clock_after_data, start_sandbox
 from tests.support.landed_history import day_request
 

@@ -26,9 +26,9 @@ import pytest
 from affiliate_network.exceptions import ReconciliationError
 from affiliate_network.hooks._paging import Page
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.partitions.write import PartitionWriter
 from affiliate_network.reports.reconcile import reconcile_day
 from affiliate_network.reports.schema import conversion_schema
-from affiliate_network.reports.storage import PartitionWriter
 from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from affiliate_network.exceptions import ReconciliationError
+from affiliate_network.partitions.read import read_partition
+from affiliate_network.partitions.write import write_partition
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.reconcile import (
     COMPARISON_NAME,
@@ -22,9 +24,7 @@ from affiliate_network.reports.reconcile import (
     reconcile_day,
 )
 from affiliate_network.reports.schema import conversion_schema
-from affiliate_network.reports.storage import read_partition, write_partition
 from tests.support.landed_history import day_request
-from tests.support.old_partitions import as_version_3
 
 LOG = logging.getLogger("test")
 
@@ -150,7 +150,7 @@ def test_a_day_over_the_row_cap_is_split_and_reconciles(hook, sandbox, tmp_path)
 
 def test_landed_cells_fold_batch_by_batch(hook, sandbox, tmp_path) -> None:
     """Read a few hundred rows at a time from many row groups, the cells are those of the
-    whole day summed row by row; a partition of schema version 3 (``float64`` money) too."""
+    whole day summed row by row."""
     day = _day(sandbox)
     landed = _land(hook, tmp_path, day, row_group_rows=300)
     part = Path(landed["path"])
@@ -164,9 +164,6 @@ def test_landed_cells_fold_batch_by_batch(hook, sandbox, tmp_path) -> None:
             cell["revenue"] += row["revenue"]
     assert len(expected) > 50
 
-    assert landed_cells(part, batch_rows=128) == expected
-
-    as_version_3(part, [float(p) for p in read_partition(part).column("payout").to_pylist()])
     assert landed_cells(part, batch_rows=128) == expected
     assert reconcile_day(hook, tmp_path, day, log=LOG)["reconciled"] is True
     assert (part / COMPARISON_NAME).exists()

@@ -28,27 +28,23 @@ from airflow.sdk import ObjectStoragePath
 from airflow.sdk.io import attach
 from fsspec.implementations.memory import MemoryFileSystem
 
-from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.exceptions import ConfigValidationError, StorageError
+from affiliate_network.partitions.manifest import (
+    MANIFEST_NAME,
+    is_complete,
+    list_partitions,
+    read_manifest,
+)
+from affiliate_network.partitions.publish import STAGING_DIR, TRASH_DIR
+from affiliate_network.partitions.read import iter_partition_records, read_partition
+from affiliate_network.partitions.write import PartitionWriter, write_partition
 from affiliate_network.report_columns import validate_report_columns
 from affiliate_network.reports.schema import (
     AffiliateReportSchema,
     SchemaMismatchError,
     conversion_schema,
 )
-from affiliate_network.reports.storage import (
-    MANIFEST_NAME,
-    STAGING_DIR,
-    TRASH_DIR,
-    PartitionWriter,
-    StorageError,
-    is_complete,
-    iter_partition_records,
-    list_partitions,
-    partition_files,
-    read_manifest,
-    read_partition,
-    write_partition,
-)
+from affiliate_network.reports.storage import partition_files
 from affiliate_network.seen_keys import SeenKeys
 
 CONVERSION_SCHEMA = conversion_schema()
@@ -205,8 +201,8 @@ _KILL_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from test_storage import make_conversion
     from affiliate_network.reports.schema import conversion_schema
-    from affiliate_network.reports import storage
-    from affiliate_network.reports.storage import write_partition
+    from affiliate_network.partitions import write as storage
+    from affiliate_network.partitions.write import write_partition
 
     marker = Path({marker!r})
     storage.SINK_BUFFER_BYTES = 4096  # small rows: let the first row groups reach the disk
@@ -284,7 +280,7 @@ def test_parquet_streams_row_group_by_row_group(tmp_path: Path) -> None:
         groups_seen = []
         for start in range(0, 21_000, 3000):
             writer.write(make_conversion(i) for i in range(start, start + 3000))
-            groups_seen.append(writer._pending_rows)
+            groups_seen.append(writer._thread.pending_rows)
         result = writer.commit(request={})
     # Arrow data held in memory never exceeds one row group (plus one batch).
     assert max(groups_seen) < 4000 + 2000
@@ -705,7 +701,7 @@ def test_a_script_that_reads_a_partition_exits_cleanly(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import sys
-        from affiliate_network.reports.storage import read_partition
+        from affiliate_network.partitions.read import read_partition
         print(read_partition(sys.argv[1]).num_rows)
         """
     )
@@ -852,7 +848,7 @@ def test_two_writers_of_one_local_partition(tmp_path: Path) -> None:
         os.close(lock)
     for thread in threads:
         thread.join(30)
-    # No lock file stays beside the partitions (one per partition used to).
+    # No lock file stays beside the partitions.
     assert [p.name for p in (base / "conversions").iterdir() if "lock" in p.name] == []
     target = ObjectStoragePath(str(base / "conversions" / "date=2026-01-15"))
     assert_exactly_one_writer(target, results["a"], results["b"])
@@ -863,7 +859,7 @@ def test_two_writers_of_one_local_partition(tmp_path: Path) -> None:
     assert duckdb.execute(query, {"files": files}).fetchone() == (rows, rows)
 
 
-# -- change-aware publishing (issue 28, item 3) ------------------------------------------------
+# -- change-aware publishing ------------------------------------------------------------------
 
 
 def _commit_if_changed(

@@ -2,7 +2,7 @@
 
 The bucket is served by moto's server mode on 127.0.0.1 (a real HTTP S3 endpoint, no AWS: the
 ``s3`` fixture of tests/support/s3.py); the data comes from the real sandbox through the hook;
-the writer is ``affiliate_network.reports.storage``, the same code the daily report operator
+the writer is ``affiliate_network.partitions``, the same code the daily report operator
 uses. The guarantees checked are the local ones: a complete partition has a manifest listing
 exactly its files, a rerun replaces the partition exactly, and a failed write never leaves a
 partition that looks complete.
@@ -23,19 +23,24 @@ pytest.importorskip("airflow.providers.amazon", reason="the 'amazon' extra is no
 pytest.importorskip("boto3")
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from affiliate_network.reports.schema import conversion_schema
-from affiliate_network.reports.storage import (
+from affiliate_network.partitions.manifest import (
     MANIFEST_NAME,
-    STAGING_DIR,
-    PartitionWriter,
-    as_storage_path,
     is_complete,
     list_partitions,
     read_manifest,
-    read_partition,
-    write_partition,
 )
+from affiliate_network.partitions.publish import STAGING_DIR
+from affiliate_network.partitions.read import read_partition
+from affiliate_network.partitions.write import PartitionWriter, write_partition
+from affiliate_network.reports.schema import conversion_schema
+from affiliate_network.reports.storage import as_storage_path
 from tests.support.s3 import BUCKET, PREFIX, S3_BASE
+
+
+def _base() -> Any:
+    """The S3 base as an ObjectStoragePath (partitions/ has no Airflow to read a connection id);
+    made in each test: Airflow caches the filesystem of a connection id when first made."""
+    return as_storage_path(S3_BASE)
 
 
 def _keys(client: Any, prefix: str = "") -> list[str]:
@@ -59,7 +64,7 @@ def _pull_day(conn_id: str, day: str) -> Iterator[dict[str, Any]]:
 def _land_day(conn_id: str, day: str, records: Any = None) -> Any:
     request = {"from_date": day, "to_date": day, "timezone_id": 67, "currency_id": "USD"}
     return write_partition(
-        S3_BASE,
+        _base(),
         "conversions",
         {"date": day},
         _pull_day(conn_id, day) if records is None else records,
@@ -81,7 +86,7 @@ def test_day_report_lands_on_s3_with_manifest(s3: Any, sandbox: Any, network_con
 
     truth = sandbox.truth(day, day, timezone_id=67)["conversions"]
     assert truth > 0
-    partition = f"{S3_BASE}/conversions/date={day}"
+    partition = _base() / "conversions" / f"date={day}"
     assert result.path.startswith("s3://")
     assert is_complete(partition)
     manifest = read_manifest(partition)
@@ -96,7 +101,7 @@ def test_day_report_lands_on_s3_with_manifest(s3: Any, sandbox: Any, network_con
         [*listed, _partition_prefix(day) + MANIFEST_NAME]
     )
     assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []
-    assert list(list_partitions(S3_BASE, "conversions")) == [f"date={day}"]
+    assert list(list_partitions(_base(), "conversions")) == [f"date={day}"]
     # The network key never lands in the manifest (request parameters only).
     body = s3.get_object(Bucket=BUCKET, Key=_partition_prefix(day) + MANIFEST_NAME)["Body"].read()
     assert sandbox.keys["network"].encode() not in body
@@ -140,7 +145,7 @@ def test_failed_rerun_leaves_previous_s3_partition_complete(
     with pytest.raises(_PullCrashedError):
         _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 100))
 
-    partition = f"{S3_BASE}/conversions/date={day}"
+    partition = _base() / "conversions" / f"date={day}"
     assert is_complete(partition)
     assert s3.get_object(Bucket=BUCKET, Key=manifest_key)["Body"].read() == manifest_before
     assert read_partition(partition).num_rows == published.rows
@@ -153,9 +158,9 @@ def test_crashed_first_write_leaves_no_complete_s3_partition(
     with pytest.raises(_PullCrashedError):
         _land_day(network_conn, day, records=_crash_after(_pull_day(network_conn, day), 100))
 
-    assert not is_complete(f"{S3_BASE}/conversions/date={day}")
+    assert not is_complete(_base() / "conversions" / f"date={day}")
     assert _keys(s3, _partition_prefix(day)) == []
-    assert list_partitions(S3_BASE, "conversions") == {}
+    assert list_partitions(_base(), "conversions") == {}
 
 
 def test_s3_partition_without_manifest_is_not_complete(
@@ -165,12 +170,12 @@ def test_s3_partition_without_manifest_is_not_complete(
     published = _land_day(network_conn, day)
     s3.delete_object(Bucket=BUCKET, Key=_partition_prefix(day) + MANIFEST_NAME)
 
-    partition = f"{S3_BASE}/conversions/date={day}"
+    partition = _base() / "conversions" / f"date={day}"
     assert _keys(s3, _partition_prefix(day)) == [
         _partition_prefix(day) + f.name for f in published.manifest.files
     ]
     assert not is_complete(partition)
-    assert list_partitions(S3_BASE, "conversions") == {}
+    assert list_partitions(_base(), "conversions") == {}
 
 
 @pytest.mark.parametrize("step", ["CopyObject", "PutObject"])
@@ -184,9 +189,10 @@ def test_two_interleaved_writers_of_one_s3_partition(s3: Any, step: str) -> None
     import asyncio
     import threading
 
-    from affiliate_network.reports.storage import PartitionWriter, partition_files
+    from affiliate_network.partitions.write import PartitionWriter
+    from affiliate_network.reports.storage import partition_files
 
-    base = S3_BASE
+    base = _base()
     schema = conversion_schema()
     day = "2026-01-15"
 
@@ -230,7 +236,7 @@ def test_two_interleaved_writers_of_one_s3_partition(s3: Any, step: str) -> None
         release.set()
         thread.join(60)
         fs.s3.meta.events.unregister(f"before-parameter-build.s3.{step}", hold)
-    partition = f"{S3_BASE}/conversions/date={day}"
+    partition = _base() / "conversions" / f"date={day}"
     manifest = read_manifest(partition)
     assert manifest is not None
     assert is_complete(partition)
@@ -247,7 +253,7 @@ def test_two_interleaved_writers_of_one_s3_partition(s3: Any, step: str) -> None
 
 def _land_if_changed(day: str, records: list[dict[str, Any]]) -> Any:
     request = {"from_date": day, "to_date": day, "timezone_id": 67, "currency_id": "USD"}
-    with PartitionWriter(S3_BASE, "conversions", {"date": day}, conversion_schema()) as writer:
+    with PartitionWriter(_base(), "conversions", {"date": day}, conversion_schema()) as writer:
         writer.write(records)
         return writer.commit(request=request, only_if_changed=True, status_field="status")
 
@@ -284,7 +290,7 @@ def test_change_aware_publish_on_s3_keeps_unchanged_and_records_changes(
     assert sorted(n for n in names if n.startswith("_changes-")) == sorted(
         [first.changes.file_name, third.changes.file_name]
     )
-    partition = f"{S3_BASE}/conversions/date={day}"
+    partition = _base() / "conversions" / f"date={day}"
     assert is_complete(partition)
     assert read_partition(partition).num_rows == len(records)
     assert _keys(s3, f"{PREFIX}/conversions/{STAGING_DIR}/") == []

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.partitions.read import read_partition
 from affiliate_network.reports.landing import land_conversion_day
-from affiliate_network.reports.storage import read_partition
 from affiliate_network.rules.engine import RuleSet
 from tests.support.landed_history import day_request
 

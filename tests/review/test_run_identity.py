@@ -55,28 +55,6 @@ def test_the_identity_round_trips_whole(tmp_path: Path) -> None:
         RunIdentity.from_json(identity.to_json().replace('"version": 1', '"version": 2'))
 
 
-def test_an_old_summary_without_the_identity_is_still_read(tmp_path: Path) -> None:
-    """What the review wrote before the identity existed: audit path, window texts, as_of and
-    timezone id; the network and the lease owner come from the human step, as they did."""
-    identity = _identity(str(tmp_path))
-    old = {
-        "audit_path": str(identity.audit_path),
-        "window": ["2026-10-31", "2026-11-01"],
-        "as_of": "2026-11-01 01:30:00",
-        "timezone_id": 80,
-        "state_dir": str(identity.state_dir),
-    }
-    read = RunIdentity.from_summary(
-        old, conn_id="network-a", dag_id="affiliate_onhold_review", run_id="scheduled__2026-11-01"
-    )
-    assert str(read.audit_path) == str(identity.audit_path)
-    assert str(read.state_dir) == str(identity.state_dir)
-    assert read.owner == identity.owner
-    assert (read.timezone_id, read.timezone) == (80, "America/New_York")
-    assert (read.decide_from, read.to_date) == (identity.decide_from, identity.to_date)
-    assert read.rules_file is None
-
-
 def test_the_human_step_needs_nothing_but_the_identity(sandbox, network_conn, tmp_path) -> None:
     """The review's summary carries its identity; the human step given only that finds the
     audit rows, writes its own audit beside them and remembers the answers in the network's

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import hashlib
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -16,8 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from affiliate_network.rules.backtest import agreement, network_status
-from affiliate_network.rules.cli import main
+from affiliate_network.backtest.cli import main
+from affiliate_network.backtest.job import agreement, network_status
+from affiliate_network.partitions.manifest import MANIFEST_NAME, FileEntry, Manifest
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.loader import loads_rules
 
@@ -106,13 +108,21 @@ def _land(base: Path, day: dt.date, rows: list[dict], timezone_id: int = 67) -> 
     )
     path = folder / "part-00000.parquet"
     pq.write_table(table, path)
-    manifest = {
-        "format": "parquet",
-        "files": [{"name": path.name, "rows": len(rows), "bytes": path.stat().st_size}],
-        "row_count": len(rows),
-        "request": {"timezone_id": timezone_id},
-    }
-    (folder / "_manifest.json").write_text(json.dumps(manifest))
+    data = path.read_bytes()
+    manifest = Manifest(
+        dataset="conversions",
+        partition={"date": str(day)},
+        format="parquet",
+        files=[FileEntry(path.name, len(rows), len(data), hashlib.sha256(data).hexdigest())],
+        row_count=len(rows),
+        content_checksum="",
+        duplicates_dropped=0,
+        request={"timezone_id": timezone_id},
+        pulled_at="",
+        package_version="",
+        schema={},
+    )
+    (folder / MANIFEST_NAME).write_bytes(manifest.to_json())
 
 
 @pytest.fixture
@@ -455,7 +465,7 @@ def test_the_backtest_imports_no_airflow(landed, rules) -> None:
     day = str(FIRST + dt.timedelta(days=8))
     probe = (
         "import sys\n"
-        "from affiliate_network.rules.cli import main\n"
+        "from affiliate_network.backtest.cli import main\n"
         f"code = main(['backtest', {str(rules)!r}, '--records', {str(base)!r}, "
         f"'--from', {day!r}, '--to', {day!r}])\n"
         "print(code, 'airflow' in sys.modules)\n"
@@ -473,8 +483,8 @@ def test_each_run_is_the_review_window_of_that_instant(timezone_id, after_hours)
     library): the run deciding a day has the window ``review_window`` gives for its instant,
     across DST changes too (America/New_York falls back on 2026-11-01, Auckland springs
     forward on 2026-09-27)."""
+    from affiliate_network.backtest.job import Backtest
     from affiliate_network.review.window import review_window
-    from affiliate_network.rules.backtest import Backtest
     from affiliate_network.timezones import TIMEZONES
 
     ruleset = RuleSet(loads_rules(RULES))

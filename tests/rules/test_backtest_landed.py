@@ -14,13 +14,14 @@ import datetime as dt
 from collections import Counter
 from decimal import Decimal
 
+from affiliate_network.backtest.cli import main
+from affiliate_network.backtest.records import as_record
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+from affiliate_network.partitions.manifest import list_partitions
+from affiliate_network.partitions.read import read_partition
 from affiliate_network.paths import PROJECT_ROOT
-from affiliate_network.reports.storage import list_partitions, read_partition
-from affiliate_network.rules.cli import main
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.fields import on_hold_status
-from affiliate_network.rules.records import as_record
 from tests.support.landed_history import land_days
 
 RULES = PROJECT_ROOT / "include" / "onhold_rules.yaml"
@@ -157,9 +158,9 @@ def test_the_backtest_decides_the_ids_the_review_decides_on_the_same_days(
     """Days landed as the daily report DAG lands them (events included); for each decided day
     the review itself (``run_review``, a dry run) runs at the instant the backtest replays, on
     the sandbox: both decide the same on-hold ids with the same rules."""
+    from affiliate_network.backtest.job import Backtest
     from affiliate_network.review.job import ReviewOptions, ReviewRun, run_review
     from affiliate_network.review.window import review_window
-    from affiliate_network.rules.backtest import Backtest
 
     catalog = sandbox.catalog()
     first = dt.date.fromisoformat(catalog["first_date"])

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from affiliate_network.rules.cli import main
+from affiliate_network.backtest.cli import main
 
 SCRIPT = Path(sys.executable).parent / "affiliate-network-rules"
 RULES = """\

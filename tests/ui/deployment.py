@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from affiliate_network_sandbox.demo_connections import sandbox_connections
+from demo.connections import sandbox_connections
 from tests.e2e.harness import (
     DAGS_FOLDER,
     PROJECT_ROOT,

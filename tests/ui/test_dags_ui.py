@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from affiliate_network_sandbox.demo import default_logical_date
+from demo.run import default_logical_date
 
 from .browser import Browser
 from .deployment import DAG_IDS, REVIEWER, UiStage

@@ -26,7 +26,7 @@ from affiliate_network.rules.engine import RuleSet
 from affiliate_network.sync.ledger import Ledger, default_ledger_path
 from affiliate_network.sync.loader import load_desired_state
 from affiliate_network.sync.plan import build_plan
-from affiliate_network_sandbox.demo_connections import sandbox_connections
+from demo.connections import sandbox_connections
 from tests.support.landed_history import land_days
 
 from .browser import Browser

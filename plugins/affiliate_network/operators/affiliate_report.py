@@ -3,7 +3,7 @@
 The range is requested whole; on the 10,000-row cap
 :func:`affiliate_network.reports.affiliate.fetch_entity_table` splits it in halves down to
 single days and never lands a truncated report. Output goes through
-:mod:`affiliate_network.reports.storage` (atomic publish, ``_manifest.json``) under
+:mod:`affiliate_network.partitions` (atomic publish, ``_manifest.json``) under
 ``<base>/<dataset>/affiliate=<id>/date=.../``. Heavy modules (pyarrow, the hook) are imported in
 ``execute``: DAG files import this module at parse time.
 """

@@ -114,14 +114,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             )
             return {"requests": 0, "applied": {}, "audit_path": None}
         ti = (context or {}).get("ti")
-        # A summary of the review before its identity existed names the network and the
-        # lease owner as this step did then (from this task).
-        identity = RunIdentity.from_summary(
-            summary,
-            conn_id=self.affiliate_network_conn_id,
-            dag_id=self.dag_id,
-            run_id=str((context or {}).get("run_id") or "manual"),
-        )
+        identity = RunIdentity.from_summary(summary)
         if self.timezone_id is not None and int(self.timezone_id) != identity.timezone_id:
             self.log.warning(
                 "timezone_id %s ignored: the review's window is in timezone %s",

@@ -152,8 +152,9 @@ class ReconciliationOperator(ReportOperatorBase):
         publish step announces)."""
         import datetime as dt
 
+        from affiliate_network.partitions.manifest import read_manifest
         from affiliate_network.reports.landing import land_conversion_day
-        from affiliate_network.reports.storage import partition_path, read_manifest
+        from affiliate_network.reports.storage import partition_path
 
         run = context.get("run_id")
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.reports.storage import PublishResult
+    from affiliate_network.partitions.write import PublishResult
     from affiliate_network.tasklog import TaskLog
 
 #: (first day, last day, rows) of each sub-request that fitted under the cap.
@@ -184,8 +184,9 @@ def write_affiliate_report(
     :param format: ``parquet`` or ``jsonl``.
     :return: the partition key (``affiliate=.../date=...``) and the publish result.
     """
+    from affiliate_network.partitions.write import write_partition
     from affiliate_network.reports.schema import AffiliateReportSchema
-    from affiliate_network.reports.storage import write_partition
+    from affiliate_network.reports.storage import as_storage_path
 
     rows = [
         {**row, "report_from": a.isoformat(), "report_to": b.isoformat()}
@@ -200,7 +201,7 @@ def write_affiliate_report(
         "splits": len(pieces) - 1,
     }
     result = write_partition(
-        base,
+        as_storage_path(base),
         dataset,
         {"affiliate": affiliate_id, "date": date_key},
         rows,

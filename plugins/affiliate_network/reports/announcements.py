@@ -1,7 +1,7 @@
 """Which recorded changes no run has announced yet, and the mark that says one run did.
 
 A changed partition is published with a change record beside its manifest
-(:mod:`affiliate_network.reports.changes`). Announcing it (the dataset's asset event) is a later
+(:mod:`affiliate_network.partitions.changes`). Announcing it (the dataset's asset event) is a later
 step of the run, which may never come: the reconciliation or another pull fails, the run is
 marked failed. So a change record stays **pending** until a run announces it, whichever run that
 is:
@@ -40,8 +40,9 @@ import orjson
 from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import StorageError
-from affiliate_network.reports.changes import CHANGES_PREFIX, PartitionChanges
-from affiliate_network.reports.storage import as_storage_path, read_manifest
+from affiliate_network.partitions.changes import CHANGES_PREFIX, PartitionChanges
+from affiliate_network.partitions.manifest import read_manifest
+from affiliate_network.reports.storage import as_storage_path
 
 __all__ = [
     "ANNOUNCED_DIR",

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from affiliate_network.exceptions import PullShiftedError
 from affiliate_network.hooks._memory import prefer_system_arrow_pool
 from affiliate_network.hooks._paging import SHIFT_RETRIES, SHIFT_WAIT_S, pull_until_still
+from affiliate_network.partitions.write import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
 from affiliate_network.reports.schema import conversion_schema
-from affiliate_network.reports.storage import DEFAULT_ROW_GROUP_ROWS, PartitionWriter
+from affiliate_network.reports.storage import as_storage_path
 
 if TYPE_CHECKING:
     from affiliate_network.hooks._paging import PagedIterator, PullStats
@@ -72,7 +73,7 @@ def land_conversion_day(
     :param only_if_changed: a pull identical to the published partition (same content
         checksum) publishes nothing and leaves it byte for byte; a changed one publishes its
         change record beside the manifest (status transitions, new, removed and updated ids:
-        :mod:`affiliate_network.reports.changes`).
+        :mod:`affiliate_network.partitions.changes`).
     :param run_id: the Airflow run pulling, kept in the change record (a rerun of the run
         reports the change it made again, so a crash after publishing loses no event).
     :param log: where a discarded pull is told (the task's log in Airflow).
@@ -89,7 +90,7 @@ def land_conversion_day(
         with (
             pull,
             PartitionWriter(
-                base,
+                as_storage_path(base),
                 dataset,
                 {"date": day.isoformat()},
                 conversion_schema(),

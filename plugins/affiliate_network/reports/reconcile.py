@@ -21,7 +21,7 @@ and differ unless the network counts nothing there. A capped answer (``incomplet
 whole (:class:`NetworkReport`).
 
 The landed side reads only the columns it needs, batch by batch
-(:func:`~affiliate_network.reports.storage.iter_partition_columns`), folding each batch into
+(:func:`~affiliate_network.partitions.read.iter_partition_columns`), folding each batch into
 running per-cell sums: memory holds one batch and the cells, whatever the day's size.
 
 What the report counts is documented in ``docs/api-decisions.md`` ("Reconciliation"); the
@@ -189,11 +189,11 @@ def landed_cells(
 
     :param partition: a complete Parquet conversion partition.
     :param batch_rows: rows read and folded at a time (default
-        :data:`~affiliate_network.reports.storage.COLUMN_BATCH_ROWS`).
+        :data:`~affiliate_network.partitions.read.COLUMN_BATCH_ROWS`).
     """
     import pyarrow as pa
 
-    from affiliate_network.reports.storage import COLUMN_BATCH_ROWS, iter_partition_columns
+    from affiliate_network.partitions.read import COLUMN_BATCH_ROWS, iter_partition_columns
 
     running: Any = None
     batches = iter_partition_columns(
@@ -564,7 +564,8 @@ def reconcile_day(
     # Before pyarrow loads (the storage import below): freed batch buffers go back to the OS
     # instead of staying in Arrow's own pool, as in the landing task.
     prefer_system_arrow_pool()
-    from affiliate_network.reports.storage import partition_path, read_manifest
+    from affiliate_network.partitions.manifest import read_manifest
+    from affiliate_network.reports.storage import partition_path
 
     mode = _check_on_mismatch(on_mismatch)
     tolerance = tolerance or Tolerance()

@@ -28,10 +28,7 @@ sent it, on one line (:class:`ConversionSchema`): landing a pulled page never bu
 objects (:meth:`ConversionSchema.encode_page`), and records given as dicts give the same bytes
 when the server prints JSON as orjson does. Aggregated rows use their sorted-key JSON. The same API
 data gives the same checksum whatever the format, the page order or the time of the pull (see
-:mod:`affiliate_network.reports.storage`). Conversion schema version 1 hashed sorted-key JSON;
-version 2 introduced the record as sent, re-printed by simdjson until the landing split pages
-with msgspec: for compact JSON with plain escapes (the sandbox's, Go's for ASCII text) the
-bytes are the same, otherwise a re-landed day reports another checksum.
+:mod:`affiliate_network.partitions`).
 """
 
 from __future__ import annotations
@@ -60,7 +57,6 @@ from affiliate_network.record_fields import (
 from affiliate_network.report_columns import validate_report_columns
 from affiliate_network.reports.arrow_values import (
     bool_array,
-    decimal_array,
     empty_string_scalar,
     int_scalar,
     null_scalar,
@@ -120,11 +116,9 @@ _KNOWN_CONVERSION_FIELDS = frozenset(
 
 
 #: Layout version of the conversion Parquet files (file metadata ``schema_version``, and the
-#: manifest's ``schema.version``). 4: money as :func:`money_type` (exact decimals). 3: Unix
-#: timestamps as UTC timestamps (whole seconds; Parquet has no seconds unit, so the files hold
-#: ``timestamp[ms, UTC]``), empty strings as nulls, money ``float64``. 2 and 1 stored the
-#: timestamps as ``int64`` and kept ``""``. :func:`read_conversions` (through
-#: ``storage.read_partition``) reads every older version in the current layout.
+#: manifest's ``schema.version``): Unix timestamps as UTC timestamps (whole seconds; Parquet
+#: has no seconds unit, so the files hold ``timestamp[ms, UTC]``), empty strings as nulls, money
+#: as :func:`money_type` (exact decimals).
 CONVERSION_SCHEMA_VERSION = 4
 #: Integer fields of the spec that hold Unix seconds: landed as ``timestamp[s, UTC]``.
 TIMESTAMP_FIELDS: tuple[str, ...] = ("click_unix_timestamp", "conversion_unix_timestamp")
@@ -252,79 +246,6 @@ def _to_landed(table: pa.Table, target: pa.Schema) -> pa.Table:
             column = pc.if_else(empty, null_scalar(pa.string()), column)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=target)
-
-
-def read_conversions(table: pa.Table) -> pa.Table:
-    """A landed conversion table in the current layout, whichever version wrote it.
-
-    Versions 1 and 2 (``schema_version`` metadata ``"1"``) stored the Unix timestamps as
-    ``int64`` and empty strings as ``""``: both are converted. Versions 1 to 3 stored money as
-    ``float64``: each amount becomes its shortest decimal text (what the API printed, for up to
-    15 significant digits) rounded half-even to :data:`MONEY_SCALE` decimals
-    (:func:`_money_from_floats`). The current layout is returned as it is. An affiliate report
-    of version 1 (``float64`` money) gets its :data:`REPORT_MONEY_FIELDS` converted the same way.
-
-    :raises SchemaMismatchError: an old amount of 10^12 or more (names the field and the
-        conversion).
-    """
-    import pyarrow as pa
-
-    meta = table.schema.metadata or {}
-    if meta.get(b"record") == b"affiliate_report":
-        return _report_money(table)
-    if meta.get(b"record") != b"conversion":
-        return table
-    if int(meta.get(b"schema_version", b"0")) >= CONVERSION_SCHEMA_VERSION:
-        return table
-    target = conversion_schema().arrow_schema
-    seconds = _seconds_schema(target)
-    columns = []
-    for field in seconds:
-        if field.name in table.column_names:
-            column = table.column(field.name)
-            if field.name in MONEY_FIELDS and pa.types.is_floating(column.type):
-                columns.append(_money_from_floats(column, field.name, table))
-            else:
-                columns.append(column.cast(field.type))
-        else:
-            columns.append(pa.nulls(table.num_rows, field.type))
-    return _to_landed(pa.Table.from_arrays(columns, schema=seconds), target)
-
-
-def _report_money(table: pa.Table) -> pa.Table:
-    """An affiliate report of version 1 with its ``float64`` amounts as :func:`money_type`."""
-    import pyarrow as pa
-
-    meta = table.schema.metadata or {}
-    if int(meta.get(b"schema_version", b"0")) >= AFFILIATE_REPORT_SCHEMA_VERSION:
-        return table
-    for name in REPORT_MONEY_FIELDS:
-        index = table.schema.get_field_index(name)
-        if index >= 0 and pa.types.is_floating(table.schema.field(index).type):
-            field = pa.field(name, money_type(), metadata={"unit": "currency_id"})
-            table = table.set_column(index, field, _money_from_floats(table[name], name, table))
-    version = str(AFFILIATE_REPORT_SCHEMA_VERSION).encode()
-    return table.replace_schema_metadata({**meta, b"schema_version": version})
-
-
-def _money_from_floats(column: Any, name: str, table: pa.Table) -> pa.Array:
-    """``float64`` amounts of an older partition as :func:`money_type`: each by its shortest
-    text, rounded half-even to :data:`MONEY_SCALE` decimals (a binary float has no exact
-    decimal value to keep; its shortest text is the number the API sent)."""
-    values: list[Decimal | None] = []
-    for index, value in enumerate(column.to_pylist()):
-        if value is None:
-            values.append(None)
-            continue
-        amount = Decimal(repr(value))
-        if not amount.is_finite() or abs(amount) >= _MONEY_LIMIT:
-            where = f"field {name!r} of row {index}"
-            if "conversion_id" in table.column_names:
-                ident = table.column("conversion_id")[index].as_py()
-                where = f"conversion field {name!r} of record conversion_id={ident!r}"
-            raise SchemaMismatchError(f"{where}: {value!r} does not fit {money_type()}")
-        values.append(amount.quantize(_MONEY_STEP, rounding=decimal.ROUND_HALF_EVEN))
-    return decimal_array(values, money_type())
 
 
 class RecordSchema:

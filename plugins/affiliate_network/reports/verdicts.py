@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from affiliate_network.exceptions import ConfigValidationError, ReconciliationError
+from affiliate_network.partitions.manifest import read_manifest
 from affiliate_network.reports.reconcile import (
     COMPARISON_NAME,
     DEFAULT_MAX_CELLS,
     Tolerance,
     reconcile_day,
 )
-from affiliate_network.reports.storage import as_storage_path, partition_path, read_manifest
+from affiliate_network.reports.storage import as_storage_path, partition_path
 
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath

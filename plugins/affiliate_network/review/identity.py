@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -173,43 +172,10 @@ class RunIdentity:
             raise ConfigValidationError(f"unreadable review run identity: {err}") from err
 
     @classmethod
-    def from_summary(
-        cls, summary: Mapping[str, Any], *, conn_id: str, dag_id: str, run_id: str
-    ) -> RunIdentity:
+    def from_summary(cls, summary: Mapping[str, Any]) -> RunIdentity:
         """The identity in a review's summary (its ``run``).
 
-        A summary written before the identity existed (a run that waited for a person across
-        the upgrade) has none: it is rebuilt from that summary's ``audit_path``, ``window``,
-        ``as_of`` and ``timezone_id``, with the network and lease owner the caller names (what
-        the human step used then). Drop this path once no such run can be waiting.
-
         :param summary: the review's summary.
-        :param conn_id: the network's connection id (old summaries only).
-        :param dag_id: the DAG id (old summaries only).
-        :param run_id: the run id (old summaries only).
+        :raises ConfigValidationError: the summary holds no readable identity.
         """
-        if summary.get("run"):
-            return cls.from_dict(summary["run"])
-        from affiliate_network.settings import resolve_timezone
-
-        audit_path = ObjectStoragePath(str(summary["audit_path"]))
-        folder = audit_path.parent  # <base>/onhold_review/<dag>/<run>/
-        attempt = re.search(r"attempt-(\d+)", audit_path.name)
-        tz_id, tz_name = resolve_timezone(summary["timezone_id"], None)
-        tz = zoneinfo.ZoneInfo(tz_name)
-        first, last = summary["window"]
-        as_of = dt.datetime.strptime(str(summary["as_of"]), "%Y-%m-%d %H:%M:%S")
-        return cls(
-            run=ReviewRun(
-                base=str(folder.parent.parent.parent),
-                conn_id=conn_id,
-                dag_id=dag_id,
-                run_id=run_id,
-                attempt=int(attempt.group(1)) if attempt else 1,
-            ),
-            timezone_id=tz_id,
-            timezone=tz_name,
-            as_of=as_of.replace(tzinfo=tz),
-            decide_from=dt.date.fromisoformat(str(first)),
-            to_date=dt.date.fromisoformat(str(last)),
-        )
+        return cls.from_dict(summary.get("run") or {})

@@ -1,23 +1,13 @@
-"""Read landed conversion partitions day by day, as record batches, for the rules backtest.
+"""The landed days a backtest reads: complete ``date=YYYY-MM-DD`` partitions of a dataset folder.
 
-The report DAG lands ``<dataset>/date=YYYY-MM-DD/`` partitions whose ``_manifest.json`` names
-their files (:mod:`affiliate_network.reports.storage`). The backtest reads them here with
-pyarrow alone, not through ``reports.storage``: the rules language imports no job library and
-no Airflow (``tests/test_architecture.py``; the CLI runs in CI with nothing else installed), and
-a backtest reads a local folder. It follows the storage's reader rules: only complete
-partitions (a manifest whose files exist with their listed sizes), exactly the files the
-manifest names (never a ``part-*`` glob), ``_``/``.`` folders skipped. Older schema versions
-need no conversion here: :func:`~affiliate_network.rules.cli.as_record` turns typed and older
-values alike into what the API sends.
-
-Memory: a day is yielded as an iterator of record batches (one Parquet row group at a time,
-only the columns asked for); nothing of a day is held once the caller has consumed it.
+Read through :mod:`affiliate_network.partitions` (complete partitions only, exactly the files a
+manifest names). Memory: a day is yielded as an iterator of record batches (one Parquet row
+group at a time, only the columns asked for); nothing of a day is held once consumed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -25,14 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import StorageError
+from affiliate_network.partitions.manifest import complete_manifest
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-MANIFEST_NAME = "_manifest.json"
 _DAY_FOLDER = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
-#: Rows per batch read from a Parquet file (bounded by the file's row groups too).
-BATCH_ROWS = 10_000
 
 
 @dataclass(frozen=True)
@@ -41,8 +29,6 @@ class LandedDay:
 
     :param day: the partition's ``date=`` key (a local day of ``timezone_id``).
     :param folder: the partition folder.
-    :param files: the data files its manifest names, in order.
-    :param format: ``parquet`` or ``jsonl``.
     :param timezone_id: the timezone of the pull that landed it (manifest ``request``), if known.
     :param rows: the manifest's row count.
     :param partial: why the partition is not the whole traffic of its day that the review
@@ -52,8 +38,6 @@ class LandedDay:
 
     day: dt.date
     folder: Path
-    files: tuple[Path, ...]
-    format: str
     timezone_id: int | None
     rows: int
     partial: str = ""
@@ -63,67 +47,23 @@ class LandedDay:
 
         :raises StorageError: a file that is not what the manifest says.
         """
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        from affiliate_network.partitions.read import iter_partition_batches
 
-        wanted = None if columns is None else list(dict.fromkeys(columns))
-        for file in self.files:
-            try:
-                if self.format == "parquet":
-                    with pq.ParquetFile(file) as pf:
-                        names = set(pf.schema_arrow.names)
-                        cols = None if wanted is None else [c for c in wanted if c in names]
-                        yield from pf.iter_batches(batch_size=BATCH_ROWS, columns=cols)
-                else:
-                    from affiliate_network.rules.records import read_json_rows
-
-                    rows: list[dict[str, Any]] = []
-                    for row in read_json_rows(file):
-                        rows.append(row)
-                        if len(rows) == BATCH_ROWS:
-                            yield pa.RecordBatch.from_pylist(rows)
-                            rows = []
-                    if rows:
-                        yield pa.RecordBatch.from_pylist(rows)
-            except (OSError, ValueError, pa.ArrowException) as err:
-                raise StorageError(f"{file}: cannot be read as {self.format} ({err})") from None
+        return iter_partition_batches(self.folder, columns)
 
 
-def _manifest(folder: Path) -> dict[str, Any] | None:
-    try:
-        raw = json.loads((folder / MANIFEST_NAME).read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
-        raise StorageError(f"{folder / MANIFEST_NAME}: unreadable manifest ({err})") from None
-    return raw if isinstance(raw, dict) else None
-
-
-def _complete(folder: Path, day: dt.date) -> LandedDay | None:
+def _landed_day(folder: Path, day: dt.date) -> LandedDay | None:
     """The partition when complete (manifest, files with their sizes), else ``None``."""
-    manifest = _manifest(folder)
+    manifest = complete_manifest(folder)
     if manifest is None:
         return None
-    files = []
-    try:
-        for entry in manifest["files"]:
-            path = folder / str(entry["name"])
-            if not path.is_file() or path.stat().st_size != int(entry["bytes"]):
-                return None
-            files.append(path)
-    except (KeyError, TypeError, ValueError):
-        return None
-    request = manifest.get("request") or {}
-    if not isinstance(request, dict):
-        request = {}
+    request = manifest.request if isinstance(manifest.request, dict) else {}
     tz = request.get("timezone_id")
     return LandedDay(
         day=day,
         folder=folder,
-        files=tuple(files),
-        format=str(manifest.get("format", "parquet")),
         timezone_id=int(tz) if isinstance(tz, int | str) and str(tz).isdigit() else None,
-        rows=int(manifest.get("row_count") or 0),
+        rows=int(manifest.row_count or 0),
         partial=_partial(request),
     )
 
@@ -171,7 +111,7 @@ def landed_days(records: str | Path, first: dt.date, last: dt.date) -> list[Land
         except ValueError:
             continue
         if first <= day <= last:
-            part = _complete(folder, day)
+            part = _landed_day(folder, day)
             if part is not None:
                 found.append(part)
     if not seen_any:

@@ -1,7 +1,8 @@
-"""Landed records as the rules read them: files of a partition, rows back to API values.
+"""Landed or exported rows as the rules read them: back to the API's values.
 
-Shared by the command line (``evaluate``), the backtest and its reader of landed partitions
-(:mod:`affiliate_network.rules.landed`). Parquet is read with pyarrow, never Airflow.
+``evaluate`` reads a file, a partition or a dataset folder of what the package lands, or rows
+exported from it (JSON Lines or a JSON array, optionally gzipped); the backtest turns each
+landed row into a record here (:func:`as_record`). Parquet is read with pyarrow, never Airflow.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from affiliate_network.exceptions import StorageError
 
 __all__ = ["as_record", "load_records", "read_json_rows"]
 
-#: Suffixes of the files the package lands (reports/schema.py ``FORMAT_SUFFIX``) and of
+#: Suffixes of the files the package lands (``partitions.write.FORMAT_SUFFIX``) and of
 #: exported rows; anything else in a folder is skipped (manifests, locks).
 _READERS = (".parquet", ".jsonl.gz", ".json.gz", ".jsonl", ".json", ".ndjson")
 

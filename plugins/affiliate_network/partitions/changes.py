@@ -1,11 +1,11 @@
 """What a re-pull changed in a published partition: status transitions, new, removed, updated ids.
 
 A re-pull whose content checksum equals the published manifest's changes nothing and is not
-published again (:meth:`~affiliate_network.reports.storage.PartitionWriter.commit` with
+published again (:meth:`~affiliate_network.partitions.write.PartitionWriter.commit` with
 ``only_if_changed``). A changed one is compared with the partition it replaces, record by
 record (by the schema's key field), and the result is written beside the manifest as
 ``_changes-<ns>-<token>.json`` (:data:`CHANGES_PREFIX`; ``_``-prefixed, so query engines and the
-readers of :mod:`~affiliate_network.reports.storage`, which read only the files a manifest
+readers of :mod:`~affiliate_network.partitions.read`, which read only the files a manifest
 names, never see it). It holds the counts (``transitions`` such as ``"pending->approved": 3``,
 ``new``, ``removed``, ``updated``: same status, another field changed, e.g. the sale amount)
 and the ids of each. A first landing (no previous partition) records its row count only: every
@@ -29,9 +29,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import StorageError
+from affiliate_network.partitions.manifest import StoragePath
 
 #: Name prefix of a partition's change records (``_changes-<ns>-<token>.json``).
 CHANGES_PREFIX = "_changes-"
@@ -140,8 +140,8 @@ class PartitionChanges:
 
 
 def diff_partitions(
-    old_files: Sequence[ObjectStoragePath],
-    new_files: Sequence[ObjectStoragePath],
+    old_files: Sequence[StoragePath],
+    new_files: Sequence[StoragePath],
     *,
     format: str,
     key: str,
@@ -191,7 +191,7 @@ def _tally(
 # -- Parquet: column by column ---------------------------------------------------------------
 
 
-def _column(files: Sequence[ObjectStoragePath], name: str) -> pa.ChunkedArray | None:
+def _column(files: Sequence[StoragePath], name: str) -> pa.ChunkedArray | None:
     """Column ``name`` of every file, in file order (``None``: a file lacks it)."""
     chunks: list[pa.Array] = []
     typ: pa.DataType | None = None
@@ -207,7 +207,7 @@ def _column(files: Sequence[ObjectStoragePath], name: str) -> pa.ChunkedArray | 
     return pa.chunked_array(chunks, type=typ)
 
 
-def _file_columns(files: Sequence[ObjectStoragePath]) -> list[str]:
+def _file_columns(files: Sequence[StoragePath]) -> list[str]:
     if not files:
         return []
     path = files[0]
@@ -223,8 +223,8 @@ def _same(a: Any, b: Any) -> Any:
 
 
 def _diff_parquet(
-    old_files: Sequence[ObjectStoragePath],
-    new_files: Sequence[ObjectStoragePath],
+    old_files: Sequence[StoragePath],
+    new_files: Sequence[StoragePath],
     key: str,
     status: str,
 ) -> RecordDiff:
@@ -271,7 +271,7 @@ def _diff_parquet(
 # -- JSON Lines: one hash per record ---------------------------------------------------------
 
 
-def _jsonl_records(files: Sequence[ObjectStoragePath]) -> Iterator[dict[str, Any]]:
+def _jsonl_records(files: Sequence[StoragePath]) -> Iterator[dict[str, Any]]:
     for path in files:
         with path.fs.open(path.path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
             for line in gz:
@@ -284,8 +284,8 @@ def _digest(record: dict[str, Any]) -> bytes:
 
 
 def _diff_jsonl(
-    old_files: Sequence[ObjectStoragePath],
-    new_files: Sequence[ObjectStoragePath],
+    old_files: Sequence[StoragePath],
+    new_files: Sequence[StoragePath],
     key: str,
     status: str,
 ) -> RecordDiff:
@@ -308,7 +308,7 @@ def _diff_jsonl(
 # -- reading the records back ----------------------------------------------------------------
 
 
-def list_changes(partition: ObjectStoragePath) -> list[PartitionChanges]:
+def list_changes(partition: StoragePath) -> list[PartitionChanges]:
     """The partition's change records, oldest first (an unreadable one is skipped)."""
     try:
         children = sorted(
@@ -327,9 +327,7 @@ def list_changes(partition: ObjectStoragePath) -> list[PartitionChanges]:
     return out
 
 
-def find_run_changes(
-    partition: ObjectStoragePath, run_id: str, checksum: str
-) -> PartitionChanges | None:
+def find_run_changes(partition: StoragePath, run_id: str, checksum: str) -> PartitionChanges | None:
     """The change record ``run_id`` wrote that produced the published ``checksum``, if any.
 
     A retry of a task that published a change and then crashed (or a cleared run) finds the
@@ -339,3 +337,22 @@ def find_run_changes(
         if record.run_id == run_id and record.to_checksum == checksum:
             return record
     return None
+
+
+def describe_changes(changes: PartitionChanges) -> str:
+    """A change record in words, for a log line (a person reads it; the record has the ids).
+
+    :param changes: what a publish changed.
+    """
+    if changes.first_landing:
+        return f"first landing, {changes.rows} rows; record {changes.file_name}"
+    parts = [
+        f"{changes.rows_before} -> {changes.rows} rows",
+        f"{changes.new} new, {changes.removed} removed, {changes.updated} updated",
+    ]
+    if changes.transitions:
+        moves = ", ".join(f"{k.replace('->', ' -> ')} {v}" for k, v in changes.transitions.items())
+        parts.append(f"status {moves}")
+    if changes.layout_changed:
+        parts.append("format or columns changed")
+    return "; ".join(parts) + f"; record {changes.file_name}"

@@ -1,4 +1,4 @@
-"""``affiliate-network-demo``: run the project's DAGs end to end against the local sandbox.
+"""``python -m demo``: run the project's DAGs end to end against the local sandbox.
 
 Starts the sandbox on loopback, migrates a SQLite metadata DB in a project-local
 ``AIRFLOW_HOME`` (``.airflow/``), stores the Airflow connections pointing at the sandbox in it,
@@ -391,7 +391,7 @@ def _set_aside_previous_outputs(data: Path) -> None:
     print(f"[demo] the previous demo's outputs are now in {previous}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--date",
@@ -413,8 +413,39 @@ def main(argv: list[str] | None = None) -> int:
         help="the on-hold review and the offer sync only plan (dry_run): nothing is written to "
         "the sandbox and no human review is asked (the older-Airflow smoke stage uses it)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def _run_dags(args: argparse.Namespace, airflow: list[str], log_dir: Path) -> int:
+    """Run each demo DAG with ``airflow dags test``; the number that failed."""
+    failures = 0
+    for dag_id, demo_conf in DEMO_DAGS:
+        conf = {**demo_conf, "dry_run": True} if args.dry_run and demo_conf else demo_conf
+        if args.dags and dag_id not in args.dags:
+            continue
+        log_path = log_dir / f"{dag_id}.log"
+        print(f"[demo] airflow dags test {dag_id} {args.date} -c '{json.dumps(conf)}'")
+        t0 = time.monotonic()
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(
+                [*airflow, "dags", "test", dag_id, args.date, "-c", json.dumps(conf)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            _wait_answering_reviews(proc, dag_id)
+        state = "success" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
+        if "state=failed" in log_path.read_text():
+            state = "FAILED (a task failed)"
+        failures += state != "success"
+        print(f"  -> {state} in {time.monotonic() - t0:.1f}s; log: {_shown(log_path)}")
+        run_id = _latest_run_id(dag_id)
+        if run_id:
+            _print_summaries(dag_id, run_id, log_dir)
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
     root = _project_root()
     env = _airflow_env(root)
     os.environ.update(env)  # before airflow is imported in this process
@@ -422,11 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = root / ".airflow" / "demo-logs"
     log_dir.mkdir(exist_ok=True)
 
-    from affiliate_network_sandbox.demo_connections import (
+    from affiliate_network_sandbox.testing import start_sandbox
+    from demo.connections import (
         sandbox_connection_records,
         store_connections,
     )
-    from affiliate_network_sandbox.testing import start_sandbox
 
     started = time.monotonic()
     print(f"[demo] project: {root}")
@@ -449,31 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"       {', '.join(stored)}")
         if args.ui:
             return _standalone(airflow, args.ui_port, root)
-
-        failures = 0
-        for dag_id, demo_conf in DEMO_DAGS:
-            conf = {**demo_conf, "dry_run": True} if args.dry_run and demo_conf else demo_conf
-            if args.dags and dag_id not in args.dags:
-                continue
-            log_path = log_dir / f"{dag_id}.log"
-            print(f"[demo] airflow dags test {dag_id} {args.date} -c '{json.dumps(conf)}'")
-            t0 = time.monotonic()
-            with log_path.open("w") as log:
-                proc = subprocess.Popen(
-                    [*airflow, "dags", "test", dag_id, args.date, "-c", json.dumps(conf)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-                _wait_answering_reviews(proc, dag_id)
-            state = "success" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
-            if "state=failed" in log_path.read_text():
-                state = "FAILED (a task failed)"
-            failures += state != "success"
-            print(f"  -> {state} in {time.monotonic() - t0:.1f}s; log: {_shown(log_path)}")
-            run_id = _latest_run_id(dag_id)
-            if run_id:
-                _print_summaries(dag_id, run_id, log_dir)
-
+        failures = _run_dags(args, airflow, log_dir)
         print(f"[demo] {_describe_requests(sandbox.request_counts(), log_dir)}")
     print(f"[demo] outputs under {env['AFFILIATE_NETWORK_DATA_BASE']}")
     print(f"[demo] done in {time.monotonic() - started:.1f}s")

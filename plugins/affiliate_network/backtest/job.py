@@ -2,8 +2,8 @@
 
 For each decide day ``D`` (a local day of the network's timezone) the backtest replays the
 review run that decides ``D``'s conversions, with the review's own rules for what a run sees
-(``review/window.py``, ``review/candidates.py``; re-stated here because the rules language
-imports no job library):
+(``review/window.py``, ``review/candidates.py``; re-stated here: the backtest reads landed
+days, it pulls nothing):
 
 * **when**: the run as of ``decide_after_hours`` after ``D`` ends (default: the rules' widest
   ``within_hours``, at least ``min_age_hours``: the first moment every conversion of ``D`` has
@@ -38,9 +38,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from affiliate_network.backtest.records import as_record
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_since, on_hold_status
-from affiliate_network.rules.records import as_record
 
 if TYPE_CHECKING:
     from affiliate_network.rules.engine import RuleSet
