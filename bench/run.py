@@ -27,6 +27,7 @@ BENCHES: dict[str, tuple[str, list[str]]] = {
     "parse": ("bench_parse.py", ["--runs", "2"]),
     "quota": ("bench_quota.py", ["--pages", "90", "--processes", "3,6"]),
     "reconcile": ("bench_reconcile.py", ["--rows", "20000", "200000"]),
+    "backfill": ("bench_backfill.py", ["--days", "3"]),
 }
 
 
