@@ -331,7 +331,10 @@ def test_not_deferrable_the_human_step_sleeps_through_the_lease_wait(
     rules.write_text(_ASK_RULES)
     summary = review_op(rules, window, tmp_path).execute(context("manual__sleeper"))
     requests = build_review_requests(summary)
-    answers = [{"chosen_options": [OPTION_APPROVE], "params_input": {}} for _ in requests]
+    answers = [
+        {"chosen_options": [OPTION_APPROVE], "params_input": {}, "responded_by_user": {"id": "7"}}
+        for _ in requests
+    ]
     holder = WriteLease(lease_path(str(tmp_path / "data"), _network_key(network_conn)), OTHER_RUN)
     holder.acquire(wait_s=0)
     sandbox.clear_requests()
