@@ -181,6 +181,9 @@ def deployment(
     before_start: Callable[[AirflowCluster], None] | None = None,
     celery_workers: int = 1,
     task_policy: tuple[str, ...] = (),
+    dags_folder: Path | None = None,
+    dag_ids: tuple[str, ...] = DAG_IDS,
+    narrow_worker: tuple[int, str] | None = None,
 ) -> Iterator[AirflowCluster]:
     """A fresh metadata DB, migrated; the Airflow components started; all stopped after.
 
@@ -190,6 +193,9 @@ def deployment(
         components start.
     :param celery_workers: Celery worker processes (CeleryExecutor).
     :param task_policy: extra lines of the cluster policy's ``task_policy(task)`` body.
+    :param dags_folder: the folder the dag-processor parses (default: the project's ``dags/``).
+    :param dag_ids: the DAGs to wait for before the stage starts.
+    :param narrow_worker: see :class:`~tests.e2e.harness.ClusterSettings`.
 
     Stopping (by PID) and dropping the database happen in ``finally``, whatever failed. The work
     folder (AIRFLOW_HOME, process and task logs, local outputs) is removed after a passing
@@ -202,10 +208,11 @@ def deployment(
         database,
         ClusterSettings(
             executor,
-            harness.DAGS_FOLDER,
+            dags_folder or harness.DAGS_FOLDER,
             dict(env),
             celery_workers=celery_workers,
             task_policy=task_policy,
+            narrow_worker=narrow_worker,
         ),
     )
     failures_before = _FAILURES[0]
@@ -215,7 +222,7 @@ def deployment(
             cluster.start(
                 while_starting=None if before_start is None else lambda: before_start(cluster)
             )
-            cluster.wait_dags_parsed(DAG_IDS)
+            cluster.wait_dags_parsed(dag_ids)
         yield cluster
     except BaseException:
         _FAILURES[0] += 1

@@ -404,6 +404,9 @@ class ClusterSettings:
         own ``--celery-hostname``, as ``docker compose up --scale airflow-worker=N`` runs them.
     :param task_policy: extra lines of the cluster's ``task_policy(task)`` body (indented by
         the harness), e.g. the pool a deployment gives its reporting tasks.
+    :param narrow_worker: ``(concurrency, queue)``: the last Celery worker runs this many tasks
+        at once (instead of ``[celery] worker_concurrency``) and also takes the tasks of
+        ``queue``, so a test can pin tasks to one worker slot whose every use is in its log.
     """
 
     executor: str
@@ -411,6 +414,7 @@ class ClusterSettings:
     extra_env: dict[str, str] = field(default_factory=dict)
     celery_workers: int = 1
     task_policy: tuple[str, ...] = ()
+    narrow_worker: tuple[int, str] | None = None
 
 
 class AirflowCluster:
@@ -553,14 +557,23 @@ class AirflowCluster:
         self._spawn("scheduler", "scheduler")
         self._spawn("dag-processor", "dag-processor")
         self._spawn("triggerer", "triggerer")
-        for name in self.celery_worker_names:
+        names = self.celery_worker_names
+        for name in names:
+            queues = self.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"]
+            # Concurrency comes from AIRFLOW__CELERY__WORKER_CONCURRENCY, as in compose, except
+            # on the narrow worker.
+            narrow: list[str] = []
+            if self.settings.narrow_worker is not None and name == names[-1]:
+                concurrency, queue = self.settings.narrow_worker
+                queues = f"{queues},{queue}"
+                narrow = ["--concurrency", str(concurrency)]
             self._spawn(
                 name,
-                # Concurrency comes from AIRFLOW__CELERY__WORKER_CONCURRENCY, as in compose.
                 "celery",
                 "worker",
+                *narrow,
                 "--queues",
-                self.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"],
+                queues,
                 # Several workers on one machine: each its own Celery hostname and PID file.
                 "--celery-hostname",
                 f"afn-e2e-{name}-{uuid.uuid4().hex[:6]}@%h",

@@ -24,9 +24,11 @@ from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from affiliate_network.exceptions import ConfigValidationError, GranularQuotaError, LeaseBusyError
 from affiliate_network.operators.affiliate_report import AffiliateReportOperator
+from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.review.lease import WriteLease, lease_path
+from affiliate_network.review.requests import OPTION_APPROVE, build_review_requests
 from affiliate_network.triggers.lease import WriteLeaseTrigger
-from tests.operators.onhold_support import context, patches, review_op
+from tests.operators.onhold_support import context, patches, review_op, states
 
 #: A short "hour": the refused query fits again within seconds.
 WINDOW_S = 4.0
@@ -247,6 +249,105 @@ def test_not_deferrable_the_review_sleeps_through_the_lease_wait(
         holder.release()
     assert slept_s >= 3.0
     print(f"\nwrite lease, waited in the worker: {slept_s:.2f} worker-slot seconds for a 3 s wait")
+
+
+_ASK_RULES = """\
+rules:
+  - id: outlier-review
+    description: Big sale, ask a person
+    action: review
+    when: {field: sale_amount, ge: 5000}
+"""
+
+
+def test_a_busy_write_lease_defers_the_human_step_and_it_applies_once_freed(
+    sandbox, network_conn, rules_include, window, tmp_path
+) -> None:
+    """The human step (``OnHoldReviewApplyOperator``) waits for another run's lease like the
+    review: deferred to the same trigger, nothing sent meanwhile, applied once it fires."""
+    rules = rules_include / "onhold_rules_deferral.yaml"
+    rules.write_text(_ASK_RULES)
+    summary = review_op(rules, window, tmp_path).execute(context("manual__writer"))
+    requests = build_review_requests(summary)
+    assert requests
+    answers = [
+        {"chosen_options": [OPTION_APPROVE], "params_input": {}, "responded_by_user": {"id": "7"}}
+        for _ in requests
+    ]
+    holder = WriteLease(lease_path(str(tmp_path / "data"), _network_key(network_conn)), OTHER_RUN)
+    holder.acquire(wait_s=0)
+    sandbox.clear_requests()
+    op = OnHoldReviewApplyOperator(
+        task_id="apply_human_decisions", summary=summary, requests=requests, responses=answers,
+        deferrable=True, defer_after_s=0, lease_wait_minutes=5,
+    )  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context("manual__writer"))
+    before_s = time.monotonic() - started
+    assert patches(sandbox) == []
+    defer = deferred.value
+    trigger = defer.trigger
+    assert isinstance(trigger, WriteLeaseTrigger)
+    assert trigger.holder_token == holder.read()["token"]
+    assert trigger.wait_s == pytest.approx(300, abs=1)
+
+    # Resumed while the lease is still held: deferred again at once, nothing sent.
+    sandbox.clear_requests()
+    still = {**defer.kwargs, "event": {"status": "changed", "waited_s": 10.0}}
+    with pytest.raises(TaskDeferred) as again:
+        op.resume_execution(defer.method_name, still, context("manual__writer"))
+    assert sandbox.requests_log() == []
+    assert again.value.trigger.wait_s == pytest.approx(290, abs=1)
+
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "affiliate_network.triggers.lease.WriteLeaseTrigger"
+    rebuilt = WriteLeaseTrigger(**{**kwargs, "poll_s": 0.1})
+    releaser = threading.Timer(1.0, holder.release)
+    releaser.start()
+    event, waited_s = first_event(rebuilt)
+    releaser.join()
+    assert event.payload["status"] == "free"
+    started = time.monotonic()
+    result = op.resume_execution(
+        defer.method_name, {**defer.kwargs, "event": event.payload}, context("manual__writer")
+    )
+    after_s = time.monotonic() - started
+    sent = {i for e in patches(sandbox) for i in e["body"]["on_hold_conversion_ids"]}
+    assert sent
+    assert result["applied"] == {"approved": len(sent)}
+    after = states(network_conn, window)
+    assert {after[i] for i in sent} == {"approved"}
+    print(
+        f"\nhuman step, write lease: waited {waited_s:.2f} s in the trigger; worker-slot "
+        f"seconds {before_s:.3f} before deferring + {after_s:.3f} after resuming (the writes)"
+    )
+
+
+def test_not_deferrable_the_human_step_sleeps_through_the_lease_wait(
+    sandbox, network_conn, rules_include, window, tmp_path
+) -> None:
+    rules = rules_include / "onhold_rules_deferral.yaml"
+    rules.write_text(_ASK_RULES)
+    summary = review_op(rules, window, tmp_path).execute(context("manual__sleeper"))
+    requests = build_review_requests(summary)
+    answers = [
+        {"chosen_options": [OPTION_APPROVE], "params_input": {}, "responded_by_user": {"id": "7"}}
+        for _ in requests
+    ]
+    holder = WriteLease(lease_path(str(tmp_path / "data"), _network_key(network_conn)), OTHER_RUN)
+    holder.acquire(wait_s=0)
+    sandbox.clear_requests()
+    try:
+        op = OnHoldReviewApplyOperator(
+            task_id="apply_human_decisions", summary=summary, requests=requests,
+            responses=answers, deferrable=False, lease_wait_minutes=0.02,
+        )  # fmt: skip
+        with pytest.raises(LeaseBusyError, match="scheduled__"):
+            op.execute(context("manual__sleeper"))
+    finally:
+        holder.release()
+    assert patches(sandbox) == []
 
 
 def test_the_lease_trigger_fires_on_a_stale_record_and_on_its_timeout(tmp_path) -> None:

@@ -70,7 +70,6 @@ def attach_notifications(dag: DAG) -> DAG:
 
     :param dag: a DAG whose tasks are all defined.
     """
-    from affiliate_network.compat import deadline_alert
     from affiliate_network.notify.notifier import (
         ON_REVIEW_WAITING,
         AffiliateNetworkNotifier,
@@ -84,6 +83,8 @@ def attach_notifications(dag: DAG) -> DAG:
             _add_review_notifier(task, on_waiting)
     if not checkpoints_enabled():
         return dag
+    from affiliate_network.compat import deadline_alert  # only with checkpoints: not every parse
+
     alerts = []
     previous = 0
     for minutes in CHECKPOINTS_MIN:

@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseOperator
 
-from affiliate_network.compat import AirflowFailException
 from affiliate_network.exceptions import NonRetryableError
-from affiliate_network.operators.failing import told, twin_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -37,6 +35,11 @@ def fail_fast(err: NonRetryableError) -> NonRetryableError:
     :param err: a package error a retry cannot fix.
     :returns: a copy of ``err`` whose class also derives from ``AirflowFailException``.
     """
+    # Loaded when a task runs, not when a DAG file imports an operator (the twins are a class
+    # per error: a few milliseconds of every parse).
+    from affiliate_network.compat import AirflowFailException
+    from affiliate_network.operators.failing import twin_of
+
     if isinstance(err, AirflowFailException):
         return err
     twin = twin_of(type(err))
@@ -54,6 +57,9 @@ def failing_fast() -> Iterator[None]:
     and which runbook entry says more. The operators' ``execute`` does the same for every
     operator of the package.
     """
+    from affiliate_network.compat import AirflowFailException
+    from affiliate_network.operators.failing import told
+
     try:
         yield
     except NonRetryableError as err:

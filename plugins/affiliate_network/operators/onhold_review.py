@@ -17,7 +17,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from affiliate_network.operators.base import (
     DEFER_AFTER_S,
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.review.job import ReviewResult, ReviewRun
-    from affiliate_network.review.lease import WriteLease
 
 
 #: Most days a review looks back (a year: the window is pulled whole, so more is a typo).
@@ -291,61 +290,22 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     def _review_when_the_lease_allows(
         self, run: ReviewRun, dry_run: bool, review: Callable[[ReviewOptions], ReviewResult]
     ) -> ReviewResult:
-        """``review(options)``; when deferrable, a long wait for the write lease is deferred.
-
-        The review waits for another run's lease in the worker up to ``defer_after_s``; still
-        busy then, the task defers to :class:`~affiliate_network.triggers.lease.WriteLeaseTrigger`
-        for what is left of ``lease_wait_minutes`` and runs again when it fires. A resumed task
-        first looks whether the lease is free (taking and giving it back at once) and defers
-        again without pulling anything while it is not.
+        """``review(options)``; when deferrable, a long wait for the write lease is deferred
+        (:func:`~affiliate_network.triggers.lease.write_when_the_lease_allows`).
 
         :raises LeaseBusyError: the lease stayed busy for ``lease_wait_minutes`` in all.
         """
-        from affiliate_network.exceptions import LeaseBusyError
-        from affiliate_network.review.lease import WriteLease, lease_path
+        from affiliate_network.triggers.lease import write_when_the_lease_allows
 
         options = self._options()
-        if not self.deferrable or dry_run:  # a dry run never takes the lease
+        if dry_run:  # a dry run never takes the lease
             return review(options)
-        left_s = options.lease_wait_minutes * 60
-        # The lease the writer takes (review.apply): one per network, whatever the connection.
-        lease = WriteLease(lease_path(run.base, self.hook.network.slug), run.owner)
-        resumed = self.resumed_with or {}
-        if "lease_wait_left_s" in resumed:
-            event = resumed.get("event") or {}
-            left_s = float(resumed["lease_wait_left_s"]) - float(event.get("waited_s") or 0)
-            try:
-                lease.acquire(wait_s=0)
-            except LeaseBusyError:
-                if left_s <= 0:
-                    raise
-                self._defer_for_lease(lease, run, left_s)
-            finally:
-                lease.release()
-        in_worker_s = min(left_s, self.defer_after_s)
-        try:
-            return review(dataclasses.replace(options, lease_wait_minutes=in_worker_s / 60))
-        except LeaseBusyError:
-            if left_s - in_worker_s <= 0:
-                raise
-            self._defer_for_lease(lease, run, left_s - in_worker_s)
-
-    def _defer_for_lease(self, lease: WriteLease, run: ReviewRun, left_s: float) -> NoReturn:
-        from affiliate_network.triggers.lease import WriteLeaseTrigger
-
-        holder = lease.read() or {}
-        trigger = WriteLeaseTrigger(
+        return write_when_the_lease_allows(
+            self,
             base=run.base,
-            conn_id=self.hook.network.slug,  # the trigger reads lease_path(base, this)
             owner=run.owner,
-            holder_token=holder.get("token"),
-            wait_s=left_s,
-            stale_s=lease.ttl_s,
-        )
-        self.wait_deferred(
-            trigger,
-            why=f"Write lease held by {holder.get('owner', 'another run')}",
-            kwargs={"lease_wait_left_s": round(left_s, 3)},
+            wait_minutes=options.lease_wait_minutes,
+            write=lambda minutes: review(dataclasses.replace(options, lease_wait_minutes=minutes)),
         )
 
     def _record_review_lineage(self, result: ReviewResult) -> None:

@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.operators.base import AffiliateNetworkBaseOperator
+from affiliate_network.operators.base import (
+    DEFER_AFTER_S,
+    AffiliateNetworkBaseOperator,
+    deferral_settings,
+)
 from affiliate_network.operators.lineage import (
     CONVERSIONS_ENDPOINT,
     ONHOLD_ENDPOINT,
@@ -48,6 +52,8 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
 
     Safe to rerun: writes hold the network's write lease, every id is re-checked right before
     its chunk and only ids still on hold are sent, so nothing is approved or rejected twice.
+    Another run's lease is waited for as in the review: in the worker up to ``defer_after_s``,
+    then, when deferrable, in the triggerer (the worker slot is free meanwhile).
 
     Lineage (OpenLineage provider, optional): inputs the review's audit file and the conversion
     report endpoint (the re-check); outputs this step's audit file and, when it wrote, the
@@ -65,6 +71,10 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param timezone_id: ignored (the review's run identity names its window's timezone); kept
         so DAG files that pass it still parse. A value other than the review's is logged.
     :param lease_wait_minutes: how long to wait for another run's write lease.
+    :param deferrable: wait for another run's write lease in the triggerer once the wait passes
+        ``defer_after_s``; default: the deployment's ``[operators] default_deferrable``.
+    :param defer_after_s: seconds a deferrable task waits for the lease in the worker before it
+        defers (default 60).
     """
 
     template_fields: Sequence[str] = ("summary", "requests", "responses")
@@ -80,9 +90,12 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         chunk_size: int = 100,
         timezone_id: int | None = None,
         lease_wait_minutes: float = 35.0,
+        deferrable: bool | str | None = None,
+        defer_after_s: float = DEFER_AFTER_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.deferrable, self.defer_after_s = deferral_settings(deferrable, defer_after_s)
         check_chunk_size(chunk_size)
         self.summary = summary
         self.requests = requests
@@ -96,6 +109,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.human_apply import apply_human_choices
         from affiliate_network.review.identity import RunIdentity
+        from affiliate_network.triggers.lease import write_when_the_lease_allows
 
         self.reset_lineage()
         check_reject_status(self.reject_status)
@@ -121,16 +135,24 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
                 self.timezone_id,
                 identity.timezone_id,
             )
-        result = apply_human_choices(
-            self.hook,
-            identity,
-            requests,
-            list(self.responses or []),
-            attempt=getattr(ti, "try_number", None) or 1,
-            reject_status=self.reject_status,
-            chunk_size=self.chunk_size,
-            lease_wait_minutes=self.lease_wait_minutes,
-            log=self.log,
+        responses = list(self.responses or [])
+        attempt = getattr(ti, "try_number", None) or 1
+        result = write_when_the_lease_allows(
+            self,
+            base=identity.run.base,
+            owner=identity.run.owner,
+            wait_minutes=self.lease_wait_minutes,
+            write=lambda minutes: apply_human_choices(
+                self.hook,
+                identity,
+                requests,
+                responses,
+                attempt=attempt,
+                reject_status=self.reject_status,
+                chunk_size=self.chunk_size,
+                lease_wait_minutes=minutes,
+                log=self.log,
+            ),
         )
         self._record_apply_lineage(summary, result)
         return {

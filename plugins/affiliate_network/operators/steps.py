@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from affiliate_network.operators.base import failing_fast
-from affiliate_network.review.requests import build_review_requests
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -100,4 +99,7 @@ class ReviewRequestsOperator(BaseOperator):
         self.summary = summary
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
+        # Here, not at the top: the daily and offer-sync DAG files import this module too.
+        from affiliate_network.review.requests import build_review_requests
+
         return build_review_requests(self.summary)

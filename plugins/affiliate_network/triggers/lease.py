@@ -15,18 +15,52 @@ trigger fires one event when trying again is worth a worker slot:
 
 Durations are measured by the triggerer's own monotonic clock; no wall clock of another host is
 compared with it.
+
+:func:`write_when_the_lease_allows` is the operators' side of the wait (the review and the human
+step both write under the lease): wait in the worker up to ``defer_after_s``, then defer to this
+trigger, and on resuming look at the lease before doing anything else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from affiliate_network.exceptions import LeaseBusyError
 from affiliate_network.review.lease import WriteLease, lease_path
+
+_T = TypeVar("_T")
+
+
+class _Network(Protocol):
+    @property
+    def slug(self) -> str: ...
+
+
+class _NetworkHook(Protocol):
+    @property
+    def network(self) -> _Network: ...
+
+
+class DeferringOperator(Protocol):
+    """What :func:`write_when_the_lease_allows` uses of an operator (the package's base
+    operator has it all; nothing below the operators imports them)."""
+
+    deferrable: bool
+    defer_after_s: float
+    resumed_with: dict[str, Any] | None
+
+    @property
+    def hook(self) -> _NetworkHook: ...
+
+    def wait_deferred(
+        self, trigger: BaseTrigger, *, why: str, kwargs: dict[str, Any] | None = None
+    ) -> NoReturn: ...
+
 
 #: Seconds between two reads of the lease record.
 DEFAULT_POLL_S = 5.0
@@ -108,3 +142,81 @@ class WriteLeaseTrigger(BaseTrigger):
                 )
                 return
             await asyncio.sleep(max(0.0, min(self.poll_s, started + self.wait_s - now)))
+
+
+def write_when_the_lease_allows(
+    operator: DeferringOperator,
+    *,
+    base: str,
+    owner: str,
+    wait_minutes: float,
+    write: Callable[[float], _T],
+) -> _T:
+    """``write(minutes)``, where ``minutes`` is how long ``write`` may wait for the write lease.
+
+    Not deferrable: ``write(wait_minutes)``, the whole wait in the worker. Deferrable: ``write``
+    waits in the worker up to the operator's ``defer_after_s``; the lease still busy then, the
+    task defers to :class:`WriteLeaseTrigger` for what is left of ``wait_minutes`` (the worker
+    slot is free meanwhile) and runs again from the start when it fires. A resumed task first
+    looks whether the lease is free (taking it and giving it back at once) and defers again,
+    having done nothing else, while it is not.
+
+    ``write`` must raise :class:`LeaseBusyError` only while nothing was written (the lease is
+    taken before the first write), so running it again from the start is safe.
+
+    :param operator: the deferring operator (its ``hook`` names the network, one lease per
+        network whatever the connection; its ``resumed_with`` says what the trigger saw).
+    :param base: data base of the review (where the lease lives).
+    :param owner: ``dag_id/run_id`` of this run (the lease's owner).
+    :param wait_minutes: longest wait for the lease in all (worker and triggerer).
+    :param write: the work, given the minutes it may wait for the lease in the worker.
+    :raises LeaseBusyError: the lease stayed busy for ``wait_minutes`` in all.
+    """
+    if not operator.deferrable:
+        return write(wait_minutes)
+    left_s = wait_minutes * 60
+    network = operator.hook.network.slug
+    lease = WriteLease(lease_path(base, network), owner)
+    resumed = operator.resumed_with or {}
+    if "lease_wait_left_s" in resumed:
+        event = resumed.get("event") or {}
+        left_s = float(resumed["lease_wait_left_s"]) - float(event.get("waited_s") or 0)
+        try:
+            lease.acquire(wait_s=0)
+        except LeaseBusyError:
+            if left_s <= 0:
+                raise
+            _defer_for_lease(operator, lease, base, network, owner, left_s)
+        finally:
+            lease.release()
+    in_worker_s = min(left_s, operator.defer_after_s)
+    try:
+        return write(in_worker_s / 60)
+    except LeaseBusyError:
+        if left_s - in_worker_s <= 0:
+            raise
+        _defer_for_lease(operator, lease, base, network, owner, left_s - in_worker_s)
+
+
+def _defer_for_lease(
+    operator: DeferringOperator,
+    lease: WriteLease,
+    base: str,
+    network: str,
+    owner: str,
+    left_s: float,
+) -> NoReturn:
+    holder = lease.read() or {}
+    trigger = WriteLeaseTrigger(
+        base=base,
+        conn_id=network,  # the trigger reads lease_path(base, this)
+        owner=owner,
+        holder_token=holder.get("token"),
+        wait_s=left_s,
+        stale_s=lease.ttl_s,
+    )
+    operator.wait_deferred(
+        trigger,
+        why=f"Write lease held by {holder.get('owner', 'another run')}",
+        kwargs={"lease_wait_left_s": round(left_s, 3)},
+    )
