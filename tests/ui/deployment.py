@@ -33,14 +33,20 @@ from tests.e2e.harness import (
     MetadataDatabase,
 )
 
+from .stage_auth import USERS_WITHOUT_DAGS
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 #: The person answering review requests in the browser (the audit records this name).
 REVIEWER = "reviewer"
+#: A signed-in person granted no DAG (``stage_auth.StageAuthManager``): sees nothing of them.
+OUTSIDER = "outsider"
 #: DAGs whose UI the stage walks.
 DAG_IDS = ("affiliate_daily_reports", "affiliate_onhold_review", "affiliate_offer_sync")
 
+#: The stage's auth manager module, as copied into ``$AIRFLOW_HOME/config``.
+STAGE_AUTH = "afn_stage_auth.py"
 #: Stage settings on top of the e2e deployment's (``SHARED_AIRFLOW_ENV``).
 STAGE_ENV: dict[str, str] = {
     # Only what the browser triggers runs: no hourly run beside the tests' manual ones.
@@ -48,8 +54,11 @@ STAGE_ENV: dict[str, str] = {
     # A "Keep on hold" answer is asked again by the next run, so a second run can be answered
     # in the browser too (the default remembers it for 24 hours).
     "AFFILIATE_ONHOLD_KEEP_DECISION_HOURS": "0",
-    # admin (the harness's API client) and a named reviewer who uses the browser.
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{REVIEWER}:admin",
+    # admin (the harness's API client), a named reviewer who uses the browser, and a viewer
+    # granted no DAG by the stage's auth manager (the simple one, but for that user).
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{REVIEWER}:admin,{OUTSIDER}:viewer",
+    "AIRFLOW__CORE__AUTH_MANAGER": f"{STAGE_AUTH[:-3]}.StageAuthManager",
+    USERS_WITHOUT_DAGS: OUTSIDER,
 }
 
 
@@ -144,12 +153,15 @@ def ui_stage(workdir: Path) -> Iterator[UiStage]:
         database.create()
         # Migrate through a CLI-only cluster first: the serving cluster picks its free ports
         # right before it starts, not a minute earlier (another process took one meanwhile).
-        AirflowCluster(workdir, database, settings).migrate()
+        cli = AirflowCluster(workdir, database, settings)
+        # The stage's auth manager, where every component imports it ($AIRFLOW_HOME/config).
+        shutil.copyfile(Path(__file__).with_name("stage_auth.py"), cli.home / "config" / STAGE_AUTH)
+        cli.migrate()
         database.use_wal()
         cluster = AirflowCluster(workdir, database, settings)
-        # The reviewer logs in with the same password as admin (one secret per stage).
+        # The reviewer and the outsider log in with admin's password (one secret per stage).
         Path(cluster.env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]).write_text(
-            json.dumps({"admin": cluster.password, REVIEWER: cluster.password}) + "\n"
+            json.dumps({name: cluster.password for name in ("admin", REVIEWER, OUTSIDER)}) + "\n"
         )
         cluster.start()
         cluster.wait_dags_parsed(DAG_IDS)

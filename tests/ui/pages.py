@@ -51,6 +51,11 @@ def trigger_from_form(b: Browser, dag_id: str, *, choose: dict[str, str] | None 
     for name, label in (choose or {}).items():
         pick_option(b, name, label)
     b.shot(f"trigger form {dag_id} {choose or 'defaults'}")
+    return submit_trigger(b)
+
+
+def submit_trigger(b: Browser) -> str:
+    """Press the open trigger dialog's Trigger button; return the new run's id."""
     dialog = b.find_visible("[role=dialog]", "the trigger dialog")
     submit = [e for e in dialog.find_elements(By.CSS_SELECTOR, "button") if e.text == "Trigger"]
     b.click(submit[-1])
@@ -123,3 +128,91 @@ def answer_review(b: Browser, option: str, keep_on_hold: list[str]) -> None:
     b.type_into(field, ", ".join(keep_on_hold))
     b.shot(f"answer {option} keep {len(keep_on_hold)}")
     b.click(b.button(option, timeout=10))
+
+
+# The trigger dialog's dates, backfills, task logs and clearing ------------------------------
+def set_datetime(b: Browser, index: int, day: str) -> None:
+    """Type ``day`` (``YYYY-MM-DD``, midnight UTC) into the dialog's ``index``-th date field, as
+    a person does in its picker (Date ``YYYY/MM/DD``, Time ``HH:mm``); wait until it shows."""
+    field = b.wait(
+        lambda: b.visible("[role=dialog] [data-testid=datetime-input]")[index],
+        f"date field {index}",
+    )
+    b.click(field)
+    picker = b.find_visible("[data-scope=popover][data-part=content]", "the date picker")
+    date_input, time_input = picker.find_elements(By.CSS_SELECTOR, "input")[:2]
+    b.type_into(date_input, day.replace("-", "/"))
+    b.type_into(time_input, "00:00")
+    time_input.send_keys(Keys.ESCAPE)
+    b.wait(lambda: not b.visible("[data-scope=popover][data-part=content]"), "the picker closed")
+    y, m, d = (int(p) for p in day.split("-"))
+    shown = f"{_MONTHS[m - 1]} {d}, {y} 00:00"
+    b.wait(
+        lambda: b.visible("[role=dialog] [data-testid=datetime-input]")[index].text == shown,
+        f"date field {index} showing {shown}",
+    )
+
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def open_trigger_dialog(b: Browser, dag_id: str, *, backfill: bool = False) -> None:
+    """The DAG's Trigger dialog, on its Single Run or Backfill choice."""
+    b.open(f"/dags/{dag_id}")
+    b.click(b.button("Trigger Dag"))
+    b.wait_text("Run Parameters")
+    if backfill:
+        b.click(b.find_visible("label[id$=':radio:backfill']", "the Backfill choice"))
+        b.wait_text("Date Range")
+
+
+def dialog_checkbox(b: Browser, label: str) -> WebElement:
+    """The dialog's checkbox (its label element) named ``label``."""
+    return b.wait(
+        lambda: next(
+            (e for e in b.visible("[role=dialog] label") if e.text.strip() == label), None
+        ),
+        f"the checkbox {label!r}",
+    )
+
+
+def is_checked(box: WebElement) -> bool:
+    return box.get_attribute("data-state") == "checked"
+
+
+def type_param(b: Browser, name: str, value: str) -> None:
+    """Type ``value`` into the run-parameter field ``name`` of the open dialog."""
+    b.type_into(b.find_visible(f"input[name=element_{name}]", f"the {name} field"), value)
+
+
+def failure_message(b: Browser) -> str:
+    """The error message (without its traceback) of the task log open in the browser."""
+    summary = b.find_visible("summary[data-testid^=summary-]", "the log's error", timeout=90)
+    return str(summary.text)
+
+
+def last_log_record(b: Browser) -> str:
+    """The text of the log view's last numbered record (the view scrolls to the end)."""
+    items = b.wait(lambda: b.visible("[data-testid^=virtualized-item]"), "the log's records")
+    return str(items[-1].text)
+
+
+def clear_task_with_downstream(b: Browser, downstream: list[str]) -> list[str]:
+    """On an open task instance: Clear, make sure "Downstream" is on (the affected tasks list the
+    ``downstream`` ones), Confirm. Return the affected task ids the dialog listed."""
+    b.click(b.button("Press shift+c to clear"))
+    dialog = b.find_visible("[role=dialog]", "the clear dialog")
+
+    def _affected() -> list[str]:
+        rows = dialog.find_elements(By.CSS_SELECTOR, "tbody tr")
+        return [r.find_elements(By.CSS_SELECTOR, "td")[1].text.strip() for r in rows]
+
+    b.wait(lambda: _affected(), "the affected tasks")
+    if not set(downstream) <= set(_affected()):
+        b.click(b.button("Downstream"))
+        b.wait(lambda: set(downstream) <= set(_affected()), "the downstream tasks listed")
+    affected = _affected()
+    b.shot("clear with downstream")
+    b.click(b.button("Confirm"))
+    b.wait(lambda: not b.visible("[role=dialog]"), "the clear dialog closed")
+    return affected

@@ -1,5 +1,6 @@
 """The network page in the browser: its figures against the landed files and the sandbox's
-truth, its place in Airflow's navigation, and nothing shown to a browser without a user."""
+truth, its place in Airflow's navigation, and nothing shown to a browser without a user or to a
+user granted no DAG."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from demo.connections import sandbox_connections
 from tests.support.landed_history import land_days
 
 from .browser import Browser
-from .deployment import PROJECT_ROOT, UiStage, new_driver
+from .deployment import OUTSIDER, PROJECT_ROOT, UiStage, new_driver
 
 pytestmark = pytest.mark.browser
 
@@ -270,6 +271,40 @@ def test_a_browser_without_a_user_sees_nothing(ui: UiStage, landed: Stage) -> No
             "the page refusing",
         )
         b.shot("signed out")
+        assert driver.find_element("id", "content").is_displayed() is False
+        assert landed.days[-1].isoformat() not in b.body_text()
+    finally:
+        driver.quit()
+
+
+def test_a_user_without_access_to_the_dags_sees_nothing(ui: UiStage, landed: Stage) -> None:
+    """Signed in, but granted no DAG by the auth manager: Airflow lists none of the DAGs, and
+    the page and its data routes give nothing (403), though the files are there."""
+    manifest = ui.data_base / "conversions" / f"date={landed.days[-1]}" / "_manifest.json"
+    assert manifest.is_file()
+    token = requests.post(
+        ui.url + "/auth/token",
+        json={"username": OUTSIDER, "password": ui.reviewer_password},
+        timeout=30,
+    )
+    token.raise_for_status()
+    auth = {"Authorization": f"Bearer {token.json()['access_token']}"}
+    dags = requests.get(ui.url + "/api/v2/dags", headers=auth, timeout=30)
+    assert dags.status_code == 403, dags.text  # Airflow's own DAG list: the same no
+    for route, params in (("api/overview", {}), ("api/file", {"path": str(manifest)})):
+        answer = requests.get(ui.url + PAGE + route, params=params, headers=auth, timeout=30)
+        assert answer.status_code == 403, (route, answer.status_code, answer.text)
+        assert str(landed.days[-1]) not in answer.text
+    driver = new_driver()
+    try:
+        b = Browser(driver, ui.url, "network page without dag access")
+        b.login(OUTSIDER, ui.reviewer_password)
+        b.open(PAGE)
+        b.wait(
+            lambda: driver.find_element("id", "status").get_attribute("data-denied") == "403",
+            "the page refusing the outsider",
+        )
+        b.shot("signed in without dag access")
         assert driver.find_element("id", "content").is_displayed() is False
         assert landed.days[-1].isoformat() not in b.body_text()
     finally:

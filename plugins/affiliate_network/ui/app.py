@@ -4,9 +4,9 @@
 ``GET /api/overview`` its data, ``GET /api/file`` one file the page links to. The two data
 routes ask Airflow's auth manager, as Airflow's own API routes do: the request's user (its JWT
 cookie or bearer token, :func:`airflow.api_fastapi.core_api.security.get_user`) and read access
-to each DAG whose outputs a section shows (``reports``: the daily reports DAG, ``review``: the
-on-hold review, ``sync``: the offer sync). A user who may read none of them gets 403 and the page
-shows nothing but that.
+(with the DAG's team, in multi-team mode) to each DAG whose outputs a section shows
+(``reports``: the daily reports DAG, ``review``: the on-hold review, ``sync``: the offer sync).
+A user who may read none of them gets 403 and the page shows nothing but that.
 """
 
 from __future__ import annotations
@@ -55,8 +55,19 @@ def readable_sections(user: BaseUser) -> list[str]:
     return [
         section
         for section, dag_id in SECTION_DAGS.items()
-        if manager.is_authorized_dag(method="GET", details=DagDetails(id=dag_id), user=user)
+        if manager.is_authorized_dag(
+            method="GET", details=DagDetails(id=dag_id, team_name=_team_of(dag_id)), user=user
+        )
     ]
+
+
+def _team_of(dag_id: str) -> str | None:
+    """The team owning the DAG's bundle (multi-team mode, Airflow 3.2+), as Airflow's own DAG
+    routes pass it: without it an auth manager lets a user of another team read the DAG."""
+    from airflow.models.dag import DagModel
+
+    lookup = getattr(DagModel, "get_team_name", None)  # absent before Airflow 3.2
+    return lookup(dag_id) if lookup is not None else None
 
 
 def _sections(user: GetUserDep) -> list[str]:
