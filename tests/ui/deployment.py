@@ -26,12 +26,12 @@ from typing import Any
 from affiliate_network_sandbox.demo_connections import sandbox_connections
 from tests.e2e.harness import (
     DAGS_FOLDER,
-    PROJECT_ROOT,
     SANDBOX_SEED,
     AirflowCluster,
     ClusterSettings,
     MetadataDatabase,
 )
+from tests.support.review_settings import INCLUDE_DIR_ENV, include_with_review
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -45,9 +45,6 @@ DAG_IDS = ("affiliate_daily_reports", "affiliate_onhold_review", "affiliate_offe
 STAGE_ENV: dict[str, str] = {
     # Only what the browser triggers runs: no hourly run beside the tests' manual ones.
     "AFFILIATE_ONHOLD_REVIEW_SCHEDULE": "none",
-    # A "Keep on hold" answer is asked again by the next run, so a second run can be answered
-    # in the browser too (the default remembers it for 24 hours).
-    "AFFILIATE_ONHOLD_KEEP_DECISION_HOURS": "0",
     # admin (the harness's API client) and a named reviewer who uses the browser.
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{REVIEWER}:admin",
 }
@@ -134,9 +131,13 @@ def ui_stage(workdir: Path) -> Iterator[UiStage]:
     sandbox = start_sandbox(seed=SANDBOX_SEED)
     cluster: AirflowCluster | None = None
     try:
+        # A "Keep on hold" answer is asked again by the next run, so a second run can be
+        # answered in the browser too (the default remembers it for 24 hours).
+        include = include_with_review(workdir / "include", keep_decision_hours=0)
         env = {
-            **sandbox_connections(sandbox, PROJECT_ROOT / "include"),
+            **sandbox_connections(sandbox, include),
             **STAGE_ENV,
+            INCLUDE_DIR_ENV: str(include),
             "AFFILIATE_NETWORK_DATA_BASE": str(workdir / "data"),
         }
         database = SqliteMetadataDatabase(path=workdir / "airflow_home" / "airflow.db")
