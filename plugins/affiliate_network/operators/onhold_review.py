@@ -1,9 +1,7 @@
 """On-hold review operators: thin adapters over the job library :mod:`affiliate_network.review`.
 
-* :class:`OnHoldReviewOperator` reads its arguments and the run (dry run or not, run id, try
-  number), calls :func:`affiliate_network.review.job.run_review` (pull, decide with
-  ``include/onhold_rules.yaml``, guardrails, apply with re-check and read-back, audit) and
-  returns a small summary (XCom).
+* :class:`OnHoldReviewOperator` reads its arguments and the run, calls
+  :func:`affiliate_network.review.job.run_review` and returns a small summary (XCom).
 * :class:`~affiliate_network.operators.steps.ReviewRequestsOperator` turns the ``review``
   decisions of that audit file into one human-in-the-loop request per rule.
 * :class:`OnHoldReviewApplyOperator` (:mod:`.onhold_review_apply`, re-exported here) applies the
@@ -12,11 +10,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from affiliate_network.operators.base import (
     DEFER_AFTER_S,
@@ -32,6 +29,7 @@ from affiliate_network.operators.lineage import (
     storage_dataset,
 )
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
+from affiliate_network.operators.review_lease import review_when_the_lease_allows
 from affiliate_network.paths import resolve_data_base
 from affiliate_network.review.apply import DEFAULT_READBACK_WAIT_S, check_reject_status
 from affiliate_network.review.options import (
@@ -43,45 +41,24 @@ from affiliate_network.review.options import (
 )
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, resolve_rules_file
 
-# The DAG file imports this module at parse time: the review run (review.job: pull, traffic
-# snapshot, audit, sticky decisions) and the window load in execute. Only the light modules the
-# constructor checks its arguments with load here (tests/dags/test_dag_integrity.py pins it).
+# A DAG file imports this at parse time: the review run and the window load in execute
+# (tests/dags/test_dag_integrity.py pins it).
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.review.job import ReviewResult, ReviewRun
-    from affiliate_network.review.lease import WriteLease
 
 
 class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     """Decide on-hold conversions with a rules file and apply the clear cases.
 
-    **What is decided is a function of the traffic, never of the review's own history.** Every
-    conversion of the window counts in the rules' aggregates whatever its on-hold state (on
-    hold, approved, rejected, never held), plus the traffic the windowed aggregates need before
-    the window (``within_hours``). Only conversions currently on hold are decided, and only once
-    every windowed aggregate about them is complete (``within_hours`` after their conversion
-    time) and they have been on hold for ``min_age_hours``. A rerun, the next hourly run or an
-    overlapping run therefore decides what one clean run decides.
-
-    The guardrails and tuning (window length, minimum age, chunk size, ceilings, ...) are the
-    rules file's ``review:`` section (:class:`~affiliate_network.rules.model.ReviewSettings`),
-    read with the rules when the task runs.
-
-    Guardrails are checked before the first write. Writes hold the network's write lease (one
-    writer per network: :mod:`affiliate_network.review.lease`) and go in chunks of
-    ``chunk_size``: right before each chunk the ids are searched again and only those still on
-    hold are sent; after each chunk they are read back, and the read-back decides what the audit
-    calls applied (the API applies them asynchronously: ids not visible yet are read back again
-    for up to ``readback_wait_s``; what is still on hold then is audited as accepted but not
-    landed, and the next run decides it again). ``review`` decisions wait for a human (see
-    :func:`build_review_requests`), except conversions a person kept on hold less than
-    ``review.keep_decision_hours`` ago with the same data; ``hold`` and unmatched conversions
-    stay on hold.
-
-    One audit file per attempt (JSON Lines, written atomically) lists every decision: conversion
-    id, on-hold id, rule id, action, the values the rule tested, applied or not and why. The
-    return value (XCom) holds counts and paths only.
+    Decisions are a function of the traffic, never of the review's own history, so a rerun or
+    an overlapping run decides what one clean run decides; guardrails are checked before the
+    first write; writes hold the network's write lease, go in chunks re-checked before and read
+    back after; one audit file per attempt lists every decision (docs/onhold-review.md, and the
+    job library :func:`affiliate_network.review.job.run_review`). The guardrails and tuning are
+    the rules file's ``review:`` section (:class:`~affiliate_network.rules.model.ReviewSettings`),
+    read with the rules when the task runs. The return value (XCom) holds counts and paths only.
 
     Lineage (OpenLineage provider, optional): input the conversion report endpoint; outputs the
     audit file and, when PATCH requests were sent, the on-hold endpoint.
@@ -244,7 +221,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
             horizon_hours=ruleset.horizon_hours,
         )
         run = self._run(context, resolve_data_base(self.base_path))
-        result = self._review_when_the_lease_allows(
+        result = review_when_the_lease_allows(
+            self,
             run,
             dry_run,
             options,
@@ -256,69 +234,6 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         # The human steps after it read these (one place: this run's rules file).
         human = settings.model_dump(include={"reject_status", "chunk_size", "review_minutes"})
         return {**result.summary(), "armed": armed, "review_settings": human}
-
-    def _review_when_the_lease_allows(
-        self,
-        run: ReviewRun,
-        dry_run: bool,
-        options: ReviewOptions,
-        review: Callable[[ReviewOptions], ReviewResult],
-    ) -> ReviewResult:
-        """``review(options)``; when deferrable, a long wait for the write lease is deferred.
-
-        The review waits for another run's lease in the worker up to ``defer_after_s``; still
-        busy then, the task defers to :class:`~affiliate_network.triggers.lease.WriteLeaseTrigger`
-        for what is left of ``lease_wait_minutes`` and runs again when it fires. A resumed task
-        first looks whether the lease is free (taking and giving it back at once) and defers
-        again without pulling anything while it is not.
-
-        :raises LeaseBusyError: the lease stayed busy for ``lease_wait_minutes`` in all.
-        """
-        from affiliate_network.exceptions import LeaseBusyError
-        from affiliate_network.review.lease import WriteLease, lease_path
-
-        if not self.deferrable or dry_run:  # a dry run never takes the lease
-            return review(options)
-        left_s = options.lease_wait_minutes * 60
-        # The lease the writer takes (review.apply): one per network, whatever the connection.
-        lease = WriteLease(lease_path(run.base, self.hook.network.slug), run.owner)
-        resumed = self.resumed_with or {}
-        if "lease_wait_left_s" in resumed:
-            event = resumed.get("event") or {}
-            left_s = float(resumed["lease_wait_left_s"]) - float(event.get("waited_s") or 0)
-            try:
-                lease.acquire(wait_s=0)
-            except LeaseBusyError:
-                if left_s <= 0:
-                    raise
-                self._defer_for_lease(lease, run, left_s)
-            finally:
-                lease.release()
-        in_worker_s = min(left_s, self.defer_after_s)
-        try:
-            return review(dataclasses.replace(options, lease_wait_minutes=in_worker_s / 60))
-        except LeaseBusyError:
-            if left_s - in_worker_s <= 0:
-                raise
-            self._defer_for_lease(lease, run, left_s - in_worker_s)
-
-    def _defer_for_lease(self, lease: WriteLease, run: ReviewRun, left_s: float) -> NoReturn:
-        from affiliate_network.triggers.lease import WriteLeaseTrigger
-
-        holder = lease.read() or {}
-        trigger = WriteLeaseTrigger(
-            base=run.base,
-            conn_id=self.hook.network.slug,  # the trigger reads lease_path(base, this)
-            owner=run.owner,
-            holder_token=holder.get("token"),
-            wait_s=left_s,
-            stale_s=lease.ttl_s,
-        )
-        self.wait_deferred(
-            trigger,
-            why=f"Write lease held by {holder.get('owner', 'another run')}",
-            kwargs={"lease_wait_left_s": round(left_s, 3)},
-        )
 
     def _record_review_lineage(self, result: ReviewResult) -> None:
         """Lineage: conversions read; the audit written, and the on-hold endpoint if patched."""
