@@ -25,8 +25,8 @@ from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOpe
 # deployment names its pool: AFFILIATE_NETWORK_REPORTING_POOL).
 from affiliate_network.operators.pools import reporting_pool
 from affiliate_network.operators.steps import ReviewRequestsOperator
+from affiliate_network.review.human_requests import KEEP_PARAM, OPTION_KEEP, REVIEW_OPTIONS
 from affiliate_network.review.options import MODE_DRY_RUN, MODE_WRITE
-from affiliate_network.review.requests import KEEP_PARAM, OPTION_KEEP, REVIEW_OPTIONS
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, rules_file_choices
 
 #: A deployment choice, so the environment (the rules file, in git, is the same everywhere):

@@ -129,7 +129,7 @@ def test_the_airflow_variable_is_listed() -> None:
 
 @pytest.mark.parametrize("path", sorted((ROOT / "dags").glob("*.py")), ids=lambda p: p.name)
 def test_every_dag_param_is_listed(path: Path) -> None:
-    from affiliate_network.review.requests import KEEP_PARAM
+    from affiliate_network.review.human_requests import KEEP_PARAM
 
     names = {KEEP_PARAM if name == "KEEP_PARAM" else name for name in _dag_params(path)}
     assert sorted(names - _listed()) == []

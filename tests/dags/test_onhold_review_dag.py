@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from affiliate_network.review.requests import (
+from affiliate_network.review.human_requests import (
     KEEP_PARAM,
     OPTION_KEEP,
     OPTION_REJECT,

@@ -25,7 +25,7 @@ from affiliate_network.operators.onhold_review import (
     OnHoldReviewApplyOperator,
 )
 from affiliate_network.review.audit import read_jsonl
-from affiliate_network.review.requests import (
+from affiliate_network.review.human_requests import (
     KEEP_PARAM,
     OPTION_KEEP,
     OPTION_REJECT,

@@ -19,7 +19,7 @@ from affiliate_network.operators.onhold_review import (
 )
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.human_decisions import fingerprint
-from affiliate_network.review.requests import OPTION_KEEP, build_review_requests
+from affiliate_network.review.human_requests import OPTION_KEEP, build_review_requests
 from tests.support.review_settings import set_review
 
 RULE = "outlier-sale-amount"

@@ -18,8 +18,8 @@ from affiliate_network.operators.onhold_review import (
     OnHoldReviewOperator,
 )
 from affiliate_network.review.audit import read_jsonl
+from affiliate_network.review.human_requests import OPTION_KEEP, build_review_requests
 from affiliate_network.review.identity import ReviewRun, RunIdentity
-from affiliate_network.review.requests import OPTION_KEEP, build_review_requests
 from affiliate_network.review.window import review_window
 from tests.support.review_settings import set_review
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from affiliate_network.review.requests import rule_of_subject
+from affiliate_network.review.human_requests import rule_of_subject
 from tests.e2e.onhold_checks import _current_states
 
 from .browser import Browser

@@ -57,7 +57,7 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         identity, read back whole (:class:`~affiliate_network.review.identity.RunIdentity`);
         its ``review_settings`` the rules file's ``reject_status`` and ``chunk_size``.
     :param requests: the requests shown to reviewers, in map-index order (from
-        :func:`affiliate_network.review.requests.build_review_requests`).
+        :func:`affiliate_network.review.human_requests.build_review_requests`).
     :param responses: the human-in-the-loop operators' results, in the same order (each with
         ``chosen_options``, ``params_input`` and ``responded_by_user``).
     :param affiliate_network_conn_id: network-portal connection.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from affiliate_network.operators.base import failing_fast
-from affiliate_network.review.requests import build_review_requests
+from affiliate_network.review.human_requests import build_review_requests
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -34,7 +34,7 @@ from affiliate_network.review.apply import (
     outcome_reasons,
 )
 from affiliate_network.review.audit import read_jsonl, write_jsonl_atomic
-from affiliate_network.review.requests import (
+from affiliate_network.review.human_requests import (
     KEEP_PARAM,
     OPTION_APPROVE,
     OPTION_KEEP,
