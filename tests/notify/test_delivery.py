@@ -124,7 +124,8 @@ def test_a_tripped_guardrail_reaches_mail_and_chat_with_ids_money_and_what_to_do
     assert str(highest["conversion_id"]) in stake
     assert "decisions-attempt-1.jsonl" in stake
     assert "nothing was approved or rejected" in stake
-    assert "max_reject_count in the rules file's review: section" in body["to_do"]
+    assert "max_reject_count" in body["to_do"]
+    assert "the rules file's review: section" in body["to_do"]
     assert body["runbook"] == (
         "https://git.example.com/affiliate/docs/notifications.md#a-guardrail-tripped"
     )
