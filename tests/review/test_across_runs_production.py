@@ -85,7 +85,9 @@ def _review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -
 def _killed_after(world: Any, conn: str, base: Path, at: dt.datetime, run_id: str, k: int) -> bool:
     """This module's review, killed once ``k`` PATCHes were applied (half-second answers)."""
     here = "tests.review.test_across_runs_production"
-    return killed_after(world, conn, base, at, run_id, k, module=here, delay_s=0.5)
+    return killed_after(
+        world, conn, base, at, run_id, k, module=here, function="_review", delay_s=0.5
+    )
 
 
 def _sent_per_run(world: Any) -> list[Counter[str]]:
