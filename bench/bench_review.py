@@ -22,6 +22,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -49,23 +50,39 @@ def _rows(entries: list[dict[str, Any]]) -> dict[str, int]:
 
 def _review(base: Path, as_of: dt.datetime, run_id: str, args: argparse.Namespace, **kw: Any):
     from affiliate_network.operators.onhold_review import OnHoldReviewOperator
-    from affiliate_network.paths import include_dir
 
     op = OnHoldReviewOperator(
         task_id="review",
         affiliate_network_conn_id=CONN,
-        rules_file=str(include_dir() / "onhold_rules.yaml"),
-        lookback_days=args.lookback_days,
+        rules_file="onhold_rules.yaml",  # of _bench_include's folder
         as_of=as_of.isoformat(),
         timezone_id=67,
-        chunk_size=500,
-        max_reject_share=None,  # a bench of rows, not of guardrails
-        max_reject_count=None,
         lease_wait_minutes=1,
         base_path=str(base),
         **kw,
     )
     return op.execute({"run_id": run_id})
+
+
+def _bench_include(work: Path, args: argparse.Namespace) -> Path:
+    """A copy of the include folder whose rules file's ``review:`` section is the bench's."""
+    import yaml
+
+    from affiliate_network.paths import include_dir
+
+    folder = work / "include"
+    shutil.copytree(include_dir(), folder)
+    rules = folder / "onhold_rules.yaml"
+    data = yaml.safe_load(rules.read_text())
+    data["review"] = {
+        "lookback_days": args.lookback_days,
+        "min_age_hours": 0,
+        "chunk_size": 500,
+        "max_reject_share": None,  # a bench of rows, not of guardrails
+        "max_reject_count": None,
+    }
+    rules.write_text(yaml.safe_dump(data, sort_keys=False))
+    return folder
 
 
 def _baseline(sandbox: Any, as_of: dt.datetime, prev: dt.datetime, args: Any) -> dict[str, int]:
@@ -129,6 +146,7 @@ def drive(args: argparse.Namespace) -> list[dict[str, Any]]:
         }
     )
     work = Path(tempfile.mkdtemp(prefix="bench-review-"))
+    os.environ["AFFILIATE_NETWORK_INCLUDE_DIR"] = str(_bench_include(work, args))
     results = []
     try:
         sandbox.set_faults(latency_ms=args.latency_ms)

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from affiliate_network.review.requests import (
+from affiliate_network.review.human_requests import (
     KEEP_PARAM,
     OPTION_KEEP,
     OPTION_REJECT,
@@ -24,6 +24,7 @@ from affiliate_network.review.requests import (
 )
 from tests.isolation import isolated, only_isolated
 from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
+from tests.support.review_settings import INCLUDE_DIR_ENV, include_with_review
 from tests.support.sandbox_reads import onhold_states
 
 DAG_ID = "affiliate_onhold_review"
@@ -40,11 +41,11 @@ def dag():
     [
         ({"mode": "dry_run"}, True),  # the trigger form, untouched
         ({"mode": "write"}, False),  # the trigger form, writing chosen
-        ({}, None),  # scheduled or backfill without conf: the operator decides by run type
-        (None, None),
+        ({}, False),  # scheduled or backfill without conf: by run type, writes
+        (None, False),
         ({"dry_run": False}, False),  # API callers, the demo, older scripts
         ({"dry_run": True, "mode": "write"}, True),
-        ({"dry_run": "false"}, "false"),  # the operator reads "true"/"false" text
+        ({"dry_run": "true"}, True),  # "true"/"false" text is read
         ({"dry_run": None, "mode": "write"}, False),
     ],
 )
@@ -63,9 +64,9 @@ def test_the_review_task_reads_the_form_and_the_older_conf(dag, conf, dry_run) -
         # airflow tasks test ... -t '{"mode": "write"}': no conf, the params say write
         ("manual", {"mode": "write"}, False),
         ("manual", {"mode": "dry_run"}, True),  # an API trigger without conf: the default
-        # a scheduled run carries the form's default too: it must still write (None)
-        ("scheduled", {"mode": "dry_run"}, None),
-        ("backfill", {"mode": "dry_run"}, None),
+        # a scheduled run carries the form's default too: it must still write
+        ("scheduled", {"mode": "dry_run"}, False),
+        ("backfill", {"mode": "dry_run"}, False),
     ],
 )
 def test_a_manual_run_without_conf_reads_the_mode_param(dag, run_type, params, dry_run) -> None:
@@ -75,14 +76,9 @@ def test_a_manual_run_without_conf_reads_the_mode_param(dag, run_type, params, d
 
 
 def _assert_review_dry_run(dag, dry_run, **context) -> None:
-    from jinja2.nativetypes import NativeEnvironment
-
     review = dag.get_task("review")
-    env = dag.get_template_env()
-    assert isinstance(env, NativeEnvironment)  # render_template_as_native_obj: a real bool
-    rendered = env.from_string(review.dry_run).render(**context)
-    assert rendered == dry_run, rendered
-    assert type(rendered) is type(dry_run), rendered  # a bool stays a bool, None stays None
+    assert review.dry_run is None  # the DAG leaves it to the run: decided in the operator
+    assert review._chosen_dry_run(context) is dry_run
 
 
 def test_dag_shape(dag) -> None:
@@ -115,11 +111,10 @@ def test_dag_shape(dag) -> None:
         "`reject`",
         "`review`",
         "`hold`",
-        "max_reject_share",
-        "max_reject_count",
-        "max_approved_payout",
-        "Dry run",
-        "Audit",
+        "`review:` section",
+        "dry run",
+        "docs/onhold-review.md",
+        "docs/configuration.md",
     ):
         assert words in dag.doc_md, words
 
@@ -225,8 +220,8 @@ def test_a_tripped_guardrail_fails_the_task_without_retries(
     # The DAG has retries=2: a tripped guardrail must fail at once (a retry re-pulls the window
     # and trips it again), so there is one attempt, no PATCH, and no second audit file.
     monkeypatch.setenv("AFFILIATE_NETWORK_DATA_BASE", str(tmp_path / "data"))
-    monkeypatch.setenv("AFFILIATE_ONHOLD_MAX_REJECT_COUNT", "1")
-    monkeypatch.setenv("AFFILIATE_ONHOLD_MIN_AGE_HOURS", "0")
+    include = include_with_review(tmp_path / "include", max_reject_count=1, min_age_hours=0)
+    monkeypatch.setenv(INCLUDE_DIR_ENV, str(include))
     monkeypatch.setenv("AFFILIATE_ONHOLD_REVIEW_SCHEDULE", "none")
     sandbox.clear_requests()
     day = sandbox.catalog()["last_date"]

@@ -33,28 +33,40 @@ form_values = st.recursive(
 )
 
 
-def _accepted_or_named(call, name: str) -> None:
-    message = name
+def _accepted_or_named(call, name: str, kept) -> None:
+    """``call()`` returns a value of the expected shape (``kept(value)``) or refuses it with a
+    ConfigValidationError naming ``name``; any other exception fails the test."""
     try:
-        call()
+        value = call()
     except ConfigValidationError as err:
-        message = str(err)
-    assert name in message
+        refused = str(err)
+    else:
+        assert kept(value), value
+        return
+    assert name in refused
 
 
 @given(value=form_values)
 def test_dry_run_flags(value) -> None:
-    _accepted_or_named(lambda: as_bool(value, "dry_run"), "dry_run")
+    _accepted_or_named(lambda: as_bool(value, "dry_run"), "dry_run", lambda v: type(v) is bool)
 
 
 @given(value=form_values)
 def test_force_and_accept_drift_keys(value) -> None:
-    _accepted_or_named(lambda: OfferStateSyncOperator._keys(value, "force"), "force")
+    _accepted_or_named(
+        lambda: OfferStateSyncOperator._keys(value, "force"),
+        "force",
+        lambda v: isinstance(v, list) and all(type(k) is str and k for k in v),
+    )
 
 
 @given(value=form_values)
 def test_resolve_unknown(value) -> None:
-    _accepted_or_named(lambda: OfferStateSyncOperator._resolutions(value), "resolve_unknown")
+    _accepted_or_named(
+        lambda: OfferStateSyncOperator._resolutions(value),
+        "resolve_unknown",
+        lambda v: isinstance(v, dict) and all(type(k) is str for k in v),
+    )
 
 
 @pytest.mark.parametrize(

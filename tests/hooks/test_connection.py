@@ -133,7 +133,7 @@ def test_connection_extras_are_never_sent_as_headers(sandbox, make_connection, m
         "an_extras", host=sandbox.base_url, key=sandbox.keys["network"], concurrency=2, page_size=10
     )
     hook = make_hook(conn)
-    assert len(list(hook.iter_tiered_commissions())) >= 0
+    assert list(hook.iter_tiered_commissions())  # the sandbox has tiered commissions: it answered
     session = hook.get_conn()
     for name in ("portal", "region", "eu_base_url", "timeout", "page_size", "concurrency"):
         assert name not in {h.lower() for h in session.headers}

@@ -20,6 +20,7 @@ import pytest
 
 from tests.notify.conftest import free_port
 from tests.support.dag_files import dags_test_command
+from tests.support.review_settings import include_with_review
 
 REVIEW_DAG = "affiliate_onhold_review"
 SYNC_DAG = "affiliate_offer_sync"
@@ -95,8 +96,7 @@ def test_a_tripped_guardrail_reaches_mail_and_chat_with_ids_money_and_what_to_do
             "runbook_url": "https://git.example.com/affiliate/docs/notifications.md",
         }
     )
-    monkeypatch.setenv("AFFILIATE_ONHOLD_MAX_REJECT_COUNT", "1")
-    monkeypatch.setenv("AFFILIATE_ONHOLD_MIN_AGE_HOURS", "0")
+    include_with_review(tmp_path / "include", max_reject_count=1, min_age_hours=0)
     monkeypatch.setenv("AFFILIATE_ONHOLD_REVIEW_SCHEDULE", "none")
     day = sandbox.catalog()["last_date"]
 
@@ -124,7 +124,8 @@ def test_a_tripped_guardrail_reaches_mail_and_chat_with_ids_money_and_what_to_do
     assert str(highest["conversion_id"]) in stake
     assert "decisions-attempt-1.jsonl" in stake
     assert "nothing was approved or rejected" in stake
-    assert "AFFILIATE_ONHOLD_MAX_REJECT_COUNT" in body["to_do"]
+    assert "max_reject_count" in body["to_do"]
+    assert "the rules file's review: section" in body["to_do"]
     assert body["runbook"] == (
         "https://git.example.com/affiliate/docs/notifications.md#a-guardrail-tripped"
     )

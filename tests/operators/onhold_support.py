@@ -3,11 +3,14 @@ action, the operator factory, and readers of what the sandbox saw."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
+from affiliate_network.rules.model import ReviewSettings
 from tests.support.sandbox_reads import onhold_states
 
 RULES = """\
@@ -62,14 +65,32 @@ def in_include(rules_file: Path) -> str:
     return name
 
 
+#: The rules file's ``review:`` keys a test may give review_op like arguments.
+REVIEW_KEYS = frozenset(ReviewSettings.model_fields)
+
+
+def with_review(rules_file: Path, settings: dict[str, Any]) -> Path:
+    """A copy of ``rules_file`` with a ``review:`` section of ``settings`` appended (its lines
+    and name unchanged, so errors about the rules read as before), in a folder of its own."""
+    text = Path(rules_file).read_text()
+    text += ("" if text.endswith("\n") else "\n") + "review:\n"
+    text += "".join(f"  {key}: {json.dumps(value)}\n" for key, value in settings.items())
+    folder = Path(rules_file).parent / f"review-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    folder.mkdir(exist_ok=True)
+    (folder / Path(rules_file).name).write_text(text)
+    return folder / Path(rules_file).name
+
+
 def review_op(rules_file: Path, window: tuple[str, str], tmp_path: Path, **kwargs: Any):
+    """The review operator of a test; ``kwargs`` of :data:`REVIEW_KEYS` go to the rules file
+    (a test window of 14 days, chunks of 50, no minimum age unless given)."""
+    review = {"lookback_days": 14, "chunk_size": 50, "min_age_hours": 0}
+    review.update({key: kwargs.pop(key) for key in list(kwargs) if key in REVIEW_KEYS})
     args: dict[str, Any] = {
         "task_id": "review",
-        "rules_file": in_include(rules_file),
+        "rules_file": in_include(with_review(rules_file, review)),
         "to_date": window[1],
         "as_of": after_the_data(window),
-        "lookback_days": 14,
-        "chunk_size": 50,
         "base_path": str(tmp_path / "data"),
         **kwargs,
     }

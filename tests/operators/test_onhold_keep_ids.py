@@ -17,7 +17,7 @@ from affiliate_network.exceptions import RUNBOOK, InvalidRequestError
 from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.human_apply import STOPPED
-from affiliate_network.review.requests import (
+from affiliate_network.review.human_requests import (
     KEEP_PARAM,
     OPTION_APPROVE,
     OPTION_KEEP,

@@ -23,10 +23,9 @@ from affiliate_network.exceptions import ConfigValidationError, GuardrailError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import (
     OnHoldReviewApplyOperator,
-    OnHoldReviewOperator,
 )
 from affiliate_network.review.audit import read_jsonl
-from affiliate_network.review.requests import (
+from affiliate_network.review.human_requests import (
     KEEP_PARAM,
     OPTION_KEEP,
     OPTION_REJECT,
@@ -36,9 +35,11 @@ from affiliate_network.review.requests import (
 from tests.operators.onhold_support import (
     after_the_data,
     context,
+    in_include,
     patches,
     review_op,
     states,
+    with_review,
 )
 from tests.support.processes import kill_when
 
@@ -136,7 +137,7 @@ def test_rerun_sends_nothing_twice(sandbox, network_conn, rules_file, window, tm
     [
         ({"max_reject_share": 0.2}, "reject share"),
         ({"max_reject_count": 100}, "rejections > max_reject_count 100"),
-        ({"max_approved_payout": "USD=100"}, "approved payout"),
+        ({"max_approved_payout": {"USD": 100}}, "approved payout"),
         # The sandbox's offers pay in USD: a ceiling in EUR only is no ceiling for them.
         ({"max_approved_payout": {"EUR": 10**6}}, "USD has no ceiling in max_approved_payout"),
     ],
@@ -208,26 +209,10 @@ def test_invalid_rules_fail_before_any_request(sandbox, network_conn, window, tm
     assert [e for e in sandbox.requests_log() if e["path"].startswith("/v1")] == []
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"lookback_days": 0}, "lookback_days"),
-        ({"chunk_size": 0}, "chunk_size"),
-        ({"max_reject_share": 1.5}, "max_reject_share"),
-        ({"reject_status": "approved"}, "reject_status"),
-        ({"min_age_hours": -1}, "min_age_hours"),
-    ],
-)
-def test_operator_validates_arguments_in_init(kwargs: dict, message: str) -> None:
-    with pytest.raises(ConfigValidationError, match=message):
-        OnHoldReviewOperator(task_id="x", **kwargs)
-
-
 _KILL_SCRIPT = """
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 OnHoldReviewOperator(
-    task_id="review", rules_file={rules!r}, to_date={to!r}, lookback_days=14, chunk_size=20,
-    base_path={base!r}, as_of={as_of!r},
+    task_id="review", rules_file={rules!r}, to_date={to!r}, base_path={base!r}, as_of={as_of!r},
 ).execute({{"run_id": "killed"}})
 """
 
@@ -237,8 +222,9 @@ def test_killed_mid_apply_then_rerun_applies_each_id_once(
 ) -> None:
     # The first PATCH is applied, then its response hangs: the process dies right there.
     sandbox.set_faults(apply_then_delay_paths=["/networks/reporting/onhold"], apply_then_delay_s=30)
+    review = {"lookback_days": 14, "chunk_size": 20, "min_age_hours": 0}
     script = _KILL_SCRIPT.format(
-        rules=str(rules_file),
+        rules=in_include(with_review(rules_file, review)),
         to=window[1],
         base=str(tmp_path / "data"),
         as_of=after_the_data(window),
@@ -392,7 +378,7 @@ def test_unsupported_reject_status_fails_before_any_request(
     sandbox, network_conn, rules_file, window, tmp_path
 ) -> None:
     sandbox.clear_requests()
-    with pytest.raises(ConfigValidationError, match="reject_status 'Declined!'"):
+    with pytest.raises(ConfigValidationError, match=r"review.reject_status: .*'Declined!'"):
         review_op(rules_file, window, tmp_path, reject_status="Declined!").execute(context())
     assert [e for e in sandbox.requests_log() if e["path"].startswith("/v1")] == []
 

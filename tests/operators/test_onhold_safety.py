@@ -14,7 +14,7 @@ from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.review.apply import ON_HOLD, OnHoldWriter
 from affiliate_network.review.audit import read_jsonl
-from affiliate_network.review.requests import (
+from affiliate_network.review.human_requests import (
     OPTION_APPROVE,
     OPTION_KEEP,
     UNANSWERED,

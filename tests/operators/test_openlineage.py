@@ -31,8 +31,9 @@ from affiliate_network.operators.lineage import api_endpoint_dataset, storage_da
 from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.partitions.manifest import list_partitions
 from affiliate_network.review.audit import read_jsonl
-from affiliate_network.review.requests import OPTION_REJECT, build_review_requests
+from affiliate_network.review.human_requests import OPTION_REJECT, build_review_requests
 from tests.operators.onhold_support import context, review_op
+from tests.support.review_settings import INCLUDE_DIR_ENV, include_with_review
 
 DAG_ID = "affiliate_daily_reports"
 
@@ -282,10 +283,9 @@ def test_onhold_review_task_emits_lineage_through_the_file_transport(
     base = tmp_path / "data"
     events = tmp_path / "openlineage.jsonl"
     env = _ol_env(sandbox, base, events)
-    env["AFFILIATE_ONHOLD_MIN_AGE_HOURS"] = "0"
     env["AFFILIATE_ONHOLD_REVIEW_SCHEDULE"] = "none"
-    env["AFFILIATE_ONHOLD_MAX_REJECT_COUNT"] = "100000"
-    env["AFFILIATE_ONHOLD_MAX_REJECT_SHARE"] = "1"
+    settings = {"min_age_hours": 0, "max_reject_count": 100000, "max_reject_share": 1}
+    env[INCLUDE_DIR_ENV] = str(include_with_review(tmp_path / "include", **settings))
     day = sandbox.catalog()["last_date"]
     started = time.monotonic()
     done = subprocess.run(

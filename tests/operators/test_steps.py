@@ -7,6 +7,7 @@ template field where the function took a templated argument. No network: files o
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from affiliate_network.operators.steps import (
     OfferStateValidateOperator,
     ReviewRequestsOperator,
 )
-from affiliate_network.review.requests import build_review_requests
+from affiliate_network.review.human_requests import build_review_requests
 from affiliate_network.settings import load_affiliate_report_targets
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
@@ -54,12 +55,14 @@ def test_review_requests_operator_returns_the_requests_of_the_summary(tmp_path) 
     ]
     audit.write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = {"dry_run": False, "review_pending": 3, "audit_path": str(audit)}
+    summary["review_settings"] = {"review_minutes": 90}  # the rules file's review.review_minutes
 
     operator = ReviewRequestsOperator(task_id="review_requests", summary=summary)
     assert "summary" in operator.template_fields  # the review's XCom, resolved at run time
     requests = operator.execute({})
 
-    assert requests == build_review_requests(summary)
+    wait = dt.timedelta(minutes=90)
+    assert requests == [{**r, "response_timeout": wait} for r in build_review_requests(summary)]
     assert [r["subject"] for r in requests] == [
         "outliers: 2 conversions to review",
         "ip-mismatch: 1 conversion to review",

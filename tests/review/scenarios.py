@@ -16,7 +16,14 @@ from collections import Counter
 from pathlib import Path
 
 from affiliate_network_sandbox.testing import start_sandbox
-from tests.review.test_across_runs import DAYS, _end, _fraud, _killed_after, _review, _states
+from tests.support.stepped_reviews import (
+    DAYS,
+    after_the_end,
+    held_states,
+    killed_after,
+    planted_fraud,
+    stepped_review,
+)
 
 CONN = "afn_scenarios"
 
@@ -35,35 +42,35 @@ def main() -> None:
             }
         )
         tmp = Path(tempfile.mkdtemp())
-        end = _end(world)
+        end = after_the_end(world)
 
         def report(name: str) -> dict[str, str | None]:
-            states = _states(world, CONN)
+            states = held_states(world, CONN)
             approved = {i for i, s in states.items() if s == "approved"}
             counts = Counter(states.values())
             print(
                 f"{name}: approved {counts['approved']}, rejected {counts['rejected']}, "
                 f"still on hold {counts['on_hold']}; planted fraud approved: "
-                f"{len(approved & _fraud(world))}",
+                f"{len(approved & planted_fraud(world))}",
                 flush=True,
             )
             return states
 
         world.reset()
-        _review(CONN, tmp / "clean", end, "clean")
+        stepped_review(CONN, tmp / "clean", end, "clean")
         clean = report("1. one clean run")
 
         world.reset()
-        killed = _killed_after(world, CONN, tmp / "killed", end, "run", 12)
-        seen = Counter(_states(world, CONN).values())
+        killed = killed_after(world, CONN, tmp / "killed", end, "run", 12)
+        seen = Counter(held_states(world, CONN).values())
         print(f"   (killed: {killed}; at the kill {seen['rejected']} rejected)", flush=True)
-        _review(CONN, tmp / "killed", end, "run")
+        stepped_review(CONN, tmp / "killed", end, "run")
         print(f"   same as the clean run: {report('2. killed mid-rejections, rerun') == clean}")
 
         world.reset()
-        _review(CONN, tmp / "stepped", end - dt.timedelta(hours=30), "first")
+        stepped_review(CONN, tmp / "stepped", end - dt.timedelta(hours=30), "first")
         report("3a. a run 30 hours earlier")
-        _review(CONN, tmp / "stepped", end, "second")
+        stepped_review(CONN, tmp / "stepped", end, "second")
         print(f"   same as the clean run: {report('3b. then the next run') == clean}")
 
 

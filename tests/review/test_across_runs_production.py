@@ -30,16 +30,12 @@ import math
 import random
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
-from affiliate_network_sandbox.testing import start_sandbox
-from tests.review.test_across_runs import _fraud, _states
-from tests.review.test_across_runs import _killed_after as killed_after
+from tests.support.review_settings import set_review
+from tests.support.stepped_reviews import held_states, killed_after, planted_fraud
 
 ONHOLD = "/networks/reporting/onhold"
 NEW_YORK = 80
@@ -55,38 +51,28 @@ START = dt.datetime(2026, 11, 1, 0, tzinfo=dt.UTC)
 HOURLY_FROM = dt.datetime(2026, 11, 1, 3, tzinfo=dt.UTC)
 HOURLY_TO = dt.datetime(2026, 11, 1, 9, tzinfo=dt.UTC)
 END = dt.datetime(2026, 11, 5, 0, tzinfo=dt.UTC)
-
-
-@pytest.fixture(scope="module")
-def world() -> Iterator[Any]:
-    with start_sandbox(
-        seed=11,
-        end_date=END_DATE.isoformat(),
-        days=DAYS,
-        conversions_per_day=150,
-        on_hold_share=0.3,
-        reporting_timezone_id=NEW_YORK,
-        clock=END.isoformat(),
-    ) as sb:
-        yield sb
-
-
-@pytest.fixture
-def conn(world: Any, make_connection: Any) -> str:
-    world.reset()
-    return make_connection("afn_prod_runs", host=world.base_url, key=world.keys["network"])
+#: The sandbox of this module (the ``world`` fixture): New York, the sandbox's clock at END.
+WORLD = {
+    "seed": 11,
+    "end_date": END_DATE.isoformat(),
+    "days": DAYS,
+    "conversions_per_day": 150,
+    "on_hold_share": 0.3,
+    "reporting_timezone_id": NEW_YORK,
+    "clock": END.isoformat(),
+}
 
 
 def _review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -> dict[str, Any]:
     """One review as the DAG runs it: default guardrails, New York, the sandbox's clock."""
+    # Every run, the clean one too, sees the whole data.
+    set_review(lookback_days=DAYS + 3, min_age_hours=0, chunk_size=kw.pop("chunk_size", CHUNK))
     op = OnHoldReviewOperator(
         task_id="review",
         affiliate_network_conn_id=conn,
         rules_file="onhold_rules.yaml",
         timezone_id=NEW_YORK,
-        lookback_days=DAYS + 3,  # every run, the clean one too, sees the whole data
         as_of=as_of.isoformat(),
-        chunk_size=kw.pop("chunk_size", CHUNK),
         page_size=kw.pop("page_size", 100),
         readback_wait_s=kw.pop("readback_wait_s", 1),
         lease_wait_minutes=2,
@@ -99,7 +85,9 @@ def _review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -
 def _killed_after(world: Any, conn: str, base: Path, at: dt.datetime, run_id: str, k: int) -> bool:
     """This module's review, killed once ``k`` PATCHes were applied (half-second answers)."""
     here = "tests.review.test_across_runs_production"
-    return killed_after(world, conn, base, at, run_id, k, module=here, delay_s=0.5)
+    return killed_after(
+        world, conn, base, at, run_id, k, module=here, function="_review", delay_s=0.5
+    )
 
 
 def _sent_per_run(world: Any) -> list[Counter[str]]:
@@ -143,8 +131,8 @@ def test_runs_under_production_conditions_end_where_one_clean_run_ends(
     world.set_clock(END)
     clean_summary = _review(conn, tmp_path / "clean", END, "clean")
     assert not clean_summary["guardrail_tripped"]
-    clean = _states(world, conn)
-    fraud = _fraud(world)
+    clean = held_states(world, conn)
+    fraud = planted_fraud(world)
     counts = Counter(clean.values())
     print(f"clean run: {dict(counts)}; decisions {clean_summary['decisions']}")
     assert counts["approved"] > 20
@@ -210,7 +198,7 @@ def test_runs_under_production_conditions_end_where_one_clean_run_ends(
         assert not summary["guardrail_tripped"], (step, at, summary)
         seen["not_landed"] += summary.get("accepted_not_landed") or 0
 
-    stepped = _states(world, conn)
+    stepped = held_states(world, conn)
     print(f"stepped runs: {dict(Counter(stepped.values()))}; {dict(seen)}")
     # Every production condition was met at least once.
     assert seen["kill"] > 0

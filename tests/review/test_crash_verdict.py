@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,39 +22,30 @@ from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.paths import include_dir
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.onhold_lookup import chunked
-from affiliate_network_sandbox.testing import start_sandbox
-from tests.review.test_across_runs import DAYS, _end, _fraud, _states
+from tests.support.review_settings import set_review
+from tests.support.stepped_reviews import DAYS, after_the_end, held_states, planted_fraud
 
 CHUNK = 10
-
-
-@pytest.fixture(scope="module")
-def world() -> Iterator[Any]:
-    end = dt.date.today() - dt.timedelta(days=1)
-    with start_sandbox(
-        seed=11, end_date=end.isoformat(), days=DAYS, conversions_per_day=300, on_hold_share=0.3
-    ) as sb:
-        yield sb
-
-
-@pytest.fixture
-def conn(world, make_connection) -> str:
-    world.reset()
-    return make_connection("afn_crash", host=world.base_url, key=world.keys["network"])
+#: The sandbox of this module (the ``world`` fixture): the stepped runs' traffic.
+WORLD = {
+    "seed": 11,
+    "end_date": (dt.date.today() - dt.timedelta(days=1)).isoformat(),
+    "days": DAYS,
+    "conversions_per_day": 300,
+    "on_hold_share": 0.3,
+}
 
 
 def _review(
     conn: str, base: Path, as_of: dt.datetime, run_id: str, *, dry_run: bool = False
 ) -> dict[str, Any]:
     """A scheduled review with the operator's DEFAULT guardrails."""
+    set_review(lookback_days=DAYS + 3, min_age_hours=0, chunk_size=CHUNK)
     op = OnHoldReviewOperator(
         task_id="review",
         affiliate_network_conn_id=conn,
         rules_file=str(include_dir() / "onhold_rules.yaml"),
-        lookback_days=DAYS + 3,
         as_of=as_of.isoformat(),
-        min_age_hours=0,
-        chunk_size=CHUNK,
         dry_run=dry_run,
         lease_wait_minutes=1,
         base_path=str(base),
@@ -83,14 +73,14 @@ def _share(summary: dict[str, Any]) -> str:
 def test_a_crash_after_the_approvals_keeps_the_verdict_and_the_end_state(
     world, conn, tmp_path, then, crashed_hours_before
 ) -> None:
-    end = _end(world)
+    end = after_the_end(world)
     clean_summary = _review(conn, tmp_path / "clean", end, "clean")
-    clean = _states(world, conn)
+    clean = held_states(world, conn)
     decisions = clean_summary["decisions"]
     assert decisions["approve"] > 0
     assert decisions["reject"] > 0
     assert clean_summary["guardrail_tripped"] is False
-    assert {i for i, s in clean.items() if s == "approved"} & _fraud(world) == set()
+    assert {i for i, s in clean.items() if s == "approved"} & planted_fraud(world) == set()
     # Once the approvals leave "on hold", the rejections are a majority of what is still on
     # hold: the share the old guardrail computed after such a crash.
     remaining = decisions["reject"] + decisions["review"] + decisions["hold"]
@@ -104,7 +94,7 @@ def test_a_crash_after_the_approvals_keeps_the_verdict_and_the_end_state(
     audit = read_jsonl(planned["audit_path"])
     approve_ids = [r["on_hold_conversion_id"] for r in audit if r["action"] == "approve"]
     _die_after_the_approvals(conn, approve_ids)
-    crashed = Counter(_states(world, conn).values())
+    crashed = Counter(held_states(world, conn).values())
     assert crashed["approved"] == len(approve_ids)
     assert crashed["rejected"] == 0
 
@@ -119,4 +109,4 @@ def test_a_crash_after_the_approvals_keeps_the_verdict_and_the_end_state(
     # Only ids still on hold were sent: the approvals that landed are not sent again.
     assert after["applied"]["approved"] == decisions["approve"] - len(approve_ids)
     assert after["applied"]["rejected"] == decisions["reject"]
-    assert _states(world, conn) == clean
+    assert held_states(world, conn) == clean

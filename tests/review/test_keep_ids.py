@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from affiliate_network.review.human_apply import STOPPED, keep_ids, match_keep_ids, plan_choices
-from affiliate_network.review.requests import OPTION_APPROVE, OPTION_KEEP, UNANSWERED
+from affiliate_network.review.human_requests import OPTION_APPROVE, OPTION_KEEP, UNANSWERED
 
 ROWS = [
     {"rule_id": "r", "conversion_id": "a1b2", "on_hold_conversion_id": "f00d"},

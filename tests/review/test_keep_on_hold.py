@@ -19,22 +19,20 @@ from affiliate_network.operators.onhold_review import (
 )
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.human_decisions import fingerprint
-from affiliate_network.review.requests import OPTION_KEEP, build_review_requests
+from affiliate_network.review.human_requests import OPTION_KEEP, build_review_requests
+from tests.support.review_settings import set_review
 
 RULE = "outlier-sale-amount"
 RATIO = "ratio_to_median(sale_amount per relationship.offer.network_offer_id)"
 
 
 def _review(base: Path, as_of: dt.datetime, run_id: str) -> dict[str, Any]:
+    set_review(lookback_days=3, min_age_hours=0, max_reject_share=None, max_reject_count=None)
     op = OnHoldReviewOperator(
         task_id="review",
         rules_file="onhold_rules.yaml",
         as_of=as_of.isoformat(),
         timezone_id=67,
-        lookback_days=3,
-        min_age_hours=0,
-        max_reject_share=None,
-        max_reject_count=None,
         dry_run=False,
         base_path=str(base),
     )

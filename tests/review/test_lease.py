@@ -28,10 +28,10 @@ from affiliate_network.exceptions import LeaseBusyError, LeaseLostError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.human_apply import apply_human_choices
+from affiliate_network.review.human_requests import OPTION_APPROVE, build_review_requests
 from affiliate_network.review.identity import RunIdentity
 from affiliate_network.review.job import ReviewOptions, ReviewRun, run_review
 from affiliate_network.review.lease import WriteLease, lease_path
-from affiliate_network.review.requests import OPTION_APPROVE, build_review_requests
 from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
 from tests.operators.onhold_support import after_the_data, patches
@@ -111,7 +111,7 @@ _HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
 from affiliate_network.review.lease import WriteLease, lease_path
-from affiliate_network.review.requests import OPTION_APPROVE, build_review_requests
+from affiliate_network.review.human_requests import OPTION_APPROVE, build_review_requests
 WriteLease(lease_path({base!r}, "afn"), "dag/killed").acquire(wait_s=0)
 print("held", flush=True)
 time.sleep(600)

@@ -8,7 +8,6 @@ own event, no patching): the refused path is never opened.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
-from affiliate_network.paths import INCLUDE_DIR_ENV, include_dir
 from affiliate_network.rules.loader import load_rules
 from affiliate_network.settings import load_network_settings
 from tests.support.dag_files import DAGS_DIR, load_dag
@@ -42,11 +40,9 @@ sys.addaudithook(_audit)
 
 
 @pytest.fixture
-def include(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "include"
-    shutil.copytree(include_dir(), folder)
-    monkeypatch.setenv(INCLUDE_DIR_ENV, str(folder))
-    return folder
+def include(rules_include: Path) -> Path:
+    """The include folder: a copy of the project's (tests/review/conftest.py)."""
+    return rules_include
 
 
 @pytest.fixture

@@ -18,9 +18,10 @@ from affiliate_network.operators.onhold_review import (
     OnHoldReviewOperator,
 )
 from affiliate_network.review.audit import read_jsonl
+from affiliate_network.review.human_requests import OPTION_KEEP, build_review_requests
 from affiliate_network.review.identity import ReviewRun, RunIdentity
-from affiliate_network.review.requests import OPTION_KEEP, build_review_requests
 from affiliate_network.review.window import review_window
+from tests.support.review_settings import set_review
 
 
 def _identity(base: str) -> RunIdentity:
@@ -62,14 +63,12 @@ def test_the_human_step_needs_nothing_but_the_identity(sandbox, network_conn, tm
     sandbox.reset(days=5)
     last = dt.date.fromisoformat(sandbox.catalog()["last_date"])
     noon = dt.datetime.combine(last - dt.timedelta(days=2), dt.time(12), dt.UTC)
+    set_review(lookback_days=3, min_age_hours=0, max_reject_share=None, max_reject_count=None)
     summary = OnHoldReviewOperator(
         task_id="review",
         rules_file="onhold_rules.yaml",
         as_of=noon.isoformat(),
         timezone_id=67,
-        lookback_days=3,
-        max_reject_share=None,
-        max_reject_count=None,
         dry_run=False,
         base_path=str(tmp_path / "data"),
     ).execute({"run_id": "noon"})

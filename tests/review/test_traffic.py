@@ -32,8 +32,8 @@ from affiliate_network.review.traffic import (
 from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_status
-from affiliate_network_sandbox.testing import start_sandbox
 from tests.support.changing_lists import ChangeBetween, judge
+from tests.support.review_settings import set_review
 
 REPORT = "/networks/reporting/conversions"
 DAYS = 4
@@ -41,21 +41,14 @@ LOOKBACK = 2
 RULES = include_dir() / "onhold_rules.yaml"
 FIELDS = ("conversion_id", "transaction_id", "currency_id", "payout", "sale_amount")
 MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
-
-
-@pytest.fixture(scope="module")
-def world() -> Iterator[Any]:
-    end = dt.date.today() - dt.timedelta(days=1)
-    with start_sandbox(
-        seed=7, end_date=end.isoformat(), days=DAYS, conversions_per_day=400, on_hold_share=0.3
-    ) as sb:
-        yield sb
-
-
-@pytest.fixture
-def conn(world, make_connection) -> str:
-    world.reset()
-    return make_connection("afn_traffic", host=world.base_url, key=world.keys["network"])
+#: The sandbox of this module (the ``world`` fixture).
+WORLD = {
+    "seed": 7,
+    "end_date": (dt.date.today() - dt.timedelta(days=1)).isoformat(),
+    "days": DAYS,
+    "conversions_per_day": 400,
+    "on_hold_share": 0.3,
+}
 
 
 @pytest.fixture
@@ -225,17 +218,19 @@ def test_age_new_fields_and_a_forced_full_pull_fall_back(world, hook, tmp_path) 
 
 
 def _review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -> dict:
-    op = OnHoldReviewOperator(
-        task_id="review",
-        affiliate_network_conn_id=conn,
-        rules_file=str(RULES),
+    set_review(
         lookback_days=LOOKBACK,
-        as_of=as_of.isoformat(),
-        timezone_id=67,
         min_age_hours=0,
         chunk_size=25,
         max_reject_share=None,
         max_reject_count=None,
+    )
+    op = OnHoldReviewOperator(
+        task_id="review",
+        affiliate_network_conn_id=conn,
+        rules_file=RULES.name,
+        as_of=as_of.isoformat(),
+        timezone_id=67,
         lease_wait_minutes=1,
         base_path=str(base),
         **kw,
@@ -453,16 +448,13 @@ def test_a_conversion_recorded_late_within_the_bound_reaches_the_counts(
         ("200", "must be 0 to 168 hours, got '200'"),
     ],
 )
-def test_the_late_arrival_bound_is_a_checked_setting(monkeypatch, value, message) -> None:
-    """AFFILIATE_ONHOLD_LATE_ARRIVAL_HOURS: 6 hours by default, a bad value names the
-    setting and stops the run."""
+def test_the_late_arrival_bound_is_a_checked_setting(value, message) -> None:
+    """late_arrival_hours (the rules file's review.late_arrival_hours): 6 hours by default,
+    a bad value names the setting and stops the run."""
     from affiliate_network.exceptions import ConfigValidationError
-    from affiliate_network.review.traffic import LATE_ARRIVAL_ENV, late_arrival_hours
+    from affiliate_network.review.traffic import late_arrival_hours
 
-    monkeypatch.delenv(LATE_ARRIVAL_ENV, raising=False)
     assert late_arrival_hours() == 6.0
-    monkeypatch.setenv(LATE_ARRIVAL_ENV, "2.5")
-    assert late_arrival_hours() == 2.5
-    monkeypatch.setenv(LATE_ARRIVAL_ENV, value)
-    with pytest.raises(ConfigValidationError, match=f"{LATE_ARRIVAL_ENV} {message}"):
-        late_arrival_hours()
+    assert late_arrival_hours(2.5) == 2.5
+    with pytest.raises(ConfigValidationError, match=f"late_arrival_hours {message}"):
+        late_arrival_hours(value)  # type: ignore[arg-type]

@@ -4,13 +4,12 @@ review has no default of its own (issue 11)."""
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 import zoneinfo
+from pathlib import Path
 
 import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.paths import include_dir
 from affiliate_network.review.window import ReviewWindow, review_window
 
 WINDOW = {
@@ -27,13 +26,10 @@ def test_the_shipped_setting_gives_utc_67() -> None:
     assert window.timezone == "UTC"
 
 
-def test_the_networks_timezone_is_followed(monkeypatch, tmp_path) -> None:
-    inc = tmp_path / "include"
-    shutil.copytree(include_dir(), inc)
-    text = (inc / "network.yaml").read_text()
+def test_the_networks_timezone_is_followed(rules_include: Path) -> None:
+    text = (rules_include / "network.yaml").read_text()
     text = text.replace("timezone: UTC\ntimezone_id: 67", "timezone: America/New_York")
-    (inc / "network.yaml").write_text(text)
-    monkeypatch.setenv("AFFILIATE_NETWORK_INCLUDE_DIR", str(inc))
+    (rules_include / "network.yaml").write_text(text)
     window = review_window(timezone_id=None, **WINDOW)
     assert window.timezone_id == 80
     assert window.timezone == "America/New_York"

@@ -26,12 +26,12 @@ from typing import Any
 from demo.connections import sandbox_connections
 from tests.e2e.harness import (
     DAGS_FOLDER,
-    PROJECT_ROOT,
     SANDBOX_SEED,
     AirflowCluster,
     ClusterSettings,
     MetadataDatabase,
 )
+from tests.support.review_settings import INCLUDE_DIR_ENV, include_with_review
 
 from .stage_auth import USERS_WITHOUT_DAGS
 
@@ -51,9 +51,6 @@ STAGE_AUTH = "afn_stage_auth.py"
 STAGE_ENV: dict[str, str] = {
     # Only what the browser triggers runs: no hourly run beside the tests' manual ones.
     "AFFILIATE_ONHOLD_REVIEW_SCHEDULE": "none",
-    # A "Keep on hold" answer is asked again by the next run, so a second run can be answered
-    # in the browser too (the default remembers it for 24 hours).
-    "AFFILIATE_ONHOLD_KEEP_DECISION_HOURS": "0",
     # admin (the harness's API client), a named reviewer who uses the browser, and a viewer
     # granted no DAG by the stage's auth manager (the simple one, but for that user).
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{REVIEWER}:admin,{OUTSIDER}:viewer",
@@ -143,9 +140,13 @@ def ui_stage(workdir: Path) -> Iterator[UiStage]:
     sandbox = start_sandbox(seed=SANDBOX_SEED)
     cluster: AirflowCluster | None = None
     try:
+        # A "Keep on hold" answer is asked again by the next run, so a second run can be
+        # answered in the browser too (the default remembers it for 24 hours).
+        include = include_with_review(workdir / "include", keep_decision_hours=0)
         env = {
-            **sandbox_connections(sandbox, PROJECT_ROOT / "include"),
+            **sandbox_connections(sandbox, include),
             **STAGE_ENV,
+            INCLUDE_DIR_ENV: str(include),
             "AFFILIATE_NETWORK_DATA_BASE": str(workdir / "data"),
         }
         database = SqliteMetadataDatabase(path=workdir / "airflow_home" / "airflow.db")

@@ -9,7 +9,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 
-from affiliate_network.review.requests import rule_of_subject
+from affiliate_network.review.human_requests import rule_of_subject
 
 from .browser import Browser
 

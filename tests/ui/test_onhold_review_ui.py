@@ -3,8 +3,8 @@
 A manual trigger is a dry run unless the person chooses to write (issue 19); a writing run asks
 a person per rule under "Required Actions". The requests are answered in the browser as a
 person does (``keep_on_hold`` empty, one id, several ids) and each answer's outcome is read
-back from the sandbox's API. The stage sets ``AFFILIATE_ONHOLD_KEEP_DECISION_HOURS=0`` so the
-second writing run asks again about what the first kept on hold.
+back from the sandbox's API. The stage sets the rules file's ``review.keep_decision_hours: 0``
+so the second writing run asks again about what the first kept on hold.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from affiliate_network.review.requests import rule_of_subject
+from affiliate_network.review.human_requests import rule_of_subject
 from tests.e2e.onhold_checks import _current_states
 
 from .browser import Browser

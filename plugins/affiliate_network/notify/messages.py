@@ -273,8 +273,8 @@ _TASK_FAILED = FailureKind(
     title="Guardrail tripped: {task}, nothing was written",
     to_do="Check the top rejecting rules against the audit file (or the traffic). Fix the "
     "rule, or, only if the volume is expected, raise the ceiling "
-    "(AFFILIATE_ONHOLD_MAX_REJECT_SHARE, AFFILIATE_ONHOLD_MAX_REJECT_COUNT, "
-    "AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT) and "
+    "(max_reject_share, max_reject_count, max_approved_payout in the rules file's review: "
+    "section) and "
     'clear the task. A run with conf {"dry_run": true} shows the decisions without writing.',
 )
 def _guardrail(error: BaseException, where: Mapping[str, Any]) -> list[str]:

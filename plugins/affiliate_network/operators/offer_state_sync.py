@@ -8,11 +8,7 @@ only in the sections they own:
 - :class:`OfferPayoutSyncOperator`: offers (payouts), ``PUT`` whole objects.
 - :class:`ScrubRateSyncOperator`: custom scrub rates, created exactly once.
 - :class:`OfferCatalogSyncOperator`: channels (PUT), categories (created once), offer URL status.
-- :class:`OfferStateSyncOperator`: any sections (the DAG's plan task uses it with every section
-  and ``dry_run=True``).
-
-:class:`~affiliate_network.operators.steps.OfferStateValidateOperator` only validates the file
-(the DAG's first task).
+- :class:`OfferStateSyncOperator`: any sections (the DAG's plan task: every section, dry run).
 """
 
 from __future__ import annotations
@@ -24,8 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from affiliate_network.exceptions import ConfigValidationError, PortalMismatchError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 
-# The section names without the pydantic models of sync.models (DAG files import this module at
-# parse time; the models load in execute). spec_fields lists the same sections, in file order.
+# The section names, without sync.models' pydantic models (a DAG file imports this at parse time).
 from affiliate_network.sync.spec_fields import WHOLE_FIELDS as SECTIONS
 
 if TYPE_CHECKING:

@@ -1,9 +1,7 @@
 """On-hold review operators: thin adapters over the job library :mod:`affiliate_network.review`.
 
-* :class:`OnHoldReviewOperator` reads its arguments and the run (dry run or not, run id, try
-  number), calls :func:`affiliate_network.review.job.run_review` (pull, decide with
-  ``include/onhold_rules.yaml``, guardrails, apply with re-check and read-back, audit) and
-  returns a small summary (XCom).
+* :class:`OnHoldReviewOperator` reads its arguments and the run, calls
+  :func:`affiliate_network.review.job.run_review` and returns a small summary (XCom).
 * :class:`~affiliate_network.operators.steps.ReviewRequestsOperator` turns the ``review``
   decisions of that audit file into one human-in-the-loop request per rule.
 * :class:`OnHoldReviewApplyOperator` (:mod:`.onhold_review_apply`, re-exported here) applies the
@@ -14,8 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,55 +31,34 @@ from affiliate_network.operators.lineage import (
 )
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 from affiliate_network.paths import resolve_data_base
-from affiliate_network.review.apply import (
-    DEFAULT_READBACK_WAIT_S,
-    DEFAULT_REJECT_STATUS,
-    check_reject_status,
+from affiliate_network.review.apply import DEFAULT_READBACK_WAIT_S, check_reject_status
+from affiliate_network.review.options import (
+    ARMED_VARIABLE,
+    ReviewOptions,
+    dry_run_choice,
+    refuse_moved_variables,
+    review_armed,
 )
-from affiliate_network.review.guardrails import Guardrails
-from affiliate_network.review.money import payout_ceilings
-from affiliate_network.review.numbers import check_number
-from affiliate_network.review.options import ARMED_VARIABLE, ReviewOptions, review_armed
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, resolve_rules_file
 
-# The DAG file imports this module at parse time: the review run (review.job: pull, traffic
-# snapshot, audit, sticky decisions) and the window load in execute. Only the light modules the
-# constructor checks its arguments with load here (tests/dags/test_dag_integrity.py pins it).
+# A DAG file imports this at parse time: the review run and the window load in execute
+# (tests/dags/test_dag_integrity.py pins it).
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.review.job import ReviewResult, ReviewRun
 
 
-#: Most days a review looks back (a year: the window is pulled whole, so more is a typo).
-MAX_LOOKBACK_DAYS = 366
-
-
 class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     """Decide on-hold conversions with a rules file and apply the clear cases.
 
-    **What is decided is a function of the traffic, never of the review's own history.** Every
-    conversion of the window counts in the rules' aggregates whatever its on-hold state (on
-    hold, approved, rejected, never held), plus the traffic the windowed aggregates need before
-    the window (``within_hours``). Only conversions currently on hold are decided, and only once
-    every windowed aggregate about them is complete (``within_hours`` after their conversion
-    time) and they have been on hold for ``min_age_hours``. A rerun, the next hourly run or an
-    overlapping run therefore decides what one clean run decides.
-
-    Guardrails are checked before the first write. Writes hold the network's write lease (one
-    writer per network: :mod:`affiliate_network.review.lease`) and go in chunks of
-    ``chunk_size``: right before each chunk the ids are searched again and only those still on
-    hold are sent; after each chunk they are read back, and the read-back decides what the audit
-    calls applied (the API applies them asynchronously: ids not visible yet are read back again
-    for up to ``readback_wait_s``; what is still on hold then is audited as accepted but not
-    landed, and the next run decides it again). ``review`` decisions wait for a human (see
-    :func:`build_review_requests`), except conversions a person kept on hold less than
-    ``keep_decision_hours`` ago with the same data; ``hold`` and unmatched conversions stay on
-    hold.
-
-    One audit file per attempt (JSON Lines, written atomically) lists every decision: conversion
-    id, on-hold id, rule id, action, the values the rule tested, applied or not and why. The
-    return value (XCom) holds counts and paths only.
+    Decisions are a function of the traffic, never of the review's own history, so a rerun or
+    an overlapping run decides what one clean run decides; guardrails are checked before the
+    first write; writes hold the network's write lease, go in chunks re-checked before and read
+    back after; one audit file per attempt lists every decision (docs/onhold-review.md, and the
+    job library :func:`affiliate_network.review.job.run_review`). The guardrails and tuning are
+    the rules file's ``review:`` section (:class:`~affiliate_network.rules.model.ReviewSettings`),
+    read with the rules when the task runs. The return value (XCom) holds counts and paths only.
 
     Lineage (OpenLineage provider, optional): input the conversion report endpoint; outputs the
     audit file and, when PATCH requests were sent, the on-hold endpoint.
@@ -91,33 +67,19 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         (templated; the trigger form offers the choices). Anything else, a path outside the
         folder or a symlink out of it, is refused before reading (:func:`resolve_rules_file`).
     :param affiliate_network_conn_id: network-portal connection.
-    :param lookback_days: days of conversions to decide, ending with the day of ``as_of``
-        (a whole number, 1..:data:`MAX_LOOKBACK_DAYS`).
     :param to_date: last day of the window, ``YYYY-MM-DD`` (templated); default: the day of
         ``as_of`` in the network's timezone.
     :param as_of: the review's "now", ISO date-time (templated); default: the current time.
         Conversions after it are not seen; ages are measured up to it.
     :param timezone_id: the API's timezone id of the window (default: ``include/network.yaml``;
         no default of its own).
-    :param min_age_hours: decide only conversions on hold for at least this long.
-    :param keep_decision_hours: a reviewer's "Keep on hold" is not asked again for this long
-        (unless the conversion's data changed).
-    :param chunk_size: on-hold ids per PATCH.
     :param dry_run: decide and write the audit, change nothing (templated; bool or "true"/"false").
-        ``None`` decides by the run: a manual trigger is a dry run (writing is a deliberate
-        choice in the trigger form), a scheduled or backfill run writes. Whatever it says, a
+        ``None`` decides by the run (:func:`~affiliate_network.review.options.dry_run_choice`):
+        its conf's ``dry_run`` or ``mode``, a manual run's form, else a manual trigger is a dry
+        run and a scheduled or backfill run writes. Whatever it says, a
         deployment that has not armed the review (environment ``AFFILIATE_ONHOLD_ARMED=true``,
         read when the task runs: :func:`~affiliate_network.review.options.review_armed`) gets a
         dry run: nothing written, nobody asked.
-    :param reject_status: PATCH status for rejections (documented: ``rejected``).
-    :param max_reject_share: fail before any write when rejections / decided conversions (those a
-        rule matched) exceed this share (0..1); ``None`` disables.
-    :param max_reject_count: fail before any write when rejections exceed this count.
-    :param max_approved_payout: ceilings per currency of the approvals' payout: fail before any
-        write when one currency's approvals exceed its ceiling, or when there are approvals in
-        a currency without one (``{"USD": Decimal(2000)}`` or the text ``"USD=2000,EUR=1800"``;
-        ``None``: no ceiling). Payouts of different currencies are never added; a plain number
-        is refused.
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param base_path: audit base (templated); default Variable ``affiliate_network_data_base``.
     :param page_size: conversion report page size (default: the connection's).
@@ -149,18 +111,10 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         *,
         rules_file: str = DEFAULT_RULES_FILE,
         affiliate_network_conn_id: str = "affiliate_network_default",
-        lookback_days: int = 7,
         to_date: str | None = None,
         as_of: str | None = None,
         timezone_id: int | None = None,
-        min_age_hours: float = 0.0,
-        keep_decision_hours: float = 24.0,
-        chunk_size: int = 100,
         dry_run: bool | str | None = False,
-        reject_status: str = DEFAULT_REJECT_STATUS,
-        max_reject_share: float | None = 0.5,
-        max_reject_count: int | None = 1000,
-        max_approved_payout: Mapping[str, Decimal | int | str] | str | None = None,
         lease_wait_minutes: float = 35.0,
         base_path: str | None = None,
         page_size: int | None = None,
@@ -172,44 +126,27 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     ) -> None:
         super().__init__(**kwargs)
         self.deferrable, self.defer_after_s = deferral_settings(deferrable, defer_after_s)
-        check_number(lookback_days, "lookback_days", low=1, high=MAX_LOOKBACK_DAYS, whole=True)
         self.rules_file = rules_file
         self.affiliate_network_conn_id = affiliate_network_conn_id
-        self.lookback_days = int(lookback_days)
         self.to_date = to_date
         self.as_of = as_of
         self.timezone_id = timezone_id
-        self.min_age_hours = min_age_hours
-        self.keep_decision_hours = keep_decision_hours
-        self.chunk_size = chunk_size
         self.dry_run = dry_run
-        self.reject_status = reject_status
-        self.max_reject_share = max_reject_share
-        self.max_reject_count = max_reject_count
-        self.max_approved_payout = max_approved_payout
         self.lease_wait_minutes = lease_wait_minutes
         self.base_path = base_path
         self.page_size = page_size
         self.full_pull = full_pull
         self.readback_wait_s = readback_wait_s
-        self._options()  # the library checks the other arguments: a bad one fails at parse time
+        ReviewOptions(**self._tuning())  # checked by the library: a bad one fails at parse time
 
-    def _options(self) -> ReviewOptions:
-        return ReviewOptions(
-            min_age_hours=self.min_age_hours,
-            keep_decision_hours=self.keep_decision_hours,
-            chunk_size=self.chunk_size,
-            reject_status=self.reject_status,
-            guardrails=Guardrails(
-                self.max_reject_share,
-                self.max_reject_count,
-                payout_ceilings(self.max_approved_payout, "max_approved_payout"),
-            ),
-            lease_wait_minutes=self.lease_wait_minutes,
-            page_size=self.page_size,
-            full_pull=as_bool(self.full_pull, "full_pull"),
-            readback_wait_s=self.readback_wait_s,
-        )
+    def _tuning(self) -> dict[str, Any]:
+        """This task's part of the review's options (the rules file's ``review:`` the rest)."""
+        return {
+            "lease_wait_minutes": self.lease_wait_minutes,
+            "page_size": self.page_size,
+            "full_pull": as_bool(self.full_pull, "full_pull"),
+            "readback_wait_s": self.readback_wait_s,
+        }
 
     def _rules_path(self) -> Path:
         return resolve_rules_file(self.rules_file)
@@ -231,10 +168,14 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         return dry_run
 
     def _chosen_dry_run(self, context: Context) -> bool:
-        if self.dry_run is not None and self.dry_run != "None":
-            return as_bool(self.dry_run, "dry_run")
         dag_run = (context or {}).get("dag_run")
         run_type = str(getattr(dag_run, "run_type", "") or "").lower()
+        chosen = self.dry_run
+        if chosen is None:
+            params = (context or {}).get("params")
+            chosen = dry_run_choice(getattr(dag_run, "conf", None), params, run_type)  # type: ignore[assignment]
+        if chosen is not None:
+            return as_bool(chosen, "dry_run")
         manual = run_type.endswith("manual")
         self.log.info(
             "dry_run not set: a %s run %s",
@@ -261,52 +202,47 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         from affiliate_network.review.job import run_review
         from affiliate_network.review.window import review_window
         from affiliate_network.rules.engine import RuleSet
+        from affiliate_network.triggers.lease import write_when_the_lease_allows
 
         self.reset_lineage()
+        rules_path = self._rules_path()
+        refuse_moved_variables(str(rules_path))
         armed = review_armed()  # at run time: arming takes effect without a re-parse
         dry_run = self._dry_run(context, armed)
-        check_reject_status(self.reject_status)
-        rules_path = self._rules_path()
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled
+        settings = ruleset.rules_file.review
+        check_reject_status(settings.reject_status)
+        options = ReviewOptions.of(settings, **self._tuning())
         self.log.info("Rules %s: %d enabled rules", rules_path, len(ruleset.compiled))
         window = review_window(
             timezone_id=self.timezone_id,
-            lookback_days=self.lookback_days,
+            lookback_days=settings.lookback_days,
             to_date=self.to_date,
             as_of=self.as_of,
             horizon_hours=ruleset.horizon_hours,
         )
         run = self._run(context, resolve_data_base(self.base_path))
-        result = self._review_when_the_lease_allows(
-            run,
-            dry_run,
-            lambda options: run_review(
-                self.hook, ruleset, window, options=options, run=run, dry_run=dry_run, log=self.log
-            ),
-        )
-        self._record_review_lineage(result)
-        return {**result.summary(), "armed": armed}
 
-    def _review_when_the_lease_allows(
-        self, run: ReviewRun, dry_run: bool, review: Callable[[ReviewOptions], ReviewResult]
-    ) -> ReviewResult:
-        """``review(options)``; when deferrable, a long wait for the write lease is deferred
-        (:func:`~affiliate_network.triggers.lease.write_when_the_lease_allows`).
+        def review(minutes: float) -> ReviewResult:
+            tuned = dataclasses.replace(options, lease_wait_minutes=minutes)
+            return run_review(
+                self.hook, ruleset, window, options=tuned, run=run, dry_run=dry_run, log=self.log
+            )
 
-        :raises LeaseBusyError: the lease stayed busy for ``lease_wait_minutes`` in all.
-        """
-        from affiliate_network.triggers.lease import write_when_the_lease_allows
-
-        options = self._options()
         if dry_run:  # a dry run never takes the lease
-            return review(options)
-        return write_when_the_lease_allows(
-            self,
-            base=run.base,
-            owner=run.owner,
-            wait_minutes=options.lease_wait_minutes,
-            write=lambda minutes: review(dataclasses.replace(options, lease_wait_minutes=minutes)),
-        )
+            result = review(options.lease_wait_minutes)
+        else:
+            result = write_when_the_lease_allows(
+                self,
+                base=run.base,
+                owner=run.owner,
+                wait_minutes=options.lease_wait_minutes,
+                write=review,
+            )
+        self._record_review_lineage(result)
+        # The human steps after it read these (one place: this run's rules file).
+        human = settings.model_dump(include={"reject_status", "chunk_size", "review_minutes"})
+        return {**result.summary(), "armed": armed, "review_settings": human}
 
     def _record_review_lineage(self, result: ReviewResult) -> None:
         """Lineage: conversions read; the audit written, and the on-hold endpoint if patched."""

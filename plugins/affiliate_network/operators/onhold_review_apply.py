@@ -60,14 +60,13 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     on-hold endpoint.
 
     :param summary: the review operator's summary (templated XCom): its ``run`` is the run's
-        identity, read back whole (:class:`~affiliate_network.review.identity.RunIdentity`).
+        identity, read back whole (:class:`~affiliate_network.review.identity.RunIdentity`);
+        its ``review_settings`` the rules file's ``reject_status`` and ``chunk_size``.
     :param requests: the requests shown to reviewers, in map-index order (from
-        :func:`affiliate_network.review.requests.build_review_requests`).
+        :func:`affiliate_network.review.human_requests.build_review_requests`).
     :param responses: the human-in-the-loop operators' results, in the same order (each with
         ``chosen_options``, ``params_input`` and ``responded_by_user``).
     :param affiliate_network_conn_id: network-portal connection.
-    :param reject_status: PATCH status for rejections.
-    :param chunk_size: on-hold ids per PATCH.
     :param timezone_id: ignored (the review's run identity names its window's timezone); kept
         so DAG files that pass it still parse. A value other than the review's is logged.
     :param lease_wait_minutes: how long to wait for another run's write lease.
@@ -86,8 +85,6 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         requests: Any,
         responses: Any,
         affiliate_network_conn_id: str = "affiliate_network_default",
-        reject_status: str = DEFAULT_REJECT_STATUS,
-        chunk_size: int = 100,
         timezone_id: int | None = None,
         lease_wait_minutes: float = 35.0,
         deferrable: bool | str | None = None,
@@ -96,13 +93,10 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     ) -> None:
         super().__init__(**kwargs)
         self.deferrable, self.defer_after_s = deferral_settings(deferrable, defer_after_s)
-        check_chunk_size(chunk_size)
         self.summary = summary
         self.requests = requests
         self.responses = responses
         self.affiliate_network_conn_id = affiliate_network_conn_id
-        self.reject_status = reject_status
-        self.chunk_size = chunk_size
         self.timezone_id = timezone_id
         self.lease_wait_minutes = lease_wait_minutes
 
@@ -112,8 +106,12 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         from affiliate_network.triggers.lease import write_when_the_lease_allows
 
         self.reset_lineage()
-        check_reject_status(self.reject_status)
         summary = self.summary or {}
+        settings = summary.get("review_settings") or {}
+        reject_status = settings.get("reject_status", DEFAULT_REJECT_STATUS)
+        check_reject_status(reject_status)
+        chunk_size = settings.get("chunk_size", 100)
+        check_chunk_size(chunk_size)
         requests = list(self.requests or [])
         if not requests or summary.get("dry_run"):
             self.log.info("No human review requests in this run.")
@@ -148,8 +146,8 @@ class OnHoldReviewApplyOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
                 requests,
                 responses,
                 attempt=attempt,
-                reject_status=self.reject_status,
-                chunk_size=self.chunk_size,
+                reject_status=reject_status,
+                chunk_size=chunk_size,
                 lease_wait_minutes=minutes,
                 log=self.log,
             ),

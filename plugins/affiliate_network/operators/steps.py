@@ -14,6 +14,7 @@ parse budget. Everything they run is imported in ``execute``.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -82,8 +83,10 @@ class OfferStateValidateOperator(BaseOperator):
 class ReviewRequestsOperator(BaseOperator):
     """One human-in-the-loop request per rule with ``review`` decisions in the review's audit.
 
-    Returns :func:`build_review_requests` of the summary (XCom): the kwargs list the DAG's
-    ``HITLOperator.partial(...).expand_kwargs`` maps over; empty on a dry run or when nothing
+    Returns :func:`build_review_requests` of the summary (XCom), each with its
+    ``response_timeout`` (the rules file's ``review.review_minutes``, from the summary): the
+    kwargs list the DAG's ``HITLOperator.partial(...).expand_kwargs`` maps over; empty on a dry
+    run or when nothing
     waits for a person. An operator rather than a ``@task`` function: the decorator loads the
     standard provider's ``PythonOperator`` module (and ``packaging``) into every parse of the
     DAG file, about half of its parse budget.
@@ -100,6 +103,8 @@ class ReviewRequestsOperator(BaseOperator):
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         # Here, not at the top: the daily and offer-sync DAG files import this module too.
-        from affiliate_network.review.requests import build_review_requests
+        from affiliate_network.review.human_requests import build_review_requests
 
-        return build_review_requests(self.summary)
+        settings = (self.summary or {}).get("review_settings") or {}
+        wait = dt.timedelta(minutes=settings.get("review_minutes", 50))
+        return [{**r, "response_timeout": wait} for r in build_review_requests(self.summary)]

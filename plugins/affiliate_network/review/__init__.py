@@ -10,7 +10,7 @@ script with a hook (no Airflow task context):
 * :mod:`~affiliate_network.review.job` - one run: pick the candidates (:mod:`.candidates`),
   decide, guard (:mod:`.guardrails`), apply under the write lease (:mod:`.apply`, :mod:`.lease`),
   audit (:mod:`.audit`);
-* :mod:`~affiliate_network.review.requests`, :mod:`.human_decisions`, :mod:`.human_apply` - the
+* :mod:`.human_requests`, :mod:`.human_decisions`, :mod:`.human_apply` - the
   human step for ``review`` decisions;
 * :mod:`~affiliate_network.review.options` and :mod:`~affiliate_network.review.rules_files` -
   what the operator checks at DAG parse time (light modules).

@@ -34,7 +34,7 @@ from affiliate_network.review.apply import (
     outcome_reasons,
 )
 from affiliate_network.review.audit import read_jsonl, write_jsonl_atomic
-from affiliate_network.review.requests import (
+from affiliate_network.review.human_requests import (
     KEEP_PARAM,
     OPTION_APPROVE,
     OPTION_KEEP,
@@ -181,22 +181,8 @@ def plan_choices(
     for request, response in zip(requests, responses, strict=True):
         rule_id = rule_of_subject(request["subject"])
         response = response if isinstance(response, dict) else {}
-        chosen = response.get("chosen_options") or []
-        params = response.get("params_input") or {}
-        who = response.get("responded_by_user")
-        who_name = str(((who.get("name") or who.get("id")) if isinstance(who, dict) else who) or "")
-        choice = chosen[0] if len(chosen) == 1 and isinstance(chosen[0], str) else None
-        if choice not in REVIEW_OPTIONS:
-            # Only the exact options write; anything else changes nothing and is asked again.
-            log.warning(
-                "Rule %s: unexpected answer %r from %s: nothing written, the conversions "
-                "stay on hold and are asked about again next run (options: %s)",
-                rule_id,
-                chosen,
-                who_name or "nobody",
-                REVIEW_OPTIONS,
-            )
-            choice = UNANSWERED
+        chosen, params = response.get("chosen_options") or [], response.get("params_input") or {}
+        choice, who_name = _answer(rule_id, chosen, response.get("responded_by_user"), log)
         items = by_rule.get(rule_id, [])
         listed = keep_ids(params.get(KEEP_PARAM))
         kept, unmatched = match_keep_ids(listed, items)
@@ -247,6 +233,24 @@ def plan_choices(
                 plan[status].append(oh_id)
                 decided[oh_id] = (str(choice), who_name)
     return HumanChoices(plan, decided, stopped)
+
+
+def _answer(rule_id: str, chosen: Any, who: Any, log: TaskLog) -> tuple[str, str]:
+    """The option chosen (:data:`UNANSWERED` unless exactly one known option) and who chose."""
+    who_name = str(((who.get("name") or who.get("id")) if isinstance(who, dict) else who) or "")
+    choice = chosen[0] if len(chosen) == 1 and isinstance(chosen[0], str) else None
+    if choice in REVIEW_OPTIONS:
+        return str(choice), who_name
+    # Only the exact options write; anything else changes nothing and is asked again.
+    log.warning(
+        "Rule %s: unexpected answer %r from %s: nothing written, the conversions "
+        "stay on hold and are asked about again next run (options: %s)",
+        rule_id,
+        chosen,
+        who_name or "nobody",
+        REVIEW_OPTIONS,
+    )
+    return UNANSWERED, who_name
 
 
 def _quoted(ids: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:

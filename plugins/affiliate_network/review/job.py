@@ -206,6 +206,7 @@ def run_review(
         store=TrafficSnapshotStore(traffic_snapshot_path(run.state_dir, window.timezone_id)),
         page_size=options.page_size,
         full=options.full_pull,
+        overlap_s=options.late_arrival_hours * 3600,
         log=log,
     )
     records = traffic.records

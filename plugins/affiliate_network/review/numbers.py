@@ -1,36 +1,25 @@
 """The on-hold review's numeric settings, checked where they are read.
 
-A number a person sets (an environment variable the DAG file reads, an operator argument) is
-finite and inside its range, or refused with a :class:`ConfigValidationError` naming the
+A number a person sets (an operator or library argument) is finite and inside its range, or
+refused with a :class:`ConfigValidationError` naming the
 setting. ``nan`` compares false with everything, so an unchecked ``nan`` ceiling or minimum
 age silently switched its check off; ``inf`` overflowed later, far from the setting.
 
-Light on purpose (no Airflow, no storage): the DAG file and the review operator call it at
-parse time.
+Light on purpose (no Airflow, no storage): the review operator calls it at parse time.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Mapping
-from typing import Final, overload
+from typing import Final
 
 from affiliate_network.exceptions import ConfigValidationError
 
-__all__ = ["MAX_HOURS", "NONE", "check_number", "env_number"]
+__all__ = ["MAX_HOURS", "check_number"]
 
 #: Longest span, in hours, of the review's hour settings (ten years: more is a typo, and the
 #: times computed from it must stay within what ``datetime`` holds).
 MAX_HOURS: Final = 87_600.0
-
-
-class _Refused:
-    """The ``none`` word is not a value of this setting."""
-
-
-#: ``env_number(..., none=NONE)``: ``none`` is refused (the default).
-NONE: Final = _Refused()
 
 
 def check_number(
@@ -91,72 +80,3 @@ def _shown(value: object) -> str:
     """The value as the error quotes it, cut short (a 400-digit integer is not read)."""
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:57]}..."
-
-
-@overload
-def env_number(
-    name: str,
-    default: float,
-    *,
-    low: float,
-    high: float | None = None,
-    whole: bool = False,
-    unit: str = "",
-    none: float | _Refused = NONE,
-    environ: Mapping[str, str] | None = None,
-) -> float: ...
-
-
-@overload
-def env_number(
-    name: str,
-    default: float | None,
-    *,
-    low: float,
-    high: float | None = None,
-    whole: bool = False,
-    unit: str = "",
-    none: float | _Refused | None = NONE,
-    environ: Mapping[str, str] | None = None,
-) -> float | None: ...
-
-
-def env_number(
-    name: str,
-    default: float | None,
-    *,
-    low: float,
-    high: float | None = None,
-    whole: bool = False,
-    unit: str = "",
-    none: float | _Refused | None = NONE,
-    environ: Mapping[str, str] | None = None,
-) -> float | None:
-    """The number environment variable ``name`` holds, checked (:func:`check_number`).
-
-    :param name: the environment variable.
-    :param default: when it is unset or empty.
-    :param low: smallest value allowed.
-    :param high: largest value allowed.
-    :param whole: only whole numbers.
-    :param unit: what the number counts, for the error.
-    :param none: what the word ``none`` (any case) means: a value, ``None`` (a ceiling
-        switched off), or :data:`NONE` (refused like any other word).
-    :param environ: where to read (default: ``os.environ``).
-    :raises ConfigValidationError: naming the environment variable.
-    """
-    raw = (os.environ if environ is None else environ).get(name, "")
-    text = raw.strip()
-    if not text:
-        return default
-    if text.lower() == "none" and not isinstance(none, _Refused):
-        return none
-    try:
-        number = float(text)
-    except ValueError:
-        number = math.nan  # not a number: refused below, quoting the text as given
-    if not _in_range(number, low, high, whole):
-        raise _refusal(
-            f"environment variable {name}", raw, low=low, high=high, whole=whole, unit=unit
-        )
-    return number

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.review.apply import (
@@ -23,7 +24,19 @@ from affiliate_network.review.apply import (
 from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.numbers import MAX_HOURS, check_number
 
-__all__ = ["ARMED_VARIABLE", "MAX_LEASE_WAIT_MINUTES", "ReviewOptions", "review_armed"]
+if TYPE_CHECKING:
+    from affiliate_network.rules.model import ReviewSettings
+
+__all__ = [
+    "ARMED_VARIABLE",
+    "MAX_LEASE_WAIT_MINUTES",
+    "MODE_DRY_RUN",
+    "MOVED_VARIABLES",
+    "ReviewOptions",
+    "dry_run_choice",
+    "refuse_moved_variables",
+    "review_armed",
+]
 
 #: The deployment setting that lets the review write to the network (and ask people). A new
 #: deployment starts without it: every run then plans, writes its audit and asks nobody.
@@ -53,6 +66,64 @@ def review_armed(environ: Mapping[str, str] | None = None) -> bool:
     )
 
 
+#: The variables that held the review's settings, and their key in the rules file's ``review:``.
+MOVED_VARIABLES = {
+    "AFFILIATE_ONHOLD_LOOKBACK_DAYS": "lookback_days",
+    "AFFILIATE_ONHOLD_MIN_AGE_HOURS": "min_age_hours",
+    "AFFILIATE_ONHOLD_CHUNK_SIZE": "chunk_size",
+    "AFFILIATE_ONHOLD_REJECT_STATUS": "reject_status",
+    "AFFILIATE_ONHOLD_MAX_REJECT_SHARE": "max_reject_share",
+    "AFFILIATE_ONHOLD_MAX_REJECT_COUNT": "max_reject_count",
+    "AFFILIATE_ONHOLD_MAX_APPROVED_PAYOUT": "max_approved_payout",
+    "AFFILIATE_ONHOLD_KEEP_DECISION_HOURS": "keep_decision_hours",
+    "AFFILIATE_ONHOLD_REVIEW_MINUTES": "review_minutes",
+    "AFFILIATE_ONHOLD_LATE_ARRIVAL_HOURS": "late_arrival_hours",
+}
+
+
+def refuse_moved_variables(rules_file: str, environ: Mapping[str, str] | None = None) -> None:
+    """Fail when the environment still sets a setting that now lives in the rules file.
+
+    Silently ignoring it would run the review with other guardrails than the deployment chose.
+
+    :param rules_file: the rules file the review reads (named in the error).
+    :param environ: the environment to read (default: this process's).
+    :raises ConfigValidationError: naming each variable and its key in the rules file.
+    """
+    env = os.environ if environ is None else environ
+    moved = [name for name in MOVED_VARIABLES if env.get(name, "").strip()]
+    if moved:
+        raise ConfigValidationError(
+            "; ".join(f"{name} is no longer read" for name in moved)
+            + f": set {', '.join(f'review.{MOVED_VARIABLES[n]}' for n in moved)} in the rules "
+            f"file {rules_file} instead (docs/configuration.md), then unset the variable"
+        )
+
+
+#: The trigger form's ``mode`` choice.
+MODE_DRY_RUN, MODE_WRITE = "dry_run", "write"
+
+
+def dry_run_choice(conf: object, params: object, run_type: str) -> object:
+    """The run's ``dry_run`` from its conf (and, for a manual run, its params); ``None``: unsaid.
+
+    ``dry_run`` (true/false, as API callers send it) wins; else the form's ``mode``. A manual
+    run without either reads ``params.mode``, whose default is the dry run. A scheduled run or
+    a backfill says nothing (it also carries the form's default, which must not make it dry).
+
+    :param conf: ``dag_run.conf``.
+    :param params: the run's ``params``.
+    :param run_type: ``dag_run.run_type``, lower case.
+    """
+    conf = conf if isinstance(conf, Mapping) else {}
+    if conf.get("dry_run") is not None:
+        return conf["dry_run"]
+    mode = conf.get("mode")
+    if mode is None and run_type.endswith("manual") and isinstance(params, Mapping):
+        mode = params.get("mode")
+    return None if mode is None else mode == MODE_DRY_RUN
+
+
 #: Longest wait for another run's write lease (a day: a lease expires 10 min after its holder
 #: stops renewing it, so longer only hides a stuck run).
 MAX_LEASE_WAIT_MINUTES = 1440.0
@@ -78,6 +149,8 @@ class ReviewOptions:
         (0..600, default :data:`~affiliate_network.review.apply.DEFAULT_READBACK_WAIT_S` = 10:
         the API applies them asynchronously, "up to a few seconds"). Ids still on hold then are
         audited as accepted but not landed and decided again by the next run.
+    :param late_arrival_hours: hours before the traffic cursor each incremental pull reads
+        again (0..168).
     :raises ConfigValidationError: an argument out of its range, ``nan`` or infinite (named).
     """
 
@@ -90,6 +163,22 @@ class ReviewOptions:
     page_size: int | None = None
     full_pull: bool = False
     readback_wait_s: float = DEFAULT_READBACK_WAIT_S
+    late_arrival_hours: float = 6.0
+
+    @classmethod
+    def of(cls, settings: ReviewSettings, **tuning: Any) -> ReviewOptions:
+        """The options a rules file's ``review:`` section sets, plus a task's ``tuning``."""
+        return cls(
+            min_age_hours=settings.min_age_hours,
+            keep_decision_hours=settings.keep_decision_hours,
+            chunk_size=settings.chunk_size,
+            reject_status=settings.reject_status,
+            guardrails=Guardrails(
+                settings.max_reject_share, settings.max_reject_count, settings.max_approved_payout
+            ),
+            late_arrival_hours=settings.late_arrival_hours,
+            **tuning,
+        )
 
     def __post_init__(self) -> None:
         # Every number finite and in range: ``nan`` compares false, so a ``nan`` minimum age
@@ -100,6 +189,7 @@ class ReviewOptions:
         check_readback_wait(self.readback_wait_s)
         for name in ("min_age_hours", "keep_decision_hours"):
             check_number(getattr(self, name), name, low=0, high=MAX_HOURS, unit="hours")
+        check_number(self.late_arrival_hours, "late_arrival_hours", low=0, high=168, unit="hours")
         check_number(
             self.lease_wait_minutes,
             "lease_wait_minutes",

@@ -6,8 +6,8 @@ again every hour costs the whole window (7 or 8 days of conversions) per run. Th
 a **snapshot** of the window's traffic between runs, compacted to the fields the rules and the
 audit read, and each run asks the API only for:
 
-* the conversions **after the snapshot's cursor** minus the late-arrival bound (setting
-  ``AFFILIATE_ONHOLD_LATE_ARRIVAL_HOURS``, default :data:`DEFAULT_LATE_ARRIVAL_HOURS`: a
+* the conversions **after the snapshot's cursor** minus the late-arrival bound (the rules
+  file's ``review.late_arrival_hours``, default :data:`DEFAULT_LATE_ARRIVAL_HOURS`: a
   conversion recorded at most that long after its own timestamp is counted by the first run
   after it is recorded), with the documented ``YYYY-MM-DD hh:mm:ss`` form of ``from``/``to``;
 * the **current state of the conversions the snapshot has on hold** (searched by on-hold id,
@@ -46,7 +46,6 @@ import datetime as dt
 import gzip
 import logging
 import math
-import os
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable
@@ -75,7 +74,6 @@ __all__ = [
     "DEFAULT_OVERLAP_S",
     "KEEP_FIELDS",
     "KEEP_MEMBERS",
-    "LATE_ARRIVAL_ENV",
     "SNAPSHOT_VERSION",
     "TrafficPull",
     "TrafficSnapshot",
@@ -98,8 +96,6 @@ SNAPSHOT_VERSION = 1
 #: delayed server postbacks and advertiser batch uploads land within hours; each hour of bound
 #: costs one hour of traffic re-read per run (a small share of a 7-day window).
 DEFAULT_LATE_ARRIVAL_HOURS = 6.0
-#: The environment variable of the bound (hours; read by the run, on the worker).
-LATE_ARRIVAL_ENV = "AFFILIATE_ONHOLD_LATE_ARRIVAL_HOURS"
 #: Longest bound accepted: past the snapshot's full-pull age it buys nothing.
 MAX_LATE_ARRIVAL_HOURS = 168.0
 #: The default bound in seconds (what :func:`pull_review_traffic` reads again before the cursor).
@@ -113,20 +109,17 @@ _ON_HOLD = "on_hold"
 log_ = logging.getLogger(__name__)
 
 
-def late_arrival_hours(value: float | str | None = None) -> float:
-    """The late-arrival bound in hours: ``value``, else :data:`LATE_ARRIVAL_ENV` from the
-    environment, else :data:`DEFAULT_LATE_ARRIVAL_HOURS`; checked.
+def late_arrival_hours(value: float | None = None) -> float:
+    """The late-arrival bound in hours: ``value``, else :data:`DEFAULT_LATE_ARRIVAL_HOURS`;
+    checked.
 
-    :param value: the bound (a number, or its text as the environment gives it).
+    :param value: the bound.
     :raises ConfigValidationError: not a number, not finite, or outside
         ``0 .. MAX_LATE_ARRIVAL_HOURS``; the message names the setting and the value.
     """
     name = "late_arrival_hours"
     if value is None:
-        raw = os.environ.get(LATE_ARRIVAL_ENV, "").strip()
-        if not raw:
-            return DEFAULT_LATE_ARRIVAL_HOURS
-        name, value = LATE_ARRIVAL_ENV, raw
+        return DEFAULT_LATE_ARRIVAL_HOURS
     try:
         hours = float(value)
     except (TypeError, ValueError):
@@ -503,7 +496,7 @@ def pull_review_traffic(
     :param page_size: conversion report page size (default: the hook's).
     :param full: pull the whole window whatever the snapshot (and rewrite it).
     :param overlap_s: seconds before the cursor pulled again: the late-arrival bound
-        (``None``: :func:`late_arrival_hours` from the environment, default 6 hours).
+        (``None``: :data:`DEFAULT_LATE_ARRIVAL_HOURS`).
     :raises ConfigValidationError: the late-arrival bound is not a number of hours in range.
     :param max_age_hours: full pull when the snapshot's last full pull is older (wall clock);
         ``None``: never for age.

@@ -148,7 +148,7 @@ def _message(error: ErrorDetails, loc: Loc, data: Any, show_values: bool = True)
         if "agg" in loc[:-1]:
             return f"unknown key {last!r} in an aggregate (allowed: {', '.join(_AGG_KEYS)})"
         if len(loc) == 1:
-            return f"unknown top-level key {last!r} (allowed: version, lists, rules)"
+            return f"unknown top-level key {last!r} (allowed: version, lists, rules, review)"
         return f"unknown key {last!r}"
     if kind == "literal_error" and last == "op":
         return f"unknown operator{given}; expected one of {', '.join(OPERATORS)}"

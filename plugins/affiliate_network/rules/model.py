@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -18,6 +19,7 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -270,6 +272,58 @@ class Rule(_Strict):
     enabled: bool = True
 
 
+def _whole(low: int, high: int | None = None) -> Any:
+    return Field(strict=True, ge=low, le=high)
+
+
+def _finite(low: float, high: float) -> Any:
+    """``nan`` and ``inf`` compare false with everything: a check they reach is switched off."""
+    return Field(strict=True, ge=low, le=high, allow_inf_nan=False)
+
+
+_Hours = Annotated[float, _finite(0, 87_600)]  # ten years: more is a typo
+_Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
+_Ceiling = Annotated[Decimal, Field(ge=0, allow_inf_nan=False)]
+
+
+class ReviewSettings(_Strict):
+    """The on-hold review's guardrails and tuning: the rules file's ``review:`` section.
+
+    Every key is optional; a missing one has the default shown (docs/configuration.md).
+
+    :param lookback_days: days of conversions each review decides (1..366).
+    :param min_age_hours: decide a conversion only once it has been on hold this long.
+    :param chunk_size: on-hold ids per status write (1..2000).
+    :param reject_status: the status a ``reject`` decision writes.
+    :param max_reject_share: most rejections / conversions a rule decided (0..1; null: off).
+    :param max_reject_count: most rejections in a run's plan (null: off).
+    :param max_approved_payout: most payout of a run's approvals per currency
+        (``{USD: 2000}``; null: off). Once set, approvals in a currency without one stop the run.
+    :param keep_decision_hours: a reviewer's "Keep on hold" is not asked again for this long.
+    :param review_minutes: how long a human review request waits before "Keep on hold" applies.
+    :param late_arrival_hours: how late a conversion may be recorded and still be counted by the
+        first run after its recording (0..168).
+    """
+
+    lookback_days: Annotated[int, _whole(1, 366)] = 7
+    min_age_hours: _Hours = 1.0
+    chunk_size: Annotated[int, _whole(1, 2000)] = 100
+    reject_status: Annotated[str, Field(pattern=r"^[a-z][a-z_]*$")] = "rejected"
+    max_reject_share: Annotated[float, _finite(0, 1)] | None = 0.5
+    max_reject_count: Annotated[int, _whole(0)] | None = 1000
+    max_approved_payout: dict[_Currency, _Ceiling] | None = None
+    keep_decision_hours: _Hours = 24.0
+    review_minutes: Annotated[int, _whole(1, 10_080)] = 50
+    late_arrival_hours: Annotated[float, _finite(0, 168)] = 6.0
+
+    @field_validator("reject_status")
+    @classmethod
+    def _not_approved(cls, status: str) -> str:
+        if status == "approved":
+            raise ValueError("a rejection cannot write 'approved'")
+        return status
+
+
 class RulesFile(_Strict):
     """A whole rules file.
 
@@ -277,6 +331,7 @@ class RulesFile(_Strict):
     :param lists: named value lists (blocklists) that ``in``/``not_in`` can reference as
         ``$name``.
     :param rules: the ordered rules.
+    :param review: the on-hold review's guardrails and tuning (:class:`ReviewSettings`).
     """
 
     version: Literal[1] = 1
@@ -284,6 +339,7 @@ class RulesFile(_Strict):
         default_factory=dict
     )
     rules: Annotated[list[Rule], Field(min_length=1)]
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
 
 
 # ---------------------------------------------------------------------------------------------

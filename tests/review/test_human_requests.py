@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from affiliate_network.review.requests import review_subject, rule_of_subject
+from affiliate_network.review.human_requests import review_subject, rule_of_subject
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ def test_a_request_shows_names_money_with_currency_rounded_values_and_the_audit_
 ) -> None:
     import json
 
-    from affiliate_network.review.requests import build_review_requests
+    from affiliate_network.review.human_requests import build_review_requests
 
     audit = tmp_path / "decisions-attempt-1.jsonl"
     row = {
@@ -73,7 +73,7 @@ def test_a_request_shows_names_money_with_currency_rounded_values_and_the_audit_
 def test_money_at_stake_is_per_currency_never_one_sum(tmp_path) -> None:
     import json
 
-    from affiliate_network.review.requests import build_review_requests
+    from affiliate_network.review.human_requests import build_review_requests
 
     audit = tmp_path / "decisions-attempt-1.jsonl"
     base = {"action": "review", "rule_id": "big", "affiliate_id": 1, "offer_id": 2}
