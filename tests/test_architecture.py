@@ -28,7 +28,7 @@ dependency. The layers, and what each may import from the package:
   operators never notify anyone themselves: failures reach it through Airflow's callbacks).
 * DAG files: operators, settings, job libraries, ``compat`` and ``notify`` (a ``@task`` in a
   DAG file is an inline operator, and the human-review form takes its vocabulary from
-  ``review.requests``); never a hook.
+  ``review.human_requests``); never a hook.
 
 The sandbox is a distribution of its own (``plugins/affiliate_network_sandbox``): nothing of the
 provider or the DAGs imports it, and it imports nothing of the provider (it implements the spec,

@@ -41,8 +41,7 @@ from affiliate_network.review.options import (
 )
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, resolve_rules_file
 
-# A DAG file imports this at parse time: the review run and the window load in execute
-# (tests/dags/test_dag_integrity.py pins it).
+# A DAG file imports this at parse time: the review run and window load in execute.
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -73,13 +72,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         Conversions after it are not seen; ages are measured up to it.
     :param timezone_id: the API's timezone id of the window (default: ``include/network.yaml``;
         no default of its own).
-    :param dry_run: decide and write the audit, change nothing (templated; bool or "true"/"false").
-        ``None`` decides by the run (:func:`~affiliate_network.review.options.dry_run_choice`):
-        its conf's ``dry_run`` or ``mode``, a manual run's form, else a manual trigger is a dry
-        run and a scheduled or backfill run writes. Whatever it says, a
-        deployment that has not armed the review (environment ``AFFILIATE_ONHOLD_ARMED=true``,
-        read when the task runs: :func:`~affiliate_network.review.options.review_armed`) gets a
-        dry run: nothing written, nobody asked.
+    :param dry_run: decide and audit, change nothing (templated). ``None``: the run decides
+        (:func:`~affiliate_network.review.options.dry_run_choice`). An unarmed deployment
+        (:func:`~affiliate_network.review.options.review_armed`) always gets a dry run.
     :param lease_wait_minutes: how long to wait for another run's write lease.
     :param base_path: audit base (templated); default Variable ``affiliate_network_data_base``.
     :param page_size: conversion report page size (default: the connection's).
@@ -101,9 +96,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         "base_path",
         "full_pull",
     )
-    # A template field is the attribute named like the argument, so this shadows
-    # BaseOperator.dry_run() (a render-only dry run nothing in Airflow calls) on purpose.
-    dry_run: bool | str | None  # type: ignore[assignment]  # see above
+    # The template field shadows BaseOperator.dry_run() (render-only, unused) on purpose.
+    dry_run: bool | str | None  # type: ignore[assignment]
     ui_color = "#fde9c9"
 
     def __init__(
@@ -229,16 +223,14 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
                 self.hook, ruleset, window, options=tuned, run=run, dry_run=dry_run, log=self.log
             )
 
-        if dry_run:  # a dry run never takes the lease
-            result = review(options.lease_wait_minutes)
-        else:
-            result = write_when_the_lease_allows(
-                self,
-                base=run.base,
-                owner=run.owner,
-                wait_minutes=options.lease_wait_minutes,
-                write=review,
+        wait = options.lease_wait_minutes
+        result = (  # a dry run never takes the lease
+            review(wait)
+            if dry_run
+            else write_when_the_lease_allows(
+                self, base=run.base, owner=run.owner, wait_minutes=wait, write=review
             )
+        )
         self._record_review_lineage(result)
         # The human steps after it read these (one place: this run's rules file).
         human = settings.model_dump(include={"reject_status", "chunk_size", "review_minutes"})
