@@ -68,7 +68,7 @@ def _bench_include(work: Path, args: argparse.Namespace) -> Path:
     """A copy of the include folder whose rules file's ``review:`` section is the bench's."""
     import yaml
 
-    from affiliate_network.paths import include_dir
+    from affiliate_network.settings.paths import include_dir
 
     folder = work / "include"
     shutil.copytree(include_dir(), folder)

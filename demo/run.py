@@ -57,7 +57,7 @@ def _project_root() -> Path:
     cwd = Path.cwd()
     if (cwd / "dags").is_dir() and (cwd / "include").is_dir():
         return cwd
-    from affiliate_network.paths import PROJECT_ROOT
+    from affiliate_network.settings.paths import PROJECT_ROOT
 
     return PROJECT_ROOT
 

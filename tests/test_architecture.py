@@ -14,7 +14,7 @@ dependency. The layers, and what each may import from the package:
 * the rules language (``rules``: a rules file in, decisions out): below the review job and the
   backtest that run it, beside the hooks. Nothing of a layer above it (no job library, no
   settings, no ``partitions``), no hook, no Airflow at all, also through what it imports: only
-  the bottom modules (data tables and dependency-free helpers) and ``paths`` (see
+  the bottom modules (data tables and dependency-free helpers) and ``settings.paths`` (see
   :data:`RULES_MAY_IMPORT`).
 * the landed format (``partitions``): the bottom floor beside ``exceptions``. No Airflow at
   all, also through what it imports; of the package only itself, ``exceptions`` and the
@@ -50,22 +50,41 @@ DAGS_DIR = ROOT / "dags"
 PKG = "affiliate_network"
 SANDBOX_PKG = "affiliate_network_sandbox"
 SANDBOX_DIR = ROOT / "plugins" / SANDBOX_PKG / SANDBOX_PKG
+#: Packages that group modules of different floors: each module is judged on its own
+#: (``settings.loader`` is a bottom module, ``settings.models`` is not).
+GROUPING_PACKAGES = frozenset({"api", "helpers", "settings"})
 JOB_LIBRARIES = ("reports", "review", "sync")
 #: The rules language: a library below the review job, with no hook and no Airflow.
 RULES = "rules"
-#: What the rules language may import of the package: itself, the bottom modules (``config`` is
-#: the one YAML loader of every file, itself built on bottom modules only), and
-#: ``paths``: the loader asks it for the include folder (a file there is the deployment's own and
-#: its values may be quoted in errors). Its one Airflow import, the DAGs folder of an installed
-#: wheel, is inside a function, and the loader treats an ImportError as "not in the folder".
+#: What the rules language may import of the package: itself, the bottom modules
+#: (``settings.loader`` is the one YAML loader of every file, itself built on bottom modules only),
+#: and ``settings.paths``: the loader asks it for the include folder (a file there is the
+#: deployment's own and its values may be quoted in errors). Its one Airflow import, the DAGs folder
+#: of an installed wheel, is inside a function, and the loader treats an ImportError as "not in the
+#: folder".
 RULES_MAY_IMPORT = frozenset(
-    {RULES, "exceptions", "record_fields", "report_columns", "timezones", "yamlguard", "textfile"}
-    | {"gcpause", "paths", "config"}
+    {
+        RULES,
+        "exceptions",
+        "api.record_fields",
+        "api.report_columns",
+        "api.timezones",
+        "settings.yamlguard",
+        "settings.textfile",
+    }
+    | {"helpers.gcpause", "settings.paths", "settings.loader"}
 )
 #: The landed format: the bottom floor. ``__version__`` is the package's own (manifests name it).
 PARTITIONS = "partitions"
 PARTITIONS_MAY_IMPORT = frozenset(
-    {PARTITIONS, "exceptions", "gcpause", "seen_keys", "report_columns", "__version__"}
+    {
+        PARTITIONS,
+        "exceptions",
+        "helpers.gcpause",
+        "helpers.seen_keys",
+        "api.report_columns",
+        "__version__",
+    }
 )
 #: The backtest job: the rules language on landed partitions, with no Airflow and no hook.
 BACKTEST = "backtest"
@@ -84,9 +103,12 @@ class Import:
 
     @property
     def area(self) -> str:
-        """The package area imported (``reports``, ``hooks``, ``settings``...), or ``""``."""
+        """The package area imported (``reports``, ``hooks``, ``settings.models``...), or ``""``."""
         parts = self.target.split(".")
-        return parts[1] if parts[0] == PKG and len(parts) > 1 else ""
+        if parts[0] != PKG or len(parts) < 2:
+            return ""
+        # A module of a grouping package is a room of its own (``settings.loader``).
+        return ".".join(parts[1:3]) if parts[1] in GROUPING_PACKAGES else parts[1]
 
     def __str__(self) -> str:
         return f"{self.source.relative_to(ROOT)}:{self.line} imports {self.target}"
@@ -149,7 +171,7 @@ def test_the_scan_sees_the_imports_it_judges() -> None:
     sandbox = _package_imports(_sandbox_files(), SANDBOX_PKG)
     assert len(sandbox) > 50
     rules = _package_imports(_files(RULES))
-    assert {RULES, "exceptions", "record_fields"} <= {imp.area for imp in rules}
+    assert {RULES, "exceptions", "api.record_fields"} <= {imp.area for imp in rules}
     review = _package_imports(_files("review"))
     assert RULES in {imp.area for imp in review}
     assert {PARTITIONS, "exceptions"} <= {imp.area for imp in _package_imports(_files(PARTITIONS))}
@@ -186,14 +208,14 @@ def _module_file(target: str) -> Path | None:
 
 
 def _below(files: list[Path]) -> list[Path]:
-    """The package modules ``files`` import, directly or through others (``paths`` excepted:
-    see RULES_MAY_IMPORT)."""
+    """The package modules ``files`` import, directly or through others (``settings.paths``
+    excepted: see RULES_MAY_IMPORT)."""
     seen: set[Path] = set(files)
     todo = list(files)
     while todo:
         for imp in _package_imports([todo.pop()]):
             module = _module_file(imp.target)
-            if module is not None and module not in seen and imp.area != "paths":
+            if module is not None and module not in seen and imp.area != "settings.paths":
                 seen.add(module)
                 todo.append(module)
     return sorted(seen - set(files))
@@ -225,7 +247,7 @@ def test_the_rules_backtest_and_partitions_import_no_hook_and_no_airflow(
 
 
 def test_hooks_import_no_layer_above_them() -> None:
-    above = ("operators", *JOB_LIBRARIES, BACKTEST, RULES, "settings", "paths")
+    above = ("operators", *JOB_LIBRARIES, BACKTEST, RULES, "settings.models", "settings.paths")
     wrong = [str(imp) for imp in _package_imports(_files("hooks")) if imp.area in above]
     assert wrong == []
 
@@ -257,8 +279,8 @@ def test_the_provider_and_the_dags_import_nothing_of_the_sandbox() -> None:
 def test_notify_imports_settings_compat_and_exceptions_only_and_only_dag_files_import_it() -> None:
     # compat: the deadline alert is built the way each Airflow release takes it.
     notify = _package_imports(_files("notify"))
-    assert {imp.area for imp in notify} >= {"settings", "compat"}  # the scan sees them
-    allowed = ("notify", "settings", "compat", "exceptions")
+    assert {imp.area for imp in notify} >= {"settings.models", "compat"}  # the scan sees them
+    allowed = ("notify", "settings.models", "compat", "exceptions")
     assert [str(imp) for imp in notify if imp.area not in allowed] == []
     others = [
         f for f in PACKAGE_DIR.rglob("*.py") if f.relative_to(PACKAGE_DIR).parts[0] != "notify"
@@ -267,7 +289,7 @@ def test_notify_imports_settings_compat_and_exceptions_only_and_only_dag_files_i
 
 
 def test_dag_files_import_operators_settings_and_job_libraries_only() -> None:
-    allowed = ("operators", "settings", "compat", "notify", *JOB_LIBRARIES)
+    allowed = ("operators", "settings.models", "compat", "notify", *JOB_LIBRARIES)
     dag_files = sorted(DAGS_DIR.glob("*.py"))
     assert dag_files
     wrong = [str(imp) for imp in _package_imports(dag_files) if imp.area not in allowed]
@@ -296,3 +318,13 @@ def test_only_compat_imports_names_whose_home_moved_between_airflow_releases() -
     # The check sees the names: compat itself imports each of them from Airflow.
     seen = {imp.target.rsplit(".", 1)[-1] for imp in imports_of(compat)}
     assert seen >= VERSION_DEPENDENT_NAMES
+
+
+@pytest.mark.parametrize("package", sorted(GROUPING_PACKAGES))
+def test_grouping_packages_import_nothing_when_imported(package: str) -> None:
+    """Importing ``settings.loader`` runs ``settings/__init__.py`` first: the rules above judge
+    modules, so a grouping package's own file must import nothing."""
+    tree = ast.parse((PACKAGE_DIR / package / "__init__.py").read_text(encoding="utf-8"))
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    future = "from __future__ import annotations"
+    assert [ast.unparse(n) for n in imports if ast.unparse(n) != future] == []

@@ -1,5 +1,5 @@
-"""The one config loader (``affiliate_network.config``): every YAML file of the project goes
-through it, and every error names the file, the line and the field.
+"""The one config loader (``affiliate_network.settings.loader``): every YAML file of the project
+goes through it, and every error names the file, the line and the field.
 
 One case per file kind (network.yaml, reports.yaml, a rules file, the desired state), then the
 guarantees every kind shares: no PyYAML snippet and nothing chained, the alias-bomb guard, the
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from affiliate_network import config
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.rules.loader import load_rules
-from affiliate_network.settings import NetworkFile, ReportsFile
+from affiliate_network.settings import loader
+from affiliate_network.settings.models import NetworkFile, ReportsFile
 from affiliate_network.sync.loader import load_desired_state
 
 INCLUDE = Path(__file__).resolve().parents[1] / "include"
@@ -27,7 +27,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def _problems(call) -> tuple[str, list[config.Problem]]:
+def _problems(call) -> tuple[str, list[loader.Problem]]:
     with pytest.raises(ConfigValidationError) as info:
         call()
     assert info.value.__cause__ is None
@@ -36,9 +36,9 @@ def _problems(call) -> tuple[str, list[config.Problem]]:
 
 
 def test_the_shipped_files_load_through_it() -> None:
-    network = config.load(INCLUDE / "network.yaml", NetworkFile)
+    network = loader.load(INCLUDE / "network.yaml", NetworkFile)
     assert (network.timezone, network.timezone_id, network.currency_id) == ("UTC", 67, "USD")
-    reports = config.load(INCLUDE / "reports.yaml", ReportsFile).affiliate_reports
+    reports = loader.load(INCLUDE / "reports.yaml", ReportsFile).affiliate_reports
     assert reports.format == "parquet"
     assert [a.affiliate_id for a in reports.affiliates] == [2001, 2002]
     assert reports.affiliates[1].columns == ["offer", "device_type", "date"]
@@ -46,7 +46,7 @@ def test_the_shipped_files_load_through_it() -> None:
 
 def test_network_yaml_error_names_file_line_and_field(tmp_path) -> None:
     path = _write(tmp_path, "network.yaml", "timezone: UTC\ncurrency: USD\n")
-    message, (problem,) = _problems(lambda: config.load(path, NetworkFile))
+    message, (problem,) = _problems(lambda: loader.load(path, NetworkFile))
     assert (problem.source, problem.line, problem.field) == (str(path), 2, "currency")
     assert message == (
         f"{path}:2: currency: unknown field (fields: timezone, timezone_id, currency_id); "
@@ -65,7 +65,7 @@ def test_reports_yaml_error_names_file_line_and_nested_field(tmp_path) -> None:
     )
     path = _write(tmp_path, "reports.yaml", text)
     line = text.splitlines().index("      format: csv") + 1
-    message, (problem,) = _problems(lambda: config.load(path, ReportsFile))
+    message, (problem,) = _problems(lambda: loader.load(path, ReportsFile))
     assert (problem.line, problem.field) == (line, "affiliate_reports.affiliates[1].format")
     assert message.startswith(f"{path}:{line}: affiliate_reports.affiliates[1].format: must be")
 
@@ -81,7 +81,7 @@ def test_every_problem_of_a_file_at_once_in_line_order(tmp_path) -> None:
         "    - {affiliate_id: 0, conn_id: a}\n"
         "    - {affiliate_id: 7, conn_id: ''}\n",
     )
-    message, problems = _problems(lambda: config.load(path, ReportsFile))
+    message, problems = _problems(lambda: loader.load(path, ReportsFile))
     assert [(p.line, p.field) for p in problems] == [
         (2, "affiliate_reports.format"),
         (5, "affiliate_reports.affiliates[0].affiliate_id"),
@@ -100,17 +100,17 @@ def test_a_cross_field_check_points_at_its_field(tmp_path) -> None:
         "    - {affiliate_id: 5, conn_id: a}\n"
         "    - {affiliate_id: 5, conn_id: b}\n",
     )
-    message, (problem,) = _problems(lambda: config.load(path, ReportsFile))
+    message, (problem,) = _problems(lambda: loader.load(path, ReportsFile))
     assert (problem.line, problem.field) == (5, "affiliate_reports.affiliates[1].affiliate_id")
     assert message.endswith("affiliates[1].affiliate_id: 5 repeated")
 
 
 def test_a_missing_required_key_points_at_the_mapping_that_lacks_it(tmp_path) -> None:
     path = _write(tmp_path, "reports.yaml", "# nothing yet\n")
-    message, (problem,) = _problems(lambda: config.load(path, ReportsFile))
+    message, (problem,) = _problems(lambda: loader.load(path, ReportsFile))
     assert message == f"{path}:1: affiliate_reports: required"
     path = _write(tmp_path, "reports.yaml", "affiliate_reports:\n  format: jsonl\n")
-    _, (problem,) = _problems(lambda: config.load(path, ReportsFile))
+    _, (problem,) = _problems(lambda: loader.load(path, ReportsFile))
     assert (problem.line, problem.field) == (1, "affiliate_reports.affiliates")
 
 
@@ -140,7 +140,7 @@ def test_desired_state_error_names_file_line_and_field(tmp_path) -> None:
 @pytest.mark.parametrize(
     "load",
     [
-        lambda p: config.load(p, NetworkFile),
+        lambda p: loader.load(p, NetworkFile),
         load_rules,
         load_desired_state,
     ],
@@ -158,9 +158,9 @@ def test_a_syntax_error_gives_line_and_column_but_no_snippet(tmp_path, load) -> 
 
 def test_parse_reports_the_column_of_a_syntax_error() -> None:
     with pytest.raises(ConfigValidationError) as info:
-        config.parse("a: 1\nb: [x\n", "f.yaml")
+        loader.parse("a: 1\nb: [x\n", "f.yaml")
     (problem,) = info.value.errors
-    assert isinstance(problem, config.Problem)
+    assert isinstance(problem, loader.Problem)
     assert problem.line is not None
     assert problem.column is not None
 
@@ -177,7 +177,7 @@ def test_parse_reports_the_column_of_a_syntax_error() -> None:
 )
 def test_what_the_guard_refuses(text, words) -> None:
     with pytest.raises(ConfigValidationError) as info:
-        config.parse(text, "f.yaml")
+        loader.parse(text, "f.yaml")
     assert words in str(info.value)
     assert "abc" not in str(info.value)
 
@@ -185,18 +185,18 @@ def test_what_the_guard_refuses(text, words) -> None:
 def test_a_file_that_is_not_utf8_names_the_byte(tmp_path) -> None:
     path = tmp_path / "network.yaml"
     path.write_bytes(b"timezone: Europe/Z\xfcrich\n")
-    message, (problem,) = _problems(lambda: config.load(path, NetworkFile))
+    message, (problem,) = _problems(lambda: loader.load(path, NetworkFile))
     assert problem.line == 1
     assert message.startswith(f"{path}:1: not UTF-8 text: byte 18")
 
 
 def test_a_missing_file_is_named(tmp_path) -> None:
-    message, _ = _problems(lambda: config.load(tmp_path / "absent.yaml", NetworkFile))
+    message, _ = _problems(lambda: loader.load(tmp_path / "absent.yaml", NetworkFile))
     assert message.startswith(f"{tmp_path / 'absent.yaml'}: cannot read the file")
 
 
 def test_locations_match_the_loaded_data_and_merges_are_not_repeats() -> None:
-    doc = config.parse(
+    doc = loader.parse(
         "base: &b {x: 1, y: 2}\nmerged:\n  <<: *b\n  y: 3\n2: two\ntrue: yes\n",
         "f.yaml",
     )
@@ -209,10 +209,10 @@ def test_locations_match_the_loaded_data_and_merges_are_not_repeats() -> None:
 
 def test_values_can_be_kept_out_of_messages(tmp_path) -> None:
     path = _write(tmp_path, "reports.yaml", "affiliate_reports: hunter2-token\n")
-    message, _ = _problems(lambda: config.load(path, ReportsFile, show_values=False))
+    message, _ = _problems(lambda: loader.load(path, ReportsFile, show_values=False))
     assert f"{path}:1: affiliate_reports: " in message
     assert "hunter2" not in message
-    message, _ = _problems(lambda: config.load(path, ReportsFile))
+    message, _ = _problems(lambda: loader.load(path, ReportsFile))
     assert "(got 'hunter2-token')" in message
 
 
@@ -220,15 +220,18 @@ def test_the_loader_is_a_bottom_module() -> None:
     """The rules language, the settings and the sync all use it: it imports none of them."""
     import ast
 
-    source = Path(config.__file__).read_text(encoding="utf-8")
+    source = Path(loader.__file__).read_text(encoding="utf-8")
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.module:
             imported |= {f"{node.module}.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.Import):
             imported |= {alias.name for alias in node.names}
-    ours = {name.split(".")[1] for name in imported if name.startswith("affiliate_network.")}
+    ours = {name for name in imported if name.startswith("affiliate_network.")}
     others = {name.split(".")[0] for name in imported} - {"affiliate_network", "__future__"}
-    assert ours <= {"yamlguard", "textfile", "exceptions"}
+    bottom = tuple(
+        f"affiliate_network.{m}." for m in ("settings.yamlguard", "settings.textfile", "exceptions")
+    )
+    assert [name for name in ours if not (name + ".").startswith(bottom)] == []
     assert others <= {"collections", "dataclasses", "difflib", "pathlib", "typing", "yaml",
                       "pydantic", "pydantic_core"}  # fmt: skip

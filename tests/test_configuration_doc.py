@@ -20,10 +20,10 @@ from pydantic import BaseModel
 from affiliate_network.hooks._budget import QUOTA_EXTRAS
 from affiliate_network.hooks._network_identity import NETWORK_EXTRAS
 from affiliate_network.hooks._transport import TRANSPORT_EXTRAS
-from affiliate_network.paths import DATA_BASE_VARIABLE
 from affiliate_network.provider_info import PROVIDER_INFO
 from affiliate_network.rules.model import RulesFile
-from affiliate_network.settings import NetworkFile, ReportsFile
+from affiliate_network.settings.models import NetworkFile, ReportsFile
+from affiliate_network.settings.paths import DATA_BASE_VARIABLE
 from affiliate_network.sync.models import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from affiliate_network.gcpause import paused_gc
+from affiliate_network.helpers.gcpause import paused_gc
 
 
 def test_pause_nests_and_restores() -> None:

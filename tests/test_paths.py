@@ -7,7 +7,11 @@ from airflow.sdk.exceptions import AirflowFailException, ErrorType
 from airflow.sdk.execution_time.comms import ErrorResponse, GetVariable, VariableResult
 
 from affiliate_network.exceptions import DataBaseUnavailableError
-from affiliate_network.paths import DATA_BASE_VARIABLE, _variable_in_task, resolve_data_base
+from affiliate_network.settings.paths import (
+    DATA_BASE_VARIABLE,
+    _variable_in_task,
+    resolve_data_base,
+)
 
 
 class Channel:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from affiliate_network.exceptions import StorageError
-from affiliate_network.seen_keys import MAX_LEVEL, SeenKeys
+from affiliate_network.helpers.seen_keys import MAX_LEVEL, SeenKeys
 
 
 def _reference(batches: list[list[Any]]) -> list[list[bool]]:

@@ -10,16 +10,16 @@ import pendulum
 import pytest
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from affiliate_network.api.timezones import TIMEZONES, id_for_name, name_for_id
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.conversion_report import ConversionReportOperator
-from affiliate_network.paths import include_dir
-from affiliate_network.settings import (
+from affiliate_network.settings.models import (
     check_report_history,
     load_affiliate_report_targets,
     load_network_settings,
     resolve_timezone,
 )
-from affiliate_network.timezones import TIMEZONES, id_for_name, name_for_id
+from affiliate_network.settings.paths import include_dir
 
 
 @pytest.fixture

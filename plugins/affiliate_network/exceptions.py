@@ -594,7 +594,7 @@ class DataBaseUnavailableError(AffiliateNetworkError):
 class NotUtf8Error(ValueError):
     """A file's bytes are not UTF-8; the message gives the byte offset and the line.
 
-    Raised by :func:`affiliate_network.textfile.decode_utf8`.
+    Raised by :func:`affiliate_network.settings.textfile.decode_utf8`.
 
     :param message: what is wrong, with the offset, the line, the byte and a hint.
     :param offset: 0-based byte offset of the first byte that cannot be decoded.
@@ -615,14 +615,15 @@ class PathError(ValueError):
 
 
 class UnknownTimezoneError(ValueError):
-    """An id or name that is not in the API's timezone table (``affiliate_network.timezones``)."""
+    """An id or name that is not in the API's timezone table
+    (``affiliate_network.api.timezones``)."""
 
 
 class FieldError(ValueError):
     """Raised by a config model's validator to name the field a cross-field check is about.
 
     Pydantic places an error from a model validator at the model itself;
-    :func:`affiliate_network.config.load` reads the ``loc`` of this error and reports the
+    :func:`affiliate_network.settings.loader.load` reads the ``loc`` of this error and reports the
     field's own line instead.
 
     :param loc: the field's place relative to the model being validated.

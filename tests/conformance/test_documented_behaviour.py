@@ -16,12 +16,12 @@ import pendulum
 import pytest
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from affiliate_network.api.timezones import TIMEZONES, compare_with_api
 from affiliate_network.exceptions import InvalidRequestError, ReportRowLimitError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.conversion_report import ConversionReportOperator
 from affiliate_network.partitions.manifest import read_manifest
 from affiliate_network.partitions.read import read_partition
-from affiliate_network.timezones import TIMEZONES, compare_with_api
 from tests.conformance import examples
 
 FAST = {"max_attempts": 2, "base_delay": 0.005, "max_delay": 0.01, "jitter": 0.0}

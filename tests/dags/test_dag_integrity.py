@@ -77,10 +77,10 @@ def test_dag_file_parse_imports_nothing_heavy(dag_file: Path) -> None:
         "affiliate_network.rules.loader",
         "affiliate_network.sync.models",
         "affiliate_network.sync.loader",
-        # affiliate_network.settings and its reader affiliate_network.config do load at parse:
-        # the DAG files read include/notifications.yaml for their deadline alert (issue 28; one
-        # small file, about 15 ms with its reader here). The other config files are still read
-        # in execute.
+        # affiliate_network.settings.models and its reader affiliate_network.settings.loader do load
+        # at parse: the DAG files read include/notifications.yaml for their deadline alert (issue
+        # 28; one small file, about 15 ms with its reader here). The other config files are still
+        # read in execute.
         # The core (scheduler-side) timetables and serializers: DAG files use the Task SDK's.
         "airflow.serialization.encoders",
         "airflow.timetables.interval",

@@ -19,7 +19,7 @@ from affiliate_network.operators.conversion_report import (
 )
 from affiliate_network.partitions.manifest import list_partitions
 from affiliate_network.partitions.read import read_partition
-from affiliate_network.paths import include_dir
+from affiliate_network.settings.paths import include_dir
 from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
 
 DAG_FILE = DAGS_DIR / "affiliate_daily_reports.py"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.rules.loader import load_rules
-from affiliate_network.settings import load_affiliate_report_targets, load_network_settings
+from affiliate_network.settings.models import load_affiliate_report_targets, load_network_settings
 from affiliate_network.sync.loader import load_desired_state
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"

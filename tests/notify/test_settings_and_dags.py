@@ -20,7 +20,7 @@ from affiliate_network.notify import (
     checkpoints_enabled,
 )
 from affiliate_network.notify.notifier import AffiliateNetworkNotifier
-from affiliate_network.settings import NOTIFICATION_EVENTS, load_notification_settings
+from affiliate_network.settings.models import NOTIFICATION_EVENTS, load_notification_settings
 from tests.support.dag_files import DAGS_DIR, load_dag
 
 DAGS = {
@@ -49,8 +49,8 @@ def test_the_dag_files_read_no_settings_when_parsed(notify_include, dag_id: str)
     (folder / "notifications.yaml").write_text("enabled: true\nwebhok: {}\n")
     probe = (
         "import runpy, sys; runpy.run_path(sys.argv[1]); "
-        "print(sorted(m for m in sys.modules if m in ('affiliate_network.settings', "
-        "'affiliate_network.config')))"
+        "print(sorted(m for m in sys.modules if m in ('affiliate_network.settings.models', "
+        "'affiliate_network.settings.loader')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(DAGS_DIR / f"{dag_id}.py")],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from affiliate_network.paths import INCLUDE_DIR_ENV, include_dir
+from affiliate_network.settings.paths import INCLUDE_DIR_ENV, include_dir
 from tests.operators.onhold_support import RULES
 
 

@@ -54,7 +54,7 @@ def in_include(rules_file: Path) -> str:
     """The name the review reads ``rules_file`` by: a file outside the include folder (a test's
     own, in tmp_path) is copied into it first. The include folder is then a test's copy
     (the ``rules_include`` fixture), never the project's."""
-    from affiliate_network.paths import PROJECT_ROOT, include_dir
+    from affiliate_network.settings.paths import PROJECT_ROOT, include_dir
 
     folder = include_dir()
     if Path(rules_file).parent.resolve() == folder.resolve():

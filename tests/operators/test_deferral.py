@@ -25,8 +25,8 @@ from airflow.sdk.execution_time.context import OutletEventAccessors
 from affiliate_network.exceptions import ConfigValidationError, GranularQuotaError, LeaseBusyError
 from affiliate_network.operators.affiliate_report import AffiliateReportOperator
 from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
-from affiliate_network.review.lease import WriteLease, lease_path
 from affiliate_network.review.human_requests import OPTION_APPROVE, build_review_requests
+from affiliate_network.review.lease import WriteLease, lease_path
 from affiliate_network.triggers.lease import WriteLeaseTrigger
 from tests.operators.onhold_support import context, patches, review_op, states
 

@@ -16,9 +16,9 @@ import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.steps import ReviewRequestsOperator
-from affiliate_network.paths import PROJECT_ROOT
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.options import ARMED_VARIABLE, review_armed
+from affiliate_network.settings.paths import PROJECT_ROOT
 from tests.operators.onhold_support import context, patches, review_op
 
 pytestmark = pytest.mark.usefixtures("network_conn")

@@ -27,7 +27,7 @@ from affiliate_network.exceptions import (
     ServerError,
     TransportError,
 )
-from affiliate_network.paths import PROJECT_ROOT
+from affiliate_network.settings.paths import PROJECT_ROOT
 from tests.operators.onhold_support import context, patches, review_op
 
 #: Fast retries: the hook's attempts and backoff are the connection's business, not these tests'.

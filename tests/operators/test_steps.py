@@ -22,7 +22,7 @@ from affiliate_network.operators.steps import (
     ReviewRequestsOperator,
 )
 from affiliate_network.review.human_requests import build_review_requests
-from affiliate_network.settings import load_affiliate_report_targets
+from affiliate_network.settings.models import load_affiliate_report_targets
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
 

@@ -99,7 +99,7 @@ def installed(tmp_path_factory) -> dict:
 
 
 def test_the_package_is_imported_from_the_wheel(installed) -> None:
-    code = "import affiliate_network.paths as p; print(p.__file__, p.include_dir())"
+    code = "import affiliate_network.settings.paths as p; print(p.__file__, p.include_dir())"
     python = str(installed["venv"] / "bin" / "python")
     done = run([python, "-c", code], env=installed["env"], cwd=installed["project"])
     module, include = done.stdout.split()

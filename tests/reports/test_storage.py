@@ -28,7 +28,9 @@ from airflow.sdk import ObjectStoragePath
 from airflow.sdk.io import attach
 from fsspec.implementations.memory import MemoryFileSystem
 
+from affiliate_network.api.report_columns import validate_report_columns
 from affiliate_network.exceptions import ConfigValidationError, StorageError
+from affiliate_network.helpers.seen_keys import SeenKeys
 from affiliate_network.partitions.manifest import (
     MANIFEST_NAME,
     is_complete,
@@ -38,14 +40,12 @@ from affiliate_network.partitions.manifest import (
 from affiliate_network.partitions.publish import STAGING_DIR, TRASH_DIR
 from affiliate_network.partitions.read import iter_partition_records, read_partition
 from affiliate_network.partitions.write import PartitionWriter, write_partition
-from affiliate_network.report_columns import validate_report_columns
 from affiliate_network.reports.schema import (
     AffiliateReportSchema,
     SchemaMismatchError,
     conversion_schema,
 )
 from affiliate_network.reports.storage import partition_files
-from affiliate_network.seen_keys import SeenKeys
 
 CONVERSION_SCHEMA = conversion_schema()
 DAY = {"date": "2026-01-15"}

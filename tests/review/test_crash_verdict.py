@@ -19,9 +19,9 @@ import pytest
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
-from affiliate_network.paths import include_dir
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.onhold_lookup import chunked
+from affiliate_network.settings.paths import include_dir
 from tests.support.review_settings import set_review
 from tests.support.stepped_reviews import DAYS, after_the_end, held_states, planted_fraud
 

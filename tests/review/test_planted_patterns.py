@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from affiliate_network.paths import include_dir
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_since, on_hold_status
+from affiliate_network.settings.paths import include_dir
 
 #: Rule id in include/onhold_rules.yaml -> planted pattern it must catch, and the action.
 EXPECTED = {

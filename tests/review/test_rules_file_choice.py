@@ -17,7 +17,7 @@ import pytest
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.rules.loader import load_rules
-from affiliate_network.settings import load_network_settings
+from affiliate_network.settings.models import load_network_settings
 from tests.support.dag_files import DAGS_DIR, load_dag
 
 SECRET = "Zm9vYmFyYmF6cXV4c2VjcmV0a2V5MTIzNDU2Nzg5MA"

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from affiliate_network.hooks._transport import API_KEY_HEADER
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
-from affiliate_network.paths import include_dir
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.traffic import (
     DEFAULT_OVERLAP_S,
@@ -32,6 +31,7 @@ from affiliate_network.review.traffic import (
 from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_status
+from affiliate_network.settings.paths import include_dir
 from tests.support.changing_lists import ChangeBetween, judge
 from tests.support.review_settings import set_review
 

@@ -14,10 +14,10 @@ import zoneinfo
 from typing import Any
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from affiliate_network.paths import include_dir
 from affiliate_network.review.traffic import pull_review_traffic, review_fields
 from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
+from affiliate_network.settings.paths import include_dir
 
 NEW_YORK = 80
 RULES = RuleSet.from_file(include_dir() / "onhold_rules.yaml")

@@ -483,9 +483,9 @@ def test_each_run_is_the_review_window_of_that_instant(timezone_id, after_hours)
     library): the run deciding a day has the window ``review_window`` gives for its instant,
     across DST changes too (America/New_York falls back on 2026-11-01, Auckland springs
     forward on 2026-09-27)."""
+    from affiliate_network.api.timezones import TIMEZONES
     from affiliate_network.backtest.job import Backtest
     from affiliate_network.review.window import review_window
-    from affiliate_network.timezones import TIMEZONES
 
     ruleset = RuleSet(loads_rules(RULES))
     backtest = Backtest(ruleset, timezone=TIMEZONES[timezone_id], decide_after_hours=after_hours)

@@ -19,9 +19,9 @@ from affiliate_network.backtest.records import as_record
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.partitions.manifest import list_partitions
 from affiliate_network.partitions.read import read_partition
-from affiliate_network.paths import PROJECT_ROOT
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.fields import on_hold_status
+from affiliate_network.settings.paths import PROJECT_ROOT
 from tests.support.landed_history import land_days
 
 RULES = PROJECT_ROOT / "include" / "onhold_rules.yaml"

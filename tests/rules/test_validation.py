@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.paths import include_dir
 from affiliate_network.rules.loader import load_rules, loads_rules
+from affiliate_network.settings.paths import include_dir
 
 GOOD_RULE = """\
   - id: ok

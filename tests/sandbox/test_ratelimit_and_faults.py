@@ -223,7 +223,7 @@ def test_documented_settings_are_validated(sandbox):
 
 def test_the_sandbox_and_the_hook_read_the_guides_granular_columns_alike() -> None:
     """Two copies on purpose (the sandbox shares no code with the client): they must agree."""
-    from affiliate_network.report_columns import GRANULAR_COLUMNS as HOOK_COLUMNS
+    from affiliate_network.api.report_columns import GRANULAR_COLUMNS as HOOK_COLUMNS
     from affiliate_network_sandbox.choices import GRANULAR_COLUMNS as SANDBOX_COLUMNS
 
     assert SANDBOX_COLUMNS == HOOK_COLUMNS

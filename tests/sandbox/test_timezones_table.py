@@ -6,7 +6,7 @@ Two copies on purpose (the sandbox distribution needs nothing of the provider), 
 
 from __future__ import annotations
 
-from affiliate_network import timezones as provider
+from affiliate_network.api import timezones as provider
 from affiliate_network_sandbox import timezones as sandbox
 
 

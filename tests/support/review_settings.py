@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from affiliate_network.paths import INCLUDE_DIR_ENV, PROJECT_ROOT, include_dir
+from affiliate_network.settings.paths import INCLUDE_DIR_ENV, PROJECT_ROOT, include_dir
 
 
 def include_with_review(folder: Path, **settings: Any) -> Path:

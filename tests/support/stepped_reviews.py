@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
-from affiliate_network.paths import include_dir
+from affiliate_network.settings.paths import include_dir
 from tests.support.review_settings import set_review
 from tests.support.sandbox_reads import onhold_states
 

@@ -188,7 +188,7 @@ def _date_arg(value: str) -> dt.date:
 
 def _timezone_arg(value: str) -> int:
     """An API timezone id (``GET /meta/timezones``)."""
-    from affiliate_network.timezones import TIMEZONES
+    from affiliate_network.api.timezones import TIMEZONES
 
     try:
         tz_id = int(_number(value, whole=True, low=min(TIMEZONES), high=max(TIMEZONES)))
@@ -297,10 +297,10 @@ def _prepare(args: argparse.Namespace) -> tuple[Backtest, int, list[LandedDay], 
     :raises ConfigValidationError: a bad date range or rules file.
     :raises StorageError: no complete partition in range, or no single timezone.
     """
+    from affiliate_network.api.timezones import TIMEZONES
     from affiliate_network.backtest.job import Backtest
     from affiliate_network.backtest.landed import landed_days
     from affiliate_network.rules.engine import RuleSet
-    from affiliate_network.timezones import TIMEZONES
 
     if args.date_from > args.date_to:
         raise ConfigValidationError(f"--from {args.date_from} is after --to {args.date_to}")
@@ -348,8 +348,8 @@ def _report(
     writer: _DecisionWriter | None,
 ) -> set[dt.date]:
     """Run the backtest, printing a line per day and rule, then the totals; the days missing."""
+    from affiliate_network.api.timezones import TIMEZONES
     from affiliate_network.backtest.job import NO_RULE, Tally
-    from affiliate_network.timezones import TIMEZONES
 
     need_first, need_last = backtest.days_needed(args.date_from, args.date_to)
     columns = backtest.columns()

@@ -85,7 +85,7 @@ def _spec_typed(record: dict[str, Any]) -> None:
     An export writes a typed timestamp as ISO text and a decimal as text; the API sends
     numbers, and the rules (ages, ``sale_amount``) compare numbers.
     """
-    from affiliate_network.record_fields import INTEGER_FIELDS, NUMBER_FIELDS
+    from affiliate_network.api.record_fields import INTEGER_FIELDS, NUMBER_FIELDS
 
     for key in (*INTEGER_FIELDS, *NUMBER_FIELDS):
         value = record.get(key)

@@ -58,12 +58,12 @@ import msgspec
 import orjson
 
 from affiliate_network.exceptions import AffiliateNetworkError, PullShiftedError
-from affiliate_network.gcpause import paused_gc
+from affiliate_network.helpers.gcpause import paused_gc
+from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.hooks._memory import pin_mmap_threshold
-from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
-    from affiliate_network.seen_keys import SeenKeys
+    from affiliate_network.helpers.seen_keys import SeenKeys
 
 
 def loads_without_gc(content: bytes) -> Any:
@@ -220,7 +220,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
         whose key an earlier one of this pull had means the pages overlap (the result set
         moved), and the pull stops. Checked for parsed records only (``raw=False``); raw pages
         are deduplicated by their consumer (the landing's seen keys). Costs 4 bytes per record
-        in memory (:mod:`affiliate_network.seen_keys`).
+        in memory (:mod:`affiliate_network.helpers.seen_keys`).
     """
 
     def __init__(
@@ -444,8 +444,8 @@ class PagedIterator(Iterator[dict[str, Any]]):
     def _check_unique(self, records: list[Any], page: int) -> None:
         """No record key twice in one pull (parsed records with ``unique_key`` only).
 
-        The keys go into a :class:`~affiliate_network.seen_keys.SeenKeys`, exact at 4 bytes per
-        key: a Python set kept every id string alive, about 120 bytes a record (1 GB of RSS
+        The keys go into a :class:`~affiliate_network.helpers.seen_keys.SeenKeys`, exact at 4 bytes
+        per key: a Python set kept every id string alive, about 120 bytes a record (1 GB of RSS
         for a 5,000,000-row pull)."""
         key = self._unique_key
         if key is None:
@@ -459,7 +459,7 @@ class PagedIterator(Iterator[dict[str, Any]]):
                 value = repr(value)  # a malformed id still compares, and never fails to hash
             values.append(value)
         if self._seen is None:
-            from affiliate_network.seen_keys import SeenKeys
+            from affiliate_network.helpers.seen_keys import SeenKeys
 
             self._seen = SeenKeys()
         fresh = self._seen.add_many(values)

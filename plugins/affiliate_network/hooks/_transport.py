@@ -33,6 +33,7 @@ from affiliate_network.exceptions import (
     TransportError,
     error_for_status,
 )
+from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.hooks._budget import SharedBudget
 from affiliate_network.hooks._ratelimit import RateLimitThrottle
 from affiliate_network.hooks._retry import (
@@ -41,7 +42,6 @@ from affiliate_network.hooks._retry import (
     parse_retry_after,
     was_never_sent,
 )
-from affiliate_network.tasklog import TaskLog
 
 API_KEY_HEADER = "X-Svc-Api-Key"
 #: The connection extra naming the key header (default :data:`API_KEY_HEADER`, the spec's).

@@ -65,6 +65,8 @@ import requests
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
+from affiliate_network.api.report_columns import column_count_problem, granular_columns
+from affiliate_network.api.timezones import TIMEZONES
 from affiliate_network.compat import AirflowNotFoundException
 from affiliate_network.exceptions import (
     AffiliateNetworkError,
@@ -97,8 +99,6 @@ from affiliate_network.hooks._transport import (
     Transport,
     key_header_name,
 )
-from affiliate_network.report_columns import column_count_problem, granular_columns
-from affiliate_network.timezones import TIMEZONES
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -224,8 +224,8 @@ def conversion_window(
     """
     import zoneinfo
 
+    from affiliate_network.api.timezones import name_for_id
     from affiliate_network.exceptions import UnknownTimezoneError
-    from affiliate_network.timezones import name_for_id
 
     try:
         tz = zoneinfo.ZoneInfo(name_for_id(int(timezone_id)))
@@ -836,7 +836,7 @@ class AffiliateNetworkHook(BaseHook):
         sent in UTC (``timezone_id`` 67, ``YYYY-MM-DD hh:mm:ss``, ``to`` inclusive at the
         second) so no wall time of a DST change is ambiguous; ``from_date``/``to_date`` and
         ``timezone_id`` only decide the window's instants. A ``timezone_id`` missing from the
-        API's published table (:mod:`affiliate_network.timezones`) cannot be turned into
+        API's published table (:mod:`affiliate_network.api.timezones`) cannot be turned into
         instants here: that request is sent as given, in offset pages with the count checks,
         and the network decides (it answers 400 for an id it does not know).
 
@@ -846,7 +846,7 @@ class AffiliateNetworkHook(BaseHook):
             skipped wall time covers both of its readings).
         :param to_date: last day (inclusive), or last second (inclusive), in the same forms.
         :param timezone_id: the API's timezone id of the dates (67 = UTC, 80 =
-            America/New_York; :mod:`affiliate_network.timezones` has the table).
+            America/New_York; :mod:`affiliate_network.api.timezones` has the table).
         :param currency_id: currency code (server default when omitted).
         :param show_conversions: include conversions.
         :param show_events: include events.
@@ -1248,8 +1248,8 @@ class AffiliateNetworkHook(BaseHook):
         """The API's timezone table (``GET /meta/timezones``; any portal's key).
 
         Records ``{timezone_id, timezone, timezone_name, utc_offset}``; compare them with
-        :data:`affiliate_network.timezones.TIMEZONES` through
-        :func:`affiliate_network.timezones.compare_with_api`.
+        :data:`affiliate_network.api.timezones.TIMEZONES` through
+        :func:`affiliate_network.api.timezones.compare_with_api`.
         """
         doc = self._transport.send(self._build("GET", "/meta/timezones", idempotent=True)).object()
         return list(doc.get("timezones") or [])

@@ -13,7 +13,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from affiliate_network.settings import EmailChannel, NotificationSettings, WebhookChannel
+from affiliate_network.settings.models import EmailChannel, NotificationSettings, WebhookChannel
 
 if TYPE_CHECKING:
     from affiliate_network.notify.messages import Message

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.notify.messages import Message
-    from affiliate_network.settings import NotificationSettings
+    from affiliate_network.settings.models import NotificationSettings
 
 #: The notifier's kinds: a task's failure (the exception decides the event), a waiting review.
 ON_FAILURE, ON_REVIEW_WAITING = "failure", "review_waiting"
@@ -45,7 +45,7 @@ class AffiliateNetworkNotifier(BaseNotifier):
     def notify(self, context: Context) -> None:
         """Send the message; log (never raise) when it cannot be built or sent."""
         try:
-            from affiliate_network.settings import load_notification_settings
+            from affiliate_network.settings.models import load_notification_settings
 
             settings = load_notification_settings()
             if not settings.enabled:  # attached to every DAG; the file decides

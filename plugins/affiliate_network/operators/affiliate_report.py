@@ -15,13 +15,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from affiliate_network.api.report_columns import validate_report_columns
 from affiliate_network.exceptions import ConfigValidationError, GranularQuotaError
 from affiliate_network.operators.assets import dataset_asset
 from affiliate_network.operators.base import DEFER_AFTER_S, deferral_settings
 from affiliate_network.operators.lineage import ENTITY_TABLE_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
-from affiliate_network.paths import resolve_data_base
-from affiliate_network.report_columns import validate_report_columns
+from affiliate_network.settings.paths import resolve_data_base
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

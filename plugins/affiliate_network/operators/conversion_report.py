@@ -9,8 +9,8 @@ whether the day was pulled alone or inside a longer window. The landing itself i
 
 :class:`AffiliateReportOperator` (:mod:`~affiliate_network.operators.affiliate_report`),
 :func:`dataset_asset` (:mod:`~affiliate_network.operators.assets`) and the settings loaders
-(:mod:`affiliate_network.settings`) stay importable from here, where DAGs and users import them.
-Heavy modules (pyarrow, the hook) are imported in ``execute``: DAG files import this module at
+(:mod:`affiliate_network.settings.models`) stay importable from here, where DAGs and users import
+them. Heavy modules (pyarrow, the hook) are imported in ``execute``: DAG files import this module at
 parse time.
 """
 
@@ -29,8 +29,8 @@ from affiliate_network.operators.assets import dataset_asset
 from affiliate_network.operators.lineage import CONVERSIONS_ENDPOINT
 from affiliate_network.operators.publish import announce_pending, changed_partitions_extra
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
-from affiliate_network.paths import resolve_data_base
 from affiliate_network.reports.window import MAX_WINDOW_DAYS
+from affiliate_network.settings.paths import resolve_data_base
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 #: report's documented 365-day history applies.
 FIRST_DAY_ENV = "AFFILIATE_NETWORK_FIRST_DAY"
 
-#: Names that moved to :mod:`affiliate_network.settings` (the one loader of include/), still
+#: Names that moved to :mod:`affiliate_network.settings.models` (the one loader of include/), still
 #: importable from here; resolved on first use so parsing a DAG file reads no settings code.
 _FROM_SETTINGS = ("load_affiliate_report_targets", "load_network_config")
 
@@ -57,7 +57,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """The settings loaders under their old import path (PEP 562)."""
     if name in _FROM_SETTINGS:
-        from affiliate_network import settings
+        from affiliate_network.settings import models as settings
 
         return getattr(settings, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -282,7 +282,7 @@ class ConversionReportOperator(ReportOperatorBase):
         # and the XCom summary ("lands").
         self.log.info("%s", self._lands_line(context, days))
         if days:
-            from affiliate_network.settings import check_report_history
+            from affiliate_network.settings.models import check_report_history
 
             # Documented: the conversion report serves the prior 365 days only.
             check_report_history(days[0], self._timezone()[1])

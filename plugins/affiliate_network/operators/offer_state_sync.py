@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 def resolve_state_file(state_file: str) -> Path:
     """A relative desired-state path is read from the include folder."""
-    from affiliate_network.paths import include_dir
+    from affiliate_network.settings.paths import include_dir
 
     path = Path(state_file)
     return path if path.is_absolute() else include_dir() / path

@@ -30,7 +30,6 @@ from affiliate_network.operators.lineage import (
     storage_dataset,
 )
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
-from affiliate_network.paths import resolve_data_base
 from affiliate_network.review.apply import DEFAULT_READBACK_WAIT_S, check_reject_status
 from affiliate_network.review.options import (
     ARMED_VARIABLE,
@@ -40,6 +39,7 @@ from affiliate_network.review.options import (
     review_armed,
 )
 from affiliate_network.review.rules_files import DEFAULT_RULES_FILE, resolve_rules_file
+from affiliate_network.settings.paths import resolve_data_base
 
 # A DAG file imports this at parse time: the review run and window load in execute.
 if TYPE_CHECKING:

@@ -183,8 +183,8 @@ class PublishChangesOperator(BaseOperator):
             verdict per day), or ``None``.
         :raises AirflowSkipException: nothing pending (no asset event).
         """
-        from affiliate_network.paths import resolve_data_base
         from affiliate_network.reports.verdicts import DayVerdict
+        from affiliate_network.settings.paths import resolve_data_base
 
         verdicts: dict[str, DayVerdict] | None = None
         if reconciliation is not None:

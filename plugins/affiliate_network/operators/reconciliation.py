@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.report_base import ReportOperatorBase
-from affiliate_network.paths import resolve_data_base
+from affiliate_network.settings.paths import resolve_data_base
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+from affiliate_network.api.report_columns import FORMATS
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.assets import emit_asset_events
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator
@@ -17,7 +18,6 @@ from affiliate_network.operators.lineage import (
     api_endpoint_dataset,
     storage_dataset,
 )
-from affiliate_network.report_columns import FORMATS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def check_format(fmt: str) -> None:
     """Refuse an unknown output format (a template is checked once rendered).
 
-    :raises ConfigValidationError: not one of :data:`~affiliate_network.report_columns.FORMATS`.
+    :raises ConfigValidationError: not one of :data:`~affiliate_network.api.report_columns.FORMATS`.
     """
     if "{{" not in fmt and fmt not in FORMATS:
         raise ConfigValidationError(f"format {fmt!r}: expected one of {list(FORMATS)}")
@@ -49,7 +49,7 @@ class ReportOperatorBase(AffiliateNetworkBaseOperator, OpenLineageMixin):
 
     def _network_defaults(self) -> dict[str, Any]:
         if not hasattr(self, "_network_cfg"):
-            from affiliate_network.settings import load_network_config
+            from affiliate_network.settings.models import load_network_config
 
             self._network_cfg = load_network_config()
         return self._network_cfg
@@ -61,7 +61,7 @@ class ReportOperatorBase(AffiliateNetworkBaseOperator, OpenLineageMixin):
         API's timezone table (a mismatch fails here, before any request).
         """
         if not hasattr(self, "_tz"):
-            from affiliate_network.settings import NetworkSettings, resolve_timezone
+            from affiliate_network.settings.models import NetworkSettings, resolve_timezone
 
             explicit = (self.timezone_id, self.network_timezone)
             cfg = None

@@ -32,7 +32,7 @@ class AffiliateReportTargetsOperator(BaseOperator):
     """The affiliate report's mapped-task kwargs, one dict per affiliate (XCom).
 
     Reads ``include/reports.yaml`` through
-    :func:`affiliate_network.settings.load_affiliate_report_targets`, which validates every
+    :func:`affiliate_network.settings.models.load_affiliate_report_targets`, which validates every
     entry (file, line, entry and field): an invalid file fails at once, without retries, before
     any report is requested.
 
@@ -43,7 +43,7 @@ class AffiliateReportTargetsOperator(BaseOperator):
     ui_color = "#eaf0f8"
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        from affiliate_network.settings import load_affiliate_report_targets
+        from affiliate_network.settings.models import load_affiliate_report_targets
 
         with failing_fast():
             return load_affiliate_report_targets()

@@ -2,8 +2,8 @@
 
 Duplicates by key inside one pull are dropped (first occurrence kept) and counted. The seen
 keys are the only memory that grows with the day, 4 bytes per kept row
-(:mod:`~affiliate_network.seen_keys`); everything else is bounded by one API page, the row group
-(:data:`DEFAULT_ROW_GROUP_ROWS`, one converting and one being written) and, for Parquet, the
+(:mod:`~affiliate_network.helpers.seen_keys`); everything else is bounded by one API page, the row
+group (:data:`DEFAULT_ROW_GROUP_ROWS`, one converting and one being written) and, for Parquet, the
 footer of one file (:data:`DEFAULT_FILE_ROWS` rows per file).
 """
 
@@ -26,8 +26,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from affiliate_network import __version__
+from affiliate_network.api.report_columns import FORMATS
 from affiliate_network.exceptions import ConfigValidationError, StorageError
-from affiliate_network.gcpause import paused_gc
+from affiliate_network.helpers.gcpause import paused_gc
+from affiliate_network.helpers.seen_keys import SeenKeys
 from affiliate_network.partitions.changes import (
     PartitionChanges,
     RecordDiff,
@@ -45,12 +47,10 @@ from affiliate_network.partitions.manifest import (
     open_file,
 )
 from affiliate_network.partitions.publish import Attempt, publish, remove_stale, rmtree_quiet
-from affiliate_network.report_columns import FORMATS
-from affiliate_network.seen_keys import SeenKeys
 
 log = logging.getLogger(__name__)
 
-#: File name suffix per format (:data:`~affiliate_network.report_columns.FORMATS`).
+#: File name suffix per format (:data:`~affiliate_network.api.report_columns.FORMATS`).
 FORMAT_SUFFIX: dict[str, str] = {"parquet": ".parquet", "jsonl": ".jsonl.gz"}
 #: Default Parquet row group size: bounds the Arrow memory held before a row group is flushed
 #: (one API page: nothing waits for a second page; 4,000 held ~8 MB more peak RSS, 10,000

@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from affiliate_network.api.report_columns import granular_columns
 from affiliate_network.exceptions import ReportRowLimitError
-from affiliate_network.report_columns import granular_columns
 
 if TYPE_CHECKING:
     import os
 
     from airflow.sdk import ObjectStoragePath
 
+    from affiliate_network.helpers.tasklog import TaskLog
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.partitions.write import PublishResult
-    from affiliate_network.tasklog import TaskLog
 
 #: (first day, last day, rows) of each sub-request that fitted under the cap.
 Piece = tuple[dt.date, dt.date, list[dict[str, Any]]]
@@ -146,7 +146,7 @@ def estimate_granular_backfill(
     :param window_s: the rolling window in seconds.
     """
     if targets is None:
-        from affiliate_network.settings import load_affiliate_report_targets
+        from affiliate_network.settings.models import load_affiliate_report_targets
 
         targets = load_affiliate_report_targets()
     granular = sum(1 for t in targets if granular_columns([_column_name(c) for c in t["columns"]]))

@@ -17,9 +17,9 @@ from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import as_storage_path
 
 if TYPE_CHECKING:
+    from affiliate_network.helpers.tasklog import TaskLog
     from affiliate_network.hooks._paging import PagedIterator, PullStats
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.tasklog import TaskLog
 
 
 #: Extra pulls of a day whose pages shifted while it was paged, and the wait between them (one

@@ -60,8 +60,8 @@ from affiliate_network.exceptions import (
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
 
+    from affiliate_network.helpers.tasklog import TaskLog
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.tasklog import TaskLog
 
 #: The comparison file beside ``_manifest.json`` (leading ``_``: no reader takes it for data).
 COMPARISON_NAME = "_reconciliation.json"

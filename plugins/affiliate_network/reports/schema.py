@@ -45,16 +45,16 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
-from affiliate_network.exceptions import (
-    SchemaMismatchError,
-)
-from affiliate_network.record_fields import (
+from affiliate_network.api.record_fields import (
     BOOLEAN_FIELDS,
     INTEGER_FIELDS,
     NUMBER_FIELDS,
     STRING_FIELDS,
 )
-from affiliate_network.report_columns import validate_report_columns
+from affiliate_network.api.report_columns import validate_report_columns
+from affiliate_network.exceptions import (
+    SchemaMismatchError,
+)
 from affiliate_network.reports.arrow_values import (
     bool_array,
     empty_string_scalar,
@@ -66,12 +66,12 @@ from affiliate_network.reports.arrow_values import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from affiliate_network.seen_keys import SeenKeys
+    from affiliate_network.helpers.seen_keys import SeenKeys
 
 # pyarrow is imported inside functions: importing this module must not load a data library
 # (the operators import the report modules; DAG files import the operators at parse time).
 
-#: File name suffix per format (:data:`~affiliate_network.report_columns.FORMATS`).
+#: File name suffix per format (:data:`~affiliate_network.api.report_columns.FORMATS`).
 FORMAT_SUFFIX: dict[str, str] = {"parquet": ".parquet", "jsonl": ".jsonl.gz"}
 
 _SORTED = orjson.OPT_SORT_KEYS

@@ -45,8 +45,8 @@ from affiliate_network.reports.storage import as_storage_path, partition_path
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath
 
+    from affiliate_network.helpers.tasklog import TaskLog
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-    from affiliate_network.tasklog import TaskLog
 
 __all__ = ["DayVerdict", "VerdictName", "reconcile_days", "stored_verdict"]
 

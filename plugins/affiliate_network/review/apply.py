@@ -13,9 +13,9 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING
 
 from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.review.onhold_lookup import chunked, iter_on_hold_rows
 from affiliate_network.rules.fields import on_hold_status
-from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook

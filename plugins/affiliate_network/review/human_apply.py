@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import AffiliateNetworkError, ReviewAnswerError
+from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.review.apply import (
     APPROVED,
     ApplyOutcome,
@@ -43,7 +44,6 @@ from affiliate_network.review.human_requests import (
     UNANSWERED,
     rule_of_subject,
 )
-from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import GuardrailError
+from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.review.apply import (
     APPROVED,
     apply_under_lease,
@@ -43,7 +44,6 @@ from affiliate_network.review.traffic import (
     traffic_snapshot_path,
 )
 from affiliate_network.rules.engine import Evaluation
-from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath

@@ -52,8 +52,8 @@ from typing import Any
 from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import LeaseBusyError, LeaseLostError
+from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.review.audit import conn_dir_name
-from affiliate_network.tasklog import TaskLog
 
 __all__ = ["LeaseBusyError", "LeaseLostError", "WriteLease", "lease_path"]
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.paths import include_dir
+from affiliate_network.settings.paths import include_dir
 
 __all__ = ["DEFAULT_RULES_FILE", "RULES_FILE_NAME", "resolve_rules_file", "rules_file_choices"]
 
@@ -27,7 +27,8 @@ def rules_file_choices(folder: Path | None = None) -> list[str]:
     a DAG file's parse; the trigger form's choice). ``[DEFAULT_RULES_FILE]`` when the folder
     cannot be listed, so a parse never fails on it (execute then says what is wrong).
 
-    :param folder: the include folder (default :func:`~affiliate_network.paths.include_dir`).
+    :param folder: the include folder (default
+    :func:`~affiliate_network.settings.paths.include_dir`).
     """
     try:
         with os.scandir(folder or include_dir()) as entries:
@@ -47,7 +48,8 @@ def resolve_rules_file(value: object, folder: Path | None = None) -> Path:
     fragments of it in the log.
 
     :param value: the operator's (rendered) ``rules_file``.
-    :param folder: the include folder (default :func:`~affiliate_network.paths.include_dir`).
+    :param folder: the include folder (default
+    :func:`~affiliate_network.settings.paths.include_dir`).
     :raises ConfigValidationError: not one of the rules files.
     """
     folder = folder or include_dir()

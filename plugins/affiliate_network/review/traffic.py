@@ -57,11 +57,11 @@ import orjson
 from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import ConfigValidationError, InvalidRequestError
+from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.review.audit import AUDIT_FIELDS
 from affiliate_network.review.onhold_lookup import iter_on_hold_rows
 from affiliate_network.review.window import local_bound
 from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_status
-from affiliate_network.tasklog import TaskLog
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook

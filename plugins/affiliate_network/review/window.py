@@ -138,7 +138,7 @@ def review_window(
     """
     import pendulum
 
-    from affiliate_network.settings import resolve_timezone
+    from affiliate_network.settings.models import resolve_timezone
 
     tz_id, tz_name = resolve_timezone(timezone_id, None)
     tz = zoneinfo.ZoneInfo(tz_name)

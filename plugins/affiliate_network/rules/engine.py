@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from affiliate_network.gcpause import paused_gc
+from affiliate_network.helpers.gcpause import paused_gc
 from affiliate_network.rules.aggregates import Codes, compute_aggregate, exact_numbers, factorize
 from affiliate_network.rules.fields import (
     DERIVED_FIELDS,

@@ -7,7 +7,7 @@ snapshot's status, ``[0]`` the first. A path that walks *through* a list without
 when ANY element satisfies it (and ``ne``/``not_in``/``missing`` when NONE does).
 
 The known schema (the spec's "Conversion record" section, in
-:mod:`affiliate_network.record_fields`, typed below for rules) lets validation reject typos
+:mod:`affiliate_network.api.record_fields`, typed below for rules) lets validation reject typos
 (``conversion_ip``) and wrong value types (``sale_amount: {gt: "abc"}``) before anything is
 pulled. Members the spec leaves open (``usm_data``, ``query_parameters``) accept any subpath.
 """
@@ -20,14 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from affiliate_network.exceptions import PathError
-from affiliate_network.record_fields import (
+from affiliate_network.api.record_fields import (
     BOOLEAN_FIELDS,
     INTEGER_FIELDS,
     NUMBER_FIELDS,
     RELATIONSHIP_MEMBERS,
     STRING_FIELDS,
 )
+from affiliate_network.exceptions import PathError
 
 FieldType = Literal["string", "integer", "number", "boolean", "object", "any"]
 

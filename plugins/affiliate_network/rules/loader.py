@@ -1,8 +1,8 @@
 """Load a rules file: YAML with line numbers, pydantic validation, one clear error.
 
-The file is read and parsed by the one config loader (:mod:`affiliate_network.config`: UTF-8,
-alias-bomb and nesting guards, line numbers, repeated keys); the rules' own messages (rule id,
-field inside the rule, operator hints) are made here.
+The file is read and parsed by the one config loader (:mod:`affiliate_network.settings.loader`:
+UTF-8, alias-bomb and nesting guards, line numbers, repeated keys); the rules' own messages (rule
+id, field inside the rule, operator hints) are made here.
 
 Every problem in the file is reported at once, each as
 ``FILE:LINE: rule 'ID': FIELD: MESSAGE``, inside a single
@@ -24,8 +24,6 @@ from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from affiliate_network import config
-from affiliate_network.config import duplicate_message, field_path, value_at
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.rules.model import (
     ACTIONS,
@@ -39,6 +37,8 @@ from affiliate_network.rules.model import (
     semantic_errors,
     test_semantic_errors,
 )
+from affiliate_network.settings import loader
+from affiliate_network.settings.loader import duplicate_message, field_path, value_at
 
 _TEST_KEYS = ("field", "agg", "op", "value")
 _RULE_KEYS = ("id", "description", "action", "when", "enabled")
@@ -103,7 +103,7 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> Loc:
     return tuple(out)
 
 
-def _line_for(loc: Loc, lines: Mapping[config.Loc, int], data: Any) -> int | None:
+def _line_for(loc: Loc, lines: Mapping[loader.Loc, int], data: Any) -> int | None:
     probe = loc
     # A shorthand test has no 'op'/'value' key: point at its operator key instead.
     if probe and probe[-1] in ("op", "value") and probe not in lines:
@@ -226,13 +226,13 @@ def loads_rules(text: str, source: str = "<string>", *, show_values: bool = True
     return rules_file
 
 
-def _parse_yaml(text: str, source: str, show_values: bool = True) -> config.Document:
+def _parse_yaml(text: str, source: str, show_values: bool = True) -> loader.Document:
     """The document (data and the line of every key), or a ConfigValidationError.
 
     Parsed by the one config loader: the UTF-8, alias-bomb and nesting guards, no PyYAML
     snippet, nothing chained."""
     try:
-        doc = config.parse(text, source, show_values=show_values)
+        doc = loader.parse(text, source, show_values=show_values)
     except ConfigValidationError as err:
         problems = _rule_errors(source, err)
     else:
@@ -246,14 +246,14 @@ def _rule_errors(source: str, err: ConfigValidationError) -> list[RuleError]:
     """The config loader's problems (unreadable, not UTF-8, not YAML) as RuleErrors."""
     return [
         RuleError(p.source, p.line, None, p.field, p.message)
-        if isinstance(p, config.Problem)
+        if isinstance(p, loader.Problem)
         else RuleError(source, None, None, "", str(p))
         for p in err.errors or (err.message,)
     ]
 
 
 def _error_adder(
-    source: str, data: dict[str, Any], lines: Mapping[config.Loc, int], errors: list[RuleError]
+    source: str, data: dict[str, Any], lines: Mapping[loader.Loc, int], errors: list[RuleError]
 ) -> Callable[[Loc, str], None]:
     """``add(loc, message)``: append a :class:`RuleError` with its line, rule id and field."""
 
@@ -369,7 +369,7 @@ def load_rules(path: str | Path, *, show_values: bool | None = None) -> RulesFil
     if show_values is None:
         show_values = _in_include_dir(path)
     try:
-        text = config.read_text(path, source)
+        text = loader.read_text(path, source)
     except ConfigValidationError as err:
         problems = _rule_errors(source, err)
     else:
@@ -379,7 +379,7 @@ def load_rules(path: str | Path, *, show_values: bool | None = None) -> RulesFil
 
 def _in_include_dir(path: str | Path) -> bool:
     """Whether ``path`` lies in the include folder (where the deployment's rules live)."""
-    from affiliate_network.paths import include_dir
+    from affiliate_network.settings.paths import include_dir
 
     try:
         return Path(path).resolve().is_relative_to(include_dir().resolve())

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from affiliate_network.exceptions import AffiliateNetworkError
-from affiliate_network.paths import default_data_base
+from affiliate_network.settings.paths import default_data_base
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit
 
 from affiliate_network.exceptions import ConfigValidationError, SyncBlockedError
-from affiliate_network.paths import resolve_data_base
+from affiliate_network.settings.paths import resolve_data_base
 
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath

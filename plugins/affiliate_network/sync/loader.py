@@ -3,8 +3,8 @@
 Every problem is collected (not just the first) and raised as one
 :class:`~affiliate_network.exceptions.ConfigValidationError` whose lines read
 ``FILE:LINE: SECTION[i] (IDENTITY): field 'FIELD': PROBLEM``. The file is read and parsed by
-the one config loader (:mod:`affiliate_network.config`: UTF-8, alias-bomb and nesting guards,
-the line of every key, repeated keys, no PyYAML snippet in a message); the per-object
+the one config loader (:mod:`affiliate_network.settings.loader`: UTF-8, alias-bomb and nesting
+guards, the line of every key, repeated keys, no PyYAML snippet in a message); the per-object
 validation and its messages are made here.
 
 File layout (every section optional)::
@@ -27,9 +27,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from affiliate_network import config
-from affiliate_network.config import duplicate_message, field_path
 from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.settings import loader
+from affiliate_network.settings.loader import duplicate_message, field_path
 from affiliate_network.sync import spec_fields as sf
 from affiliate_network.sync.models import SECTIONS, DesiredObject, DesiredState, Offer, OfferGroup
 
@@ -41,7 +41,7 @@ DocPath = tuple[str | int, ...]
 class _Problems:
     """Collects problems with their document path and renders them with line numbers."""
 
-    def __init__(self, doc: config.Document) -> None:
+    def __init__(self, doc: loader.Document) -> None:
         self.source = doc.source
         self.doc = doc
         self.items: list[tuple[int, str]] = []
@@ -86,12 +86,12 @@ def load_desired_state(path: str | Path, *, display_name: str | None = None) -> 
         problem, including definitions that omit fields a PUT would reset.
     """
     source = display_name or str(path)
-    return parse_desired_state(config.read_text(path, source), source=source)
+    return parse_desired_state(loader.read_text(path, source), source=source)
 
 
 def parse_desired_state(text: str, *, source: str = "<string>") -> DesiredState:
     """Validate desired-state YAML text (see :func:`load_desired_state`)."""
-    doc = config.parse(text, source)
+    doc = loader.parse(text, source)
     problems = _Problems(doc)
     for loc, line, first in doc.duplicates:
         where = field_path(loc[:-1]) or "top level"
@@ -193,11 +193,11 @@ def _validate_object(
 
 def _unknown_field_message(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``unknown field; did you mean 'x'? Fields of an offer group: ...``."""
-    holder = config.model_at(model, loc)
+    holder = loader.model_at(model, loc)
     message = "unknown field (not part of this object in the spec)"
     if holder is None:
         return message
-    if close := config.close_field(holder, loc[-1]):
+    if close := loader.close_field(holder, loc[-1]):
         message += f"; did you mean {close!r}?"
     return f"{message} Fields here: {', '.join(holder.model_fields)}"
 

@@ -81,7 +81,7 @@ def data_base() -> str:
     """The output base the DAGs write to: the Airflow Variable, else the environment/default."""
     from airflow.models import Variable
 
-    from affiliate_network.paths import DATA_BASE_VARIABLE, default_data_base
+    from affiliate_network.settings.paths import DATA_BASE_VARIABLE, default_data_base
 
     value = Variable.get(DATA_BASE_VARIABLE, default_var=None)
     return str(value) if value else default_data_base()
@@ -132,7 +132,7 @@ def _env_conn_ids() -> list[str]:
 
 def overview(sections: list[str], days: int = DEFAULT_DAYS) -> dict[str, Any]:
     """The page's data for the sections the user may read (runs in a worker thread)."""
-    from affiliate_network.paths import include_dir
+    from affiliate_network.settings.paths import include_dir
 
     directory, networks = _networks()
     page = read_page(

@@ -1,7 +1,7 @@
 """What the network page shows, read from the files the DAGs write (no Airflow, no network).
 
-Everything comes from the output base (:func:`affiliate_network.paths.default_data_base`, or the
-Airflow Variable the DAGs read; the caller passes the resolved folder):
+Everything comes from the output base (:func:`affiliate_network.settings.paths.default_data_base`,
+or the Airflow Variable the DAGs read; the caller passes the resolved folder):
 
 * ``conversions/date=YYYY-MM-DD/_manifest.json``: a complete partition and its row count; its
   Parquet files (exactly the ones the manifest names) give rows, conversions and payout by

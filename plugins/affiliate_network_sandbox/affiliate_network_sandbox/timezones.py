@@ -4,7 +4,7 @@ The sandbox's own copy of the documented table (``GET /v1/meta/timezones``; the 
 pages "Timezones"), in its data file ``timezones.tsv``, so the sandbox distribution needs
 nothing of the provider. It is spec data:
 ``tests/sandbox/test_timezones_table.py`` keeps it equal to the provider's
-``affiliate_network.timezones.TIMEZONES``, which the client reads.
+``affiliate_network.api.timezones.TIMEZONES``, which the client reads.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The one loader of the project's YAML files: read, guard, parse with line numbers, validate.
 
 Every YAML file of the project goes through here: ``include/network.yaml`` and ``reports.yaml``
-(:mod:`affiliate_network.settings`), the rules files (:mod:`affiliate_network.rules.loader`)
+(:mod:`affiliate_network.settings.models`), the rules files (:mod:`affiliate_network.rules.loader`)
 and the desired state (:mod:`affiliate_network.sync.loader`). :func:`load` reads a file and
 validates it against a pydantic model; :func:`read` and :func:`parse` stop after the parse, for
 the loaders that validate section by section with messages of their own (rule ids, object
@@ -9,10 +9,10 @@ labels), on the same :class:`Document`.
 
 What every file gets, whichever loader reads it:
 
-* UTF-8 or a clear error naming the byte and its line (:mod:`affiliate_network.textfile`);
+* UTF-8 or a clear error naming the byte and its line (:mod:`affiliate_network.settings.textfile`);
 * the alias-bomb guard: recursive, exponentially aliased (more than
-  :data:`~affiliate_network.yamlguard.MAX_NODES` values) or too deeply nested documents are
-  refused with the line where they start (:mod:`affiliate_network.yamlguard`);
+  :data:`~affiliate_network.settings.yamlguard.MAX_NODES` values) or too deeply nested documents are
+  refused with the line where they start (:mod:`affiliate_network.settings.yamlguard`);
 * a repeated mapping key is an error, not YAML's silent "the last one wins";
 * every error names the file, the line and the field path (the column too for a syntax error),
   never with PyYAML's snippet of the file, and never chained to the ``YAMLError`` (a traceback
@@ -35,9 +35,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from affiliate_network import yamlguard
 from affiliate_network.exceptions import ConfigValidationError, FieldError, NotUtf8Error
-from affiliate_network.textfile import read_utf8
+from affiliate_network.settings import yamlguard
+from affiliate_network.settings.textfile import read_utf8
 
 #: A place in a document: mapping keys and list indexes, ``("affiliates", 1, "conn_id")``.
 Loc = tuple[Any, ...]

@@ -18,10 +18,10 @@ INCLUDE_DIR_ENV = "AFFILIATE_NETWORK_INCLUDE_DIR"
 DATA_BASE_ENV = "AFFILIATE_NETWORK_DATA_BASE"
 DATA_BASE_VARIABLE = "affiliate_network_data_base"
 
-# plugins/affiliate_network/paths.py -> project root in a checkout.
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# plugins/affiliate_network/settings/paths.py -> project root in a checkout.
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 #: A checkout (the package under ``<root>/plugins``), not an installed wheel (site-packages).
-IN_CHECKOUT = Path(__file__).resolve().parent.parent.name == "plugins"
+IN_CHECKOUT = Path(__file__).resolve().parents[2].name == "plugins"
 
 
 def _dags_folder() -> Path:

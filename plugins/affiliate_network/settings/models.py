@@ -1,11 +1,11 @@
 """Network and report settings: ``include/network.yaml`` and ``reports.yaml``, and their models.
 
-Both files are read by the one config loader (:func:`affiliate_network.config.load`) and
+Both files are read by the one config loader (:func:`affiliate_network.settings.loader.load`) and
 validated by the pydantic models below (:class:`NetworkFile`, :class:`ReportsFile`), which
 refuse unknown keys and document each key's default. Every error names the file, the line and
 the field, and is raised before any request is sent. The network's reporting timezone is named
 by IANA name; its API id comes from the one table of the API's timezone ids
-(:mod:`affiliate_network.timezones`). An explicit ``timezone_id`` is allowed but must agree
+(:mod:`affiliate_network.api.timezones`). An explicit ``timezone_id`` is allowed but must agree
 with the name.
 
 Read at run time only (never at DAG parse time), except ``include/notifications.yaml``: the DAG
@@ -21,14 +21,14 @@ from typing import Annotated, Any, Literal, get_args
 import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from affiliate_network import config
-from affiliate_network.exceptions import ConfigValidationError, FieldError, UnknownTimezoneError
-from affiliate_network.paths import include_dir
-from affiliate_network.timezones import (
+from affiliate_network.api.timezones import (
     TIMEZONES,
     id_for_name,
     name_for_id,
 )
+from affiliate_network.exceptions import ConfigValidationError, FieldError, UnknownTimezoneError
+from affiliate_network.settings import loader
+from affiliate_network.settings.paths import include_dir
 
 NETWORK_CONFIG_FILE = "network.yaml"
 REPORTS_CONFIG_FILE = "reports.yaml"
@@ -147,7 +147,7 @@ def load_network_settings() -> NetworkSettings:
         or unknown fields; the message names file, line and field.
     """
     path = include_dir() / NETWORK_CONFIG_FILE
-    network = config.load(path, NetworkFile)
+    network = loader.load(path, NetworkFile)
     # Both are set once validated (each completed from the other).
     assert network.timezone is not None
     assert network.timezone_id is not None
@@ -228,7 +228,7 @@ def check_report_history(
 
 
 def _report_format(value: Any) -> Any:
-    from affiliate_network.report_columns import FORMATS
+    from affiliate_network.api.report_columns import FORMATS
 
     if value is not None and value not in FORMATS:
         raise ValueError(f"must be one of {list(FORMATS)}")
@@ -236,7 +236,7 @@ def _report_format(value: Any) -> Any:
 
 
 def _report_columns(value: Any) -> Any:
-    from affiliate_network.report_columns import validate_report_columns
+    from affiliate_network.api.report_columns import validate_report_columns
 
     if value is None:
         return None
@@ -248,7 +248,7 @@ def _report_columns(value: Any) -> Any:
         raise ValueError(err.message) from None
 
 
-#: ``parquet`` or ``jsonl`` (the formats of :mod:`affiliate_network.report_columns`).
+#: ``parquet`` or ``jsonl`` (the formats of :mod:`affiliate_network.api.report_columns`).
 ReportFormat = Annotated[str, BeforeValidator(_report_format)]
 #: An entity-table column list, checked by the report schema.
 ReportColumns = Annotated[list[str] | None, BeforeValidator(_report_columns)]
@@ -350,7 +350,7 @@ def load_affiliate_report_targets() -> list[dict[str, Any]]:
     ``format``. Every entry is validated here (file, line, entry and field), so a bad file fails
     the config task before any report is requested.
     """
-    section = config.load(include_dir() / REPORTS_CONFIG_FILE, ReportsFile).affiliate_reports
+    section = loader.load(include_dir() / REPORTS_CONFIG_FILE, ReportsFile).affiliate_reports
     targets: list[dict[str, Any]] = []
     for entry in section.affiliates:
         columns = entry.columns if entry.columns is not None else section.columns
@@ -470,5 +470,5 @@ def load_notification_settings() -> NotificationSettings:
     path = include_dir() / NOTIFICATIONS_CONFIG_FILE
     if not path.is_file():
         return NotificationSettings()
-    settings = config.load(path, NotificationSettings)
+    settings = loader.load(path, NotificationSettings)
     return settings.model_copy(update={"source": str(path)})

@@ -2,7 +2,7 @@
 schema share (spec, "Aggregated reporting": 1 to 10 columns, at most one time column), and the
 formats a report partition is written in.
 
-Imports only the error classes: the hook (below the job libraries), ``settings.py`` (checking
+Imports only the error classes: the hook (below the job libraries), ``settings/models.py`` (checking
 ``include/reports.yaml``) and ``reports/schema.py`` all read it.
 """
 
