@@ -262,6 +262,23 @@ def test_per_day_counts_payout_and_agreement_match_the_engine_on_hand_picked_win
     assert all(Decimal(r["payout"]) == by_id[r["conversion_id"]]["payout"] for r in written)
 
 
+def test_the_lookback_and_min_age_default_to_the_rules_files_review_section(
+    landed, rules, tmp_path, capsys
+) -> None:
+    """What the review reads is what the backtest decides with, unless the command line says."""
+    base, _days = landed
+    own = tmp_path / "rules.yaml"
+    own.write_text(rules.read_text() + "\nreview:\n  lookback_days: 3\n  min_age_hours: 5\n")
+    day = FIRST + dt.timedelta(days=5)
+    argv = ["backtest", str(own), "--records", str(base), "--from", str(day), "--to", str(day)]
+    assert main(argv) == 0
+    assert "look-back 3 days" in capsys.readouterr().out
+    assert main([*argv, "--lookback-days", "4"]) == 0
+    printed = capsys.readouterr().out
+    assert "look-back 4 days" in printed
+    assert "on hold >= 5 h" in printed
+
+
 def test_decisions_as_json_lines_and_the_lookback_option(landed, rules, tmp_path, capsys) -> None:
     base, days = landed
     day = FIRST + dt.timedelta(days=5)

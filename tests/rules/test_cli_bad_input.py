@@ -104,29 +104,19 @@ def test_a_bad_evaluate_now_is_one_line_naming_the_option(rules, tmp_path, value
 
 
 @pytest.mark.parametrize(
-    ("variable", "value", "option"),
-    [
-        ("AFFILIATE_ONHOLD_LOOKBACK_DAYS", "nan", "--lookback-days"),
-        ("AFFILIATE_ONHOLD_LOOKBACK_DAYS", "inf", "--lookback-days"),
-        ("AFFILIATE_ONHOLD_MIN_AGE_HOURS", "nan", "--min-age-hours"),
-        ("AFFILIATE_ONHOLD_MIN_AGE_HOURS", "1e400", "--min-age-hours"),
-    ],
+    ("key", "value"),
+    [("lookback_days", ".nan"), ("lookback_days", ".inf"), ("min_age_hours", "1e400")],
 )
-def test_a_bad_default_from_the_environment_names_the_variable(
-    rules, tmp_path, variable, value, option
+def test_a_bad_review_default_in_the_rules_file_names_file_line_and_key(
+    tmp_path, key, value
 ) -> None:
-    done = _run("backtest", str(rules), "--records", str(tmp_path), *GOOD, env={variable: value})
-    line = _one_line(done)
-    assert line.startswith(
-        f"affiliate-network-rules backtest: {variable} (the default of {option}): "
-    )
-    assert repr(value) in line
-
-
-def test_validate_does_not_read_the_backtest_defaults(rules) -> None:
-    """The variables are the backtest's defaults: a bad one does not break the other commands."""
-    done = _run("validate", str(rules), env={"AFFILIATE_ONHOLD_LOOKBACK_DAYS": "nan"})
-    assert done.returncode == 0, done.stderr
+    """The backtest's look-back and min age default to the rules file's ``review:`` section."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES + f"review:\n  {key}: {value}\n")
+    done = _run("backtest", str(rules), "--records", str(tmp_path), *GOOD)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    # The rules loader's own report: a heading, then one line per problem.
+    assert f"rules.yaml:7: review.{key}: " in done.stderr.splitlines()[-1], done.stderr
 
 
 def test_rules_whose_window_is_infinite_are_refused_by_the_backtest(tmp_path) -> None:

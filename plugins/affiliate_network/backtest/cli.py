@@ -29,7 +29,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -37,8 +36,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.backtest.job import (
-    DEFAULT_LOOKBACK_DAYS,
-    DEFAULT_MIN_AGE_HOURS,
     FIRST_DAY,
     LAST_DAY,
     MAX_HOURS,
@@ -57,6 +54,7 @@ from affiliate_network.rules.cli import (
 if TYPE_CHECKING:
     from affiliate_network.backtest.job import Backtest
     from affiliate_network.backtest.landed import LandedDay
+    from affiliate_network.rules.model import ReviewSettings
 
 
 def _write_decisions(out: str, records: Sequence[dict[str, Any]], evaluation: Any) -> None:
@@ -199,23 +197,6 @@ def _timezone_arg(value: str) -> int:
     return tz_id
 
 
-def _env_default(name: str, option: str, *, whole: bool, default: float, high: float) -> float:
-    """The review DAG's setting from its environment variable (unset, empty or ``none``: the
-    DAG's default); a value the DAG could not use is refused naming the variable.
-
-    :raises UsageError: the value is not a finite number in range.
-    """
-    value = os.environ.get(name, "")
-    if not value.strip() or value.strip().lower() == "none":
-        return default
-    try:
-        return _number(value, whole=whole, low=1 if whole else 0, high=high)
-    except ValueError as err:
-        raise UsageError(
-            f"affiliate-network-rules backtest: {name} (the default of {option}): {err}"
-        ) from None
-
-
 def _money(value: Decimal) -> str:
     """An exact amount for people: cents when exact to the cent, every digit otherwise."""
     cents = value.quantize(Decimal("0.01"))
@@ -268,26 +249,13 @@ class _DecisionWriter:
         self.handle.close()
 
 
-def _review_defaults(args: argparse.Namespace) -> None:
-    """The review DAG's look-back and min age where the command line gives none."""
+def _review_defaults(args: argparse.Namespace, review: ReviewSettings) -> None:
+    """The review's look-back and min age (the rules file's ``review:`` section, as the review
+    DAG reads it) where the command line gives none."""
     if args.lookback_days is None:
-        args.lookback_days = int(
-            _env_default(
-                "AFFILIATE_ONHOLD_LOOKBACK_DAYS",
-                "--lookback-days",
-                whole=True,
-                default=DEFAULT_LOOKBACK_DAYS,
-                high=MAX_LOOKBACK_DAYS,
-            )
-        )
+        args.lookback_days = review.lookback_days
     if args.min_age_hours is None:
-        args.min_age_hours = _env_default(
-            "AFFILIATE_ONHOLD_MIN_AGE_HOURS",
-            "--min-age-hours",
-            whole=False,
-            default=DEFAULT_MIN_AGE_HOURS,
-            high=MAX_HOURS,
-        )
+        args.min_age_hours = review.min_age_hours
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Backtest, int, list[LandedDay], dict[dt.date, str]]:
@@ -305,6 +273,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Backtest, int, list[LandedDay], 
     if args.date_from > args.date_to:
         raise ConfigValidationError(f"--from {args.date_from} is after --to {args.date_to}")
     ruleset = RuleSet.from_file(args.rules)
+    _review_defaults(args, ruleset.rules_file.review)
 
     def backtest_in(timezone: str) -> Backtest:
         return Backtest(
@@ -383,7 +352,6 @@ def _report(
 
 
 def _backtest(args: argparse.Namespace) -> int:
-    _review_defaults(args)
     writer: _DecisionWriter | None = None
     try:
         backtest, tz_id, days, partial = _prepare(args)
@@ -441,20 +409,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     backtest.add_argument("--from", dest="date_from", required=True, type=_date_arg, metavar="D1")
     backtest.add_argument("--to", dest="date_to", required=True, type=_date_arg, metavar="D2")
-    # Read when the backtest runs (a bad environment must not break validate or --help).
+    # Defaults read from the rules file when the backtest runs.
     backtest.add_argument(
         "--lookback-days",
         type=_number_arg(whole=True, low=1, high=MAX_LOOKBACK_DAYS),
         default=None,
-        help=f"the review's window in days, 1 to {MAX_LOOKBACK_DAYS} (default: the DAG's, "
-        "AFFILIATE_ONHOLD_LOOKBACK_DAYS or 7)",
+        help=f"the review's window in days, 1 to {MAX_LOOKBACK_DAYS} (default: the rules "
+        "file's review.lookback_days, as the review reads it)",
     )
     backtest.add_argument(
         "--min-age-hours",
         type=_number_arg(whole=False, low=0, high=MAX_HOURS),
         default=None,
-        help=f"decide conversions on hold this long, 0 to {MAX_HOURS:g} (default: the DAG's, "
-        "AFFILIATE_ONHOLD_MIN_AGE_HOURS or 1)",
+        help=f"decide conversions on hold this long, 0 to {MAX_HOURS:g} (default: the rules "
+        "file's review.min_age_hours, as the review reads it)",
     )
     backtest.add_argument(
         "--decide-after-hours",

@@ -45,8 +45,8 @@ from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_since,
 if TYPE_CHECKING:
     from affiliate_network.rules.engine import RuleSet
 
-#: The review DAG's defaults (``dags/affiliate_onhold_review.py``: the environment variables
-#: ``AFFILIATE_ONHOLD_LOOKBACK_DAYS`` and ``AFFILIATE_ONHOLD_MIN_AGE_HOURS``).
+#: The review's defaults (the rules file's ``review:`` section: ``lookback_days``,
+#: ``min_age_hours``).
 DEFAULT_LOOKBACK_DAYS = 7
 DEFAULT_MIN_AGE_HOURS = 1.0
 #: Longest review window: the conversion report covers the prior 365 days only, so a review
