@@ -114,7 +114,8 @@ def test_a_bad_review_default_in_the_rules_file_names_file_line_and_key(
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES + f"review:\n  {key}: {value}\n")
     done = _run("backtest", str(rules), "--records", str(tmp_path), *GOOD)
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
     # The rules loader's own report: a heading, then one line per problem.
     assert f"rules.yaml:7: review.{key}: " in done.stderr.splitlines()[-1], done.stderr
 
