@@ -17,7 +17,6 @@ NOT_YET = frozenset(
     {
         "rules/backtest.py",
         "rules/cli.py",
-        "operators/conversion_report.py",
     }
 )
 
