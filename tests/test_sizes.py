@@ -17,8 +17,6 @@ NOT_YET = frozenset(
     {
         "rules/backtest.py",
         "rules/cli.py",
-        "reports/reconcile.py",
-        "operators/conversion_report.py",
     }
 )
 

@@ -7,9 +7,11 @@ base only reads the run's data interval (or ``run_after``) from the task context
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.api.report_columns import FORMATS
+from affiliate_network.compat import AirflowSkipException
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.assets import emit_asset_events
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator
@@ -114,3 +116,55 @@ class ReportOperatorBase(AffiliateNetworkBaseOperator, OpenLineageMixin):
     def _record_partition_written(self, location: str, rows: int) -> None:
         """Lineage: a partition was published at ``location`` with ``rows`` rows."""
         self.record_lineage(outputs=[storage_dataset(location, rows=rows)])
+
+
+def announce_landed(
+    context: Context,
+    outlets: Iterable[Any] | None,
+    base: str,
+    dataset: str,
+    partitions: Iterable[dict[str, Any]],
+    *,
+    only_if_changed: bool,
+) -> list[str] | None:
+    """Emit a pull's asset event: every pending change, or the pull's changed partitions.
+
+    :param context: the task context.
+    :param outlets: the task's outlets; without an Asset among them nothing is announced.
+    :param base: the output base.
+    :param dataset: the dataset folder.
+    :param partitions: the pull's partition summaries.
+    :param only_if_changed: the pull tracks changes (announce every pending one, this run's
+        and a failed run's); else its changed partitions are announced.
+    :returns: the partition keys announced, or ``None`` without an Asset outlet.
+    """
+    from airflow.sdk import Asset
+
+    from affiliate_network.operators.publish import announce_pending, changed_partitions_extra
+
+    if not any(isinstance(o, Asset) for o in outlets or ()):
+        return None
+    if only_if_changed:
+        extra, keys = announce_pending(context, base, dataset)
+    else:
+        extra, keys = changed_partitions_extra(dataset, partitions)
+    emit_asset_events(context, outlets, extra, keys)
+    return keys
+
+
+def skip_if_unannounced(keys: list[str] | None, dataset: str, partitions: int) -> None:
+    """End a pull skipped when its Asset outlet has nothing to announce.
+
+    A task with an outlet emits an event on every success; skipped, the Asset gets none. The
+    work done is kept.
+
+    :param keys: :func:`announce_landed`'s keys (``None``: no Asset outlet, nothing to skip).
+    :param dataset: the dataset folder.
+    :param partitions: how many partitions the pull landed.
+    :raises AirflowSkipException: nothing announced.
+    """
+    if keys == []:
+        raise AirflowSkipException(
+            f"none of the {partitions} partition(s) of {dataset} changed and no "
+            "change is left to announce: no asset event"
+        )

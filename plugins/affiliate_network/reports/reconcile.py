@@ -564,29 +564,13 @@ def reconcile_day(
     # Before pyarrow loads (the storage import below): freed batch buffers go back to the OS
     # instead of staying in Arrow's own pool, as in the landing task.
     prefer_system_arrow_pool()
-    from affiliate_network.partitions.manifest import read_manifest
     from affiliate_network.reports.storage import partition_path
 
     mode = _check_on_mismatch(on_mismatch)
     tolerance = tolerance or Tolerance()
-    day_text = (
-        day.isoformat() if isinstance(day, dt.date) else dt.date.fromisoformat(day).isoformat()
-    )
+    day_text = _day_text(day)
     part = partition_path(base, dataset, date=day_text)
-    manifest = read_manifest(part)
-    if manifest is None:
-        raise StorageError(f"{part}: no complete partition to reconcile (no manifest)")
-    if manifest.format != "parquet":
-        raise ConfigValidationError(f"{part} is {manifest.format}: only Parquet days reconcile")
-    request = manifest.request or {}
-    if request.get("filters") or request.get("search_terms"):
-        raise ConfigValidationError(
-            f"{part} was pulled with filters or search terms: it cannot be compared with the "
-            "network's whole report"
-        )
-    timezone_id = request.get("timezone_id")
-    if timezone_id is None:
-        raise ConfigValidationError(f"{part}: its manifest names no timezone_id")
+    manifest, request, timezone_id = _reconcilable_manifest(part)
     request_currency = request.get("currency_id") or None
     landed = landed_cells(part)
     granular_before = hook.granular_budget().used
@@ -609,15 +593,7 @@ def reconcile_day(
         "reconciled": reconciled,
         "compared_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "manifest_checksum": manifest.content_checksum,
-        "request": {
-            "endpoint": "POST /networks/reporting/entity/table",
-            "columns": list(REPORT_COLUMNS),
-            "timezone_id": int(timezone_id),
-            "currency_id": request_currency,
-            "by_currency": report.asked,
-            "requests": report.requests,
-            "split_answers": dict(report.splits),
-        },
+        "request": _report_request(report, int(timezone_id), request_currency),
         "counted_status": COUNTED_STATUS,
         "events_landed": events_landed,
         "tolerance": {"money": str(tolerance.money), "count": tolerance.count},
@@ -625,22 +601,8 @@ def reconcile_day(
         **result,
     }
     _write_atomically(comparison, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-    summary_totals: dict[str, object] = {
-        currency: {k: t[k] for k in ("landed", "network", "difference")}
-        for currency, t in totals.items()
-    }
-    summary = {
-        "date": day_text,
-        "path": str(part),
-        "comparison": str(comparison),
-        "reconciled": reconciled,
-        "cells": len(result["cells"]),
-        "differences": len(differing),
-        "totals": summary_totals,
-        "granular_queries": granular_spent,
-        "currencies": sorted(totals),
-        "report_requests": report.requests,
-    }
+    summary = _summary(day_text, part, comparison, reconciled, result, granular_spent, report)
+    summary_totals = summary["totals"]
     if reconciled:
         log.info(
             "%s reconciles with the network's report: %d cells, %d requests, totals %s",
@@ -651,21 +613,8 @@ def reconcile_day(
         )
         return summary
     named = differing[: max(0, max_cells)]
-    lines = [_cell_line(r) for r in named]
-    lines += [
-        f"totals in {c} beyond tolerance: {totals[c]['difference']}"
-        for c in beyond_totals
-        if not differing
-    ]
-    more = len(differing) - len(named)
-    message = (
-        f"{day_text} does not reconcile with the network's report: {len(differing)} of "
-        f"{len(result['cells'])} (affiliate, offer, currency) cells differ beyond the tolerance "
-        f"(money {tolerance.money}, count {tolerance.count}); "
-        + "; ".join(lines)
-        + (f"; and {more} more" if more > 0 else "")
-        + f". Comparison: {comparison}. A lost page or a late status change: re-pull the day "
-        "and reconcile again; a difference that persists: ask the network."
+    message = _mismatch_message(
+        day_text, result, named, beyond_totals, tolerance=tolerance, comparison=comparison
     )
     if mode == "warn":
         log.warning("%s", message)
@@ -677,4 +626,102 @@ def reconcile_day(
         differences=len(differing),
         totals=summary_totals,
         comparison_path=str(comparison),
+    )
+
+
+def _day_text(day: dt.date | str) -> str:
+    """The day as ``YYYY-MM-DD`` (a string is checked to be one)."""
+    return day.isoformat() if isinstance(day, dt.date) else dt.date.fromisoformat(day).isoformat()
+
+
+def _summary(
+    day_text: str,
+    part: Any,
+    comparison: Any,
+    reconciled: bool,
+    result: dict[str, Any],
+    granular_spent: int,
+    report: NetworkReport,
+) -> dict[str, Any]:
+    """The small XCom summary of one day's comparison (totals per currency, as text)."""
+    totals = result["totals"]
+    summary_totals: dict[str, object] = {
+        currency: {k: t[k] for k in ("landed", "network", "difference")}
+        for currency, t in totals.items()
+    }
+    return {
+        "date": day_text,
+        "path": str(part),
+        "comparison": str(comparison),
+        "reconciled": reconciled,
+        "cells": len(result["cells"]),
+        "differences": len(result["differing"]),
+        "totals": summary_totals,
+        "granular_queries": granular_spent,
+        "currencies": sorted(totals),
+        "report_requests": report.requests,
+    }
+
+
+def _reconcilable_manifest(part: Any) -> tuple[Any, dict[str, Any], Any]:
+    """The partition's manifest, its request record and timezone, checked for comparison."""
+    from affiliate_network.partitions.manifest import read_manifest
+
+    manifest = read_manifest(part)
+    if manifest is None:
+        raise StorageError(f"{part}: no complete partition to reconcile (no manifest)")
+    if manifest.format != "parquet":
+        raise ConfigValidationError(f"{part} is {manifest.format}: only Parquet days reconcile")
+    request = manifest.request or {}
+    if request.get("filters") or request.get("search_terms"):
+        raise ConfigValidationError(
+            f"{part} was pulled with filters or search terms: it cannot be compared with the "
+            "network's whole report"
+        )
+    timezone_id = request.get("timezone_id")
+    if timezone_id is None:
+        raise ConfigValidationError(f"{part}: its manifest names no timezone_id")
+    return manifest, request, timezone_id
+
+
+def _report_request(report: NetworkReport, timezone_id: int, currency_id: Any) -> dict[str, Any]:
+    """The comparison record's account of the report requests made."""
+    return {
+        "endpoint": "POST /networks/reporting/entity/table",
+        "columns": list(REPORT_COLUMNS),
+        "timezone_id": timezone_id,
+        "currency_id": currency_id,
+        "by_currency": report.asked,
+        "requests": report.requests,
+        "split_answers": dict(report.splits),
+    }
+
+
+def _mismatch_message(
+    day_text: str,
+    result: dict[str, Any],
+    named: list[Any],
+    beyond_totals: list[str],
+    *,
+    tolerance: Tolerance,
+    comparison: Any,
+) -> str:
+    """The error (or warning) naming the first differing cells and the totals beyond tolerance."""
+    differing = result["differing"]
+    totals = result["totals"]
+    lines = [_cell_line(r) for r in named]
+    lines += [
+        f"totals in {c} beyond tolerance: {totals[c]['difference']}"
+        for c in beyond_totals
+        if not differing
+    ]
+    more = len(differing) - len(named)
+    return (
+        f"{day_text} does not reconcile with the network's report: {len(differing)} of "
+        f"{len(result['cells'])} (affiliate, offer, currency) cells differ beyond the tolerance "
+        f"(money {tolerance.money}, count {tolerance.count}); "
+        + "; ".join(lines)
+        + (f"; and {more} more" if more > 0 else "")
+        + f". Comparison: {comparison}. A lost page or a late status change: re-pull the day "
+        "and reconcile again; a difference that persists: ask the network."
     )
