@@ -61,8 +61,9 @@ RETRYABLE = {
     "QuotaStoreError",  # the store may be back by the next try
 }
 #: Plain ``ValueError`` subclasses of pure helpers: one bad value (a file's bytes, a field path,
-#: a timezone); the loaders turn them into a ConfigValidationError naming file and field.
-VALUE_ERRORS = {"NotUtf8Error", "PathError", "UnknownTimezoneError", "FieldError"}
+#: a timezone); the loaders turn them into a ConfigValidationError naming file and field, the
+#: commands into one line on stderr (UsageError).
+VALUE_ERRORS = {"NotUtf8Error", "PathError", "UnknownTimezoneError", "FieldError", "UsageError"}
 
 
 class _Raising(AffiliateNetworkBaseOperator):

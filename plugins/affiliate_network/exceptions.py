@@ -633,3 +633,8 @@ class FieldError(ValueError):
     def __init__(self, loc: tuple[str | int, ...] | list[str | int], message: str) -> None:
         super().__init__(message)
         self.loc = tuple(loc)
+
+
+class UsageError(ValueError):
+    """A bad command line of the package's commands: one line for stderr (the command prints it
+    and exits 1). Never raised inside a task, so not an :class:`AffiliateNetworkError`."""

@@ -28,10 +28,11 @@ from affiliate_network.sync.ledger import Ledger, default_ledger_path
 from affiliate_network.sync.loader import load_desired_state
 from affiliate_network.sync.plan import build_plan
 from demo.connections import sandbox_connections
+from tests.e2e.harness import PROJECT_ROOT
 from tests.support.landed_history import land_days
 
 from .browser import Browser
-from .deployment import OUTSIDER, PROJECT_ROOT, UiStage, new_driver
+from .deployment import OUTSIDER, UiStage, new_driver
 
 pytestmark = pytest.mark.browser
 

@@ -22,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from affiliate_network_sandbox.demo_connections import sandbox_connections
+from demo.connections import sandbox_connections
 from tests.e2e.checks import check_conversion_partitions, day_truth, report_days, run_day
+from tests.e2e.harness import PROJECT_ROOT
 from tests.support.landed_history import land_days
 
 from .browser import Browser
-from .deployment import PROJECT_ROOT, UiStage
+from .deployment import UiStage
 from .pages import (
     clear_task_with_downstream,
     dialog_checkbox,

@@ -42,11 +42,10 @@ from affiliate_network.backtest.job import (
     MAX_LOOKBACK_DAYS,
 )
 from affiliate_network.backtest.records import load_records
-from affiliate_network.exceptions import ConfigValidationError, StorageError
+from affiliate_network.exceptions import ConfigValidationError, StorageError, UsageError
 from affiliate_network.rules.cli import (
     PROG,
     Parser,
-    UsageError,
     add_language_commands,
     run_language_command,
 )

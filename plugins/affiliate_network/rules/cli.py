@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from affiliate_network.exceptions import ConfigValidationError
+from affiliate_network.exceptions import ConfigValidationError, UsageError
 
 PROG = "affiliate-network-rules"
 
@@ -58,10 +58,6 @@ def _fields() -> int:
     print("  count_distinct: F, per: G                  distinct F values in the G group")
     print("  ratio_to_median: F [per: G]                F / median of F (in the G group)")
     return 0
-
-
-class UsageError(Exception):
-    """A bad command line: one line for stderr (``main`` prints it and returns 1)."""
 
 
 class Parser(argparse.ArgumentParser):
