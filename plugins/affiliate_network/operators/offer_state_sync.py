@@ -116,7 +116,7 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
                 f"{name} must be a list of keys (or a comma-separated string), got a "
                 f"{type(value).__name__}"
             )
-        return list(value)
+        return [key.strip() for key in value if key.strip()]  # as the string form: no blank key
 
     @staticmethod
     def _resolutions(value: Mapping[str, int | str] | str | None) -> dict[str, int | str]:
