@@ -91,7 +91,7 @@ def _backfill_from_dialog(
         type_param(b, "trailing_days", trailing_days)
     b.shot(f"backfill {first} {last} {'override' if trailing_days else 'default form'}")
     b.click(b.button("Run Backfill"))
-    b.wait_text("Backfill generated")
+    b.wait_text("Backfill generated", timeout=180)  # the API server is slow under load
     return b.wait(
         lambda: next(
             (bf for bf in ui.cluster.api.backfills(DAG_ID) if bf["id"] not in before), None
