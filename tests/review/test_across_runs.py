@@ -15,7 +15,6 @@ import threading
 from collections import Counter
 
 from tests.support.stepped_reviews import (
-    DAYS,
     ONHOLD,
     after_the_end,
     held_states,
@@ -24,15 +23,10 @@ from tests.support.stepped_reviews import (
     stepped_review,
 )
 
+# The module's sandbox: the world fixture reads it.
+from tests.support.stepped_reviews import WORLD as WORLD
+
 STEP_HOURS = 12
-#: The sandbox of this module (the ``world`` fixture).
-WORLD = {
-    "seed": 11,
-    "end_date": (dt.date.today() - dt.timedelta(days=1)).isoformat(),
-    "days": DAYS,
-    "conversions_per_day": 300,
-    "on_hold_share": 0.3,
-}
 
 
 def test_stepped_runs_with_kills_and_overlaps_end_where_one_clean_run_ends(

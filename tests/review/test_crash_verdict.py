@@ -23,17 +23,17 @@ from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.onhold_lookup import chunked
 from affiliate_network.settings.paths import include_dir
 from tests.support.review_settings import set_review
-from tests.support.stepped_reviews import DAYS, after_the_end, held_states, planted_fraud
+from tests.support.stepped_reviews import (
+    DAYS,
+    after_the_end,
+    held_states,
+    planted_fraud,
+)
+
+# The module's sandbox: the world fixture reads it.
+from tests.support.stepped_reviews import WORLD as WORLD
 
 CHUNK = 10
-#: The sandbox of this module (the ``world`` fixture): the stepped runs' traffic.
-WORLD = {
-    "seed": 11,
-    "end_date": (dt.date.today() - dt.timedelta(days=1)).isoformat(),
-    "days": DAYS,
-    "conversions_per_day": 300,
-    "on_hold_share": 0.3,
-}
 
 
 def _review(

@@ -21,6 +21,14 @@ from tests.support.sandbox_reads import onhold_states
 ONHOLD = "/networks/reporting/onhold"
 #: Days of the stepped tests' traffic.
 DAYS = 4
+#: The stepped runs' sandbox (a module's ``world`` fixture reads its ``WORLD``).
+WORLD = {
+    "seed": 11,
+    "end_date": (dt.date.today() - dt.timedelta(days=1)).isoformat(),
+    "days": DAYS,
+    "conversions_per_day": 300,
+    "on_hold_share": 0.3,
+}
 
 
 def stepped_review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -> dict:
