@@ -24,7 +24,7 @@ import pytest
 
 from demo.connections import sandbox_connections
 from tests.e2e.checks import check_conversion_partitions, day_truth, report_days, run_day
-from tests.e2e.harness import PROJECT_ROOT
+from tests.e2e.harness import PROJECT_ROOT, wait_for
 from tests.support.landed_history import land_days
 
 from .browser import Browser
@@ -71,6 +71,14 @@ def _backfill_from_dialog(
 ) -> dict:
     """Trigger -> Backfill, From ``first`` To ``last``, the other fields as the form has them;
     with ``trailing_days``, tick the override box and type it. Return the backfill (REST)."""
+    # One running backfill per DAG: Airflow refuses the next (409, "There is already a running
+    # backfill") until its scheduler's sweep, every 30 s, marks the last one complete after its
+    # runs ended. A person sees the earlier backfill finished first; so does the test.
+    wait_for(
+        lambda: all(bf["completed_at"] for bf in ui.cluster.api.backfills(DAG_ID)),
+        what="the earlier backfills marked complete",
+        timeout=180,
+    )
     before = {bf["id"] for bf in ui.cluster.api.backfills(DAG_ID)}
     # Made on a paused DAG, as a new deployment has it: Airflow 3.3.2's scheduler, looping over
     # the active DAG's runs, marked a backfill run the api-server was still creating successful
@@ -91,7 +99,15 @@ def _backfill_from_dialog(
         type_param(b, "trailing_days", trailing_days)
     b.shot(f"backfill {first} {last} {'override' if trailing_days else 'default form'}")
     b.click(b.button("Run Backfill"))
-    b.wait_text("Backfill generated", timeout=180)  # the API server is slow under load
+    shown = b.wait(
+        lambda: next(
+            (t for t in ("Backfill generated", "already a running backfill") if t in b.body_text()),
+            None,
+        ),
+        "the dialog's answer",
+        timeout=120,
+    )
+    assert shown == "Backfill generated", b.shot("backfill refused")
     return b.wait(
         lambda: next(
             (bf for bf in ui.cluster.api.backfills(DAG_ID) if bf["id"] not in before), None
