@@ -63,9 +63,14 @@ def test_dag_file_parse_imports_nothing_heavy(dag_file: Path) -> None:
         "affiliate_network.reports.storage",
         "affiliate_network.partitions.write",
         "affiliate_network.rules.engine",
-        # The review run (pull, traffic snapshot, audit, sticky decisions, window): the review
-        # operator builds its options from review.options at parse, the rest loads in execute.
+        # The review run (pull, traffic snapshot, audit, sticky decisions, window, writes,
+        # guardrails and their money): the review operator checks its own arguments with
+        # review.options at parse, the rest loads in execute.
         "affiliate_network.review.job",
+        "affiliate_network.review.apply",
+        "affiliate_network.review.guardrails",
+        "affiliate_network.review.money",
+        "affiliate_network.rules.fields",
         "affiliate_network.review.traffic",
         "affiliate_network.review.audit",
         "affiliate_network.review.candidates",
@@ -77,10 +82,11 @@ def test_dag_file_parse_imports_nothing_heavy(dag_file: Path) -> None:
         "affiliate_network.rules.loader",
         "affiliate_network.sync.models",
         "affiliate_network.sync.loader",
-        # affiliate_network.settings.models and its reader affiliate_network.settings.loader do load
-        # at parse: the DAG files read include/notifications.yaml for their deadline alert (issue
-        # 28; one small file, about 15 ms with its reader here). The other config files are still
-        # read in execute.
+        "affiliate_network.settings.models",
+        "affiliate_network.settings.loader",
+        # The reports' run (days, landing): the conversion operator checks its arguments with
+        # reports.run_days at parse; the landing loads in execute.
+        "affiliate_network.reports.landing",
         # The core (scheduler-side) timetables and serializers: DAG files use the Task SDK's.
         "airflow.serialization.encoders",
         "airflow.timetables.interval",

@@ -5,8 +5,9 @@ settings (a DAG file is parsed again and again; docs/architecture.md): what it a
 ``include/notifications.yaml`` when it fires, and does nothing while notifications are off
 (no file, or ``enabled: false``, the default). It attaches:
 
-* an ``on_failure_callback`` notifier to every task (a tripped guardrail, a blocked sync, a day
-  that did not reconcile, any other failure: the exception decides the message);
+* an ``on_failure_callback`` to every task (a tripped guardrail, a blocked sync, a day that did
+  not reconcile, any other failure: the exception decides the message), :class:`FailureCallback`,
+  which loads the notifier only when a task fails;
 * a notifier to every human-in-the-loop task, sent when the request starts waiting;
 * deadline alerts at fixed checkpoints after the run was queued (:data:`CHECKPOINTS_MIN`): a
   deadline's interval is part of the serialized DAG, so it cannot come from a file read when
@@ -27,7 +28,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow.sdk import DAG
+    from airflow.sdk import DAG, Context
 
 #: Import path of the deadline alert's callback (run by the executor when a run is late).
 LATE_CALLBACK = "affiliate_network.notify.notifier.LateRunNotifier"
@@ -42,7 +43,32 @@ CHECKPOINTS_MIN = (15, 30, 45, 60, 90, 120, 180, 240, 360, 480, 720, 1440)
 #: seconds component: dict"), and clearing is the on-call path of every DAG here.
 CHECKPOINTS_ENV = "AFFILIATE_NETWORK_DEADLINE_CHECKPOINTS"
 
-__all__ = ["CHECKPOINTS_ENV", "CHECKPOINTS_MIN", "LATE_CALLBACK", "attach_notifications"]
+__all__ = [
+    "CHECKPOINTS_ENV",
+    "CHECKPOINTS_MIN",
+    "LATE_CALLBACK",
+    "FailureCallback",
+    "attach_notifications",
+]
+
+
+class FailureCallback:
+    """A task's ``on_failure_callback``: the failure notifier, loaded when a task fails.
+
+    Not a notifier itself: loading the notifier module cost every parse of a DAG file about
+    1 ms (``docs/benchmarks.md``), and only a failing task needs it. Called by the task
+    runner with the task's context, it sends what
+    :class:`~affiliate_network.notify.notifier.AffiliateNetworkNotifier` sends, and like it never
+    raises.
+    """
+
+    def __call__(self, context: Context) -> None:
+        from affiliate_network.notify.notifier import AffiliateNetworkNotifier
+
+        AffiliateNetworkNotifier()(context)
+
+    def __repr__(self) -> str:
+        return "FailureCallback()"
 
 
 def checkpoints_enabled() -> bool:
@@ -70,17 +96,16 @@ def attach_notifications(dag: DAG) -> DAG:
 
     :param dag: a DAG whose tasks are all defined.
     """
-    from affiliate_network.notify.notifier import (
-        ON_REVIEW_WAITING,
-        AffiliateNetworkNotifier,
-    )
-
-    on_failure = AffiliateNetworkNotifier()
-    on_waiting = AffiliateNetworkNotifier(ON_REVIEW_WAITING)
+    on_failure = FailureCallback()
     for task in dag.tasks:
         task.on_failure_callback = [*_callbacks(task.on_failure_callback), on_failure]
-        if _is_human_review(task):
-            _add_review_notifier(task, on_waiting)
+        if _is_human_review(task):  # Airflow's HITL module has loaded the notifier base anyway
+            from affiliate_network.notify.notifier import (
+                ON_REVIEW_WAITING,
+                AffiliateNetworkNotifier,
+            )
+
+            _add_review_notifier(task, AffiliateNetworkNotifier(ON_REVIEW_WAITING))
     if not checkpoints_enabled():
         return dag
     from affiliate_network.compat import deadline_alert  # only with checkpoints: not every parse

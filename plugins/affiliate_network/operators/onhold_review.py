@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.operators.base import (
@@ -30,10 +29,12 @@ from affiliate_network.operators.lineage import (
     storage_dataset,
 )
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
-from affiliate_network.review.apply import DEFAULT_READBACK_WAIT_S, check_reject_status
 from affiliate_network.review.options import (
     ARMED_VARIABLE,
+    DEFAULT_READBACK_WAIT_S,
     ReviewOptions,
+    check_reject_status,
+    check_tuning,
     dry_run_choice,
     refuse_moved_variables,
     review_armed,
@@ -131,19 +132,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         self.page_size = page_size
         self.full_pull = full_pull
         self.readback_wait_s = readback_wait_s
-        ReviewOptions(**self._tuning())  # checked by the library: a bad one fails at parse time
-
-    def _tuning(self) -> dict[str, Any]:
-        """This task's part of the review's options (the rules file's ``review:`` the rest)."""
-        return {
-            "lease_wait_minutes": self.lease_wait_minutes,
-            "page_size": self.page_size,
-            "full_pull": as_bool(self.full_pull, "full_pull"),
-            "readback_wait_s": self.readback_wait_s,
-        }
-
-    def _rules_path(self) -> Path:
-        return resolve_rules_file(self.rules_file)
+        # A bad argument fails at DAG parse time (the rules file's part when the task runs).
+        as_bool(full_pull, "full_pull")
+        check_tuning(lease_wait_minutes, page_size, readback_wait_s)
 
     def _dry_run(self, context: Context, armed: bool) -> bool:
         """The run's choice (:meth:`_chosen_dry_run`), overruled by an unarmed deployment."""
@@ -199,14 +190,20 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         from affiliate_network.triggers.lease import write_when_the_lease_allows
 
         self.reset_lineage()
-        rules_path = self._rules_path()
+        rules_path = resolve_rules_file(self.rules_file)
         refuse_moved_variables(str(rules_path))
         armed = review_armed()  # at run time: arming takes effect without a re-parse
         dry_run = self._dry_run(context, armed)
         ruleset = RuleSet.from_file(rules_path)  # validation happens before anything is pulled
         settings = ruleset.rules_file.review
         check_reject_status(settings.reject_status)
-        options = ReviewOptions.of(settings, **self._tuning())
+        options = ReviewOptions.of(  # the rules file's review: section, and this task's part
+            settings,
+            lease_wait_minutes=self.lease_wait_minutes,
+            page_size=self.page_size,
+            full_pull=as_bool(self.full_pull, "full_pull"),
+            readback_wait_s=self.readback_wait_s,
+        )
         self.log.info("Rules %s: %d enabled rules", rules_path, len(ruleset.compiled))
         window = review_window(
             timezone_id=self.timezone_id,

@@ -22,12 +22,13 @@ from affiliate_network.operators.lineage import (
     api_endpoint_dataset,
     storage_dataset,
 )
-from affiliate_network.review.apply import (
+from affiliate_network.review.options import (
+    ARMED_VARIABLE,
     DEFAULT_REJECT_STATUS,
     check_chunk_size,
     check_reject_status,
+    review_armed,
 )
-from affiliate_network.review.options import ARMED_VARIABLE, review_armed
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

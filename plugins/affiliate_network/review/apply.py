@@ -6,70 +6,24 @@ Runs without Airflow's task context: give it a hook (or anything with the same m
 from __future__ import annotations
 
 import datetime as dt
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING
 
-from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.review.onhold_lookup import chunked, iter_on_hold_rows
+from affiliate_network.review.options import DEFAULT_READBACK_WAIT_S, check_readback_wait
 from affiliate_network.rules.fields import on_hold_status
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.review.identity import RunIdentity
 
-#: PATCH status per rule action (the rejection value is configurable: the spec does not show it).
-APPROVED = "approved"
-DEFAULT_REJECT_STATUS = "rejected"
 ON_HOLD = "on_hold"
-#: Seconds the writer waits for a sent status to show in a read-back. The service documents the
-#: update as asynchronous, visible "up to a few seconds" later, without a number: a setting.
-DEFAULT_READBACK_WAIT_S = 10.0
-#: Longest accepted wait: the run holds the network's write lease while it waits.
-MAX_READBACK_WAIT_S = 600.0
 #: First pause between read-backs, doubled up to the cap (a poll costs a search per chunk).
 _POLL_FIRST_S = 0.25
 _POLL_CAP_S = 2.0
-
-
-def check_reject_status(status: str) -> None:
-    """Fail before anything is pulled or approved, not halfway through the writes."""
-    from affiliate_network.hooks.affiliate_network import ON_HOLD_STATUS_FORM
-
-    if not isinstance(status, str) or not ON_HOLD_STATUS_FORM.match(status):
-        raise ConfigValidationError(
-            f"reject_status {status!r} is not a status word (lowercase letters and '_', "
-            f"e.g. 'rejected')"
-        )
-
-
-def check_readback_wait(readback_wait_s: float) -> None:
-    """Seconds to wait for a read-back: 0..600 (0: read back once, do not wait).
-
-    :raises ConfigValidationError: not a number, or outside that range.
-    """
-    if (
-        not isinstance(readback_wait_s, int | float)
-        or isinstance(readback_wait_s, bool)
-        or not math.isfinite(readback_wait_s)
-        or not 0 <= readback_wait_s <= MAX_READBACK_WAIT_S
-    ):
-        raise ConfigValidationError(
-            f"readback_wait_s must be a number of seconds in 0..{MAX_READBACK_WAIT_S:g}, "
-            f"got {readback_wait_s!r}"
-        )
-
-
-def check_chunk_size(chunk_size: int) -> None:
-    """On-hold ids per PATCH: 1..2000.
-
-    :raises ConfigValidationError: outside that range.
-    """
-    if not 1 <= chunk_size <= 2000:
-        raise ConfigValidationError(f"chunk_size must be between 1 and 2000, got {chunk_size}")
 
 
 @dataclass

@@ -27,13 +27,7 @@ from airflow.sdk import ObjectStoragePath
 
 from affiliate_network.exceptions import AffiliateNetworkError, ReviewAnswerError
 from affiliate_network.helpers.tasklog import TaskLog
-from affiliate_network.review.apply import (
-    APPROVED,
-    ApplyOutcome,
-    apply_under_lease,
-    check_reject_status,
-    outcome_reasons,
-)
+from affiliate_network.review.apply import ApplyOutcome, apply_under_lease, outcome_reasons
 from affiliate_network.review.audit import read_jsonl, write_jsonl_atomic
 from affiliate_network.review.human_requests import (
     KEEP_PARAM,
@@ -44,6 +38,7 @@ from affiliate_network.review.human_requests import (
     UNANSWERED,
     rule_of_subject,
 )
+from affiliate_network.review.options import APPROVED, check_reject_status
 
 if TYPE_CHECKING:
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook

@@ -5,13 +5,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from affiliate_network.review.money import (
-    highest_first,
-    money_text,
-    totals_by_currency,
-    totals_text,
-)
-
 #: Options a reviewer picks from, per rule, in the Airflow UI ("Required actions").
 OPTION_APPROVE = "Approve all"
 OPTION_REJECT = "Reject all"
@@ -43,8 +36,9 @@ def build_review_requests(
     if not summary or summary.get("dry_run") or not summary.get("review_pending"):
         return []
     # Here, not at the top: the DAG file takes the options' vocabulary from this module at
-    # parse time, and the audit module (object storage, record fields) is execution work.
+    # parse time; the audit (object storage, record fields) and the money are execution work.
     from affiliate_network.review.audit import read_jsonl
+    from affiliate_network.review.money import highest_first, totals_by_currency, totals_text
 
     rows = [r for r in read_jsonl(summary["audit_path"]) if r["action"] == "review"]
     by_rule: dict[str, list[dict[str, Any]]] = {}
@@ -121,6 +115,8 @@ def _named(name: object, ident: object) -> str:
 
 def _money(amount: object, currency: object) -> str:
     """An exact amount with the record's currency (raw reports are in the offer's currency)."""
+    from affiliate_network.review.money import money_text  # see build_review_requests
+
     if isinstance(amount, Decimal) and amount.is_finite():
         return money_text(amount, str(currency) if currency else None)
     return "" if amount is None else _cell(str(amount))

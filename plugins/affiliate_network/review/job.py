@@ -22,12 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import GuardrailError
 from affiliate_network.helpers.tasklog import TaskLog
-from affiliate_network.review.apply import (
-    APPROVED,
-    apply_under_lease,
-    check_reject_status,
-    outcome_reasons,
-)
+from affiliate_network.review.apply import apply_under_lease, outcome_reasons
 from affiliate_network.review.audit import audit_rows, finish_rows, write_jsonl_atomic
 from affiliate_network.review.candidates import plan_positions
 from affiliate_network.review.guardrails import Guardrails
@@ -36,6 +31,7 @@ from affiliate_network.review.identity import ReviewRun as ReviewRun
 from affiliate_network.review.identity import RunIdentity
 
 # Defined apart so the operator checks its arguments at parse without loading this module.
+from affiliate_network.review.options import APPROVED, check_reject_status
 from affiliate_network.review.options import ReviewOptions as ReviewOptions
 from affiliate_network.review.traffic import (
     TrafficSnapshotStore,

@@ -1,42 +1,91 @@
 """How an on-hold review decides and writes: :class:`ReviewOptions`, checked when built.
 
-Apart from :mod:`affiliate_network.review.job` on purpose: the review operator builds the options
-in its constructor (a bad argument fails at DAG parse time), and parsing a DAG file must not
-load the review run (pull, traffic snapshot, audit, sticky decisions). Only the light modules it
-checks against come with it.
+Apart from :mod:`affiliate_network.review.job` on purpose: the review operator checks its part of
+the options in its constructor (a bad argument fails at DAG parse time), and parsing a DAG file
+must not load the review run (pull, writes, guardrails, audit). The write settings' defaults and
+checks live here for that reason.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
-from affiliate_network.review.apply import (
-    APPROVED,
-    DEFAULT_READBACK_WAIT_S,
-    DEFAULT_REJECT_STATUS,
-    check_chunk_size,
-    check_readback_wait,
-)
-from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.numbers import MAX_HOURS, check_number
 
 if TYPE_CHECKING:
+    from affiliate_network.review.guardrails import Guardrails
     from affiliate_network.rules.model import ReviewSettings
 
 __all__ = [
+    "APPROVED",
     "ARMED_VARIABLE",
+    "DEFAULT_READBACK_WAIT_S",
+    "DEFAULT_REJECT_STATUS",
     "MAX_LEASE_WAIT_MINUTES",
+    "MAX_READBACK_WAIT_S",
     "MODE_DRY_RUN",
     "MOVED_VARIABLES",
     "ReviewOptions",
+    "check_chunk_size",
+    "check_readback_wait",
+    "check_reject_status",
+    "check_tuning",
     "dry_run_choice",
     "refuse_moved_variables",
     "review_armed",
 ]
+
+#: PATCH status per rule action (the rejection value is configurable: the spec does not show it).
+APPROVED = "approved"
+DEFAULT_REJECT_STATUS = "rejected"
+#: Seconds the writer waits for a sent status to show in a read-back. The service documents the
+#: update as asynchronous, visible "up to a few seconds" later, without a number: a setting.
+DEFAULT_READBACK_WAIT_S = 10.0
+#: Longest accepted wait: the run holds the network's write lease while it waits.
+MAX_READBACK_WAIT_S = 600.0
+
+
+def check_reject_status(status: str) -> None:
+    """Fail before anything is pulled or approved, not halfway through the writes."""
+    from affiliate_network.hooks.affiliate_network import ON_HOLD_STATUS_FORM
+
+    if not isinstance(status, str) or not ON_HOLD_STATUS_FORM.match(status):
+        raise ConfigValidationError(
+            f"reject_status {status!r} is not a status word (lowercase letters and '_', "
+            f"e.g. 'rejected')"
+        )
+
+
+def check_readback_wait(readback_wait_s: float) -> None:
+    """Seconds to wait for a read-back: 0..600 (0: read back once, do not wait).
+
+    :raises ConfigValidationError: not a number, or outside that range.
+    """
+    if (
+        not isinstance(readback_wait_s, int | float)
+        or isinstance(readback_wait_s, bool)
+        or not math.isfinite(readback_wait_s)
+        or not 0 <= readback_wait_s <= MAX_READBACK_WAIT_S
+    ):
+        raise ConfigValidationError(
+            f"readback_wait_s must be a number of seconds in 0..{MAX_READBACK_WAIT_S:g}, "
+            f"got {readback_wait_s!r}"
+        )
+
+
+def check_chunk_size(chunk_size: int) -> None:
+    """On-hold ids per PATCH: 1..2000.
+
+    :raises ConfigValidationError: outside that range.
+    """
+    if not 1 <= chunk_size <= 2000:
+        raise ConfigValidationError(f"chunk_size must be between 1 and 2000, got {chunk_size}")
+
 
 #: The deployment setting that lets the review write to the network (and ask people). A new
 #: deployment starts without it: every run then plans, writes its audit and asks nobody.
@@ -129,6 +178,28 @@ def dry_run_choice(conf: object, params: object, run_type: str) -> object:
 MAX_LEASE_WAIT_MINUTES = 1440.0
 
 
+def check_tuning(lease_wait_minutes: float, page_size: int | None, readback_wait_s: float) -> None:
+    """A review task's own options (the rest are the rules file's), checked alone: the review
+    operator calls it in its constructor, so a bad argument fails at DAG parse time without
+    loading what only a running review needs.
+
+    :raises ConfigValidationError: an argument out of its range, ``nan`` or infinite (named).
+    """
+    check_number(
+        lease_wait_minutes, "lease_wait_minutes", low=0, high=MAX_LEASE_WAIT_MINUTES, unit="minutes"
+    )
+    if page_size is not None:
+        check_number(page_size, "page_size", low=1, whole=True)
+    check_readback_wait(readback_wait_s)
+
+
+def _guardrails(*ceilings: Any) -> Guardrails:
+    # Imported here: the guardrails bring the money module, which only a running review needs.
+    from affiliate_network.review.guardrails import Guardrails
+
+    return Guardrails(*ceilings)
+
+
 @dataclass(frozen=True)
 class ReviewOptions:
     """How a review decides and writes (checked when built).
@@ -146,7 +217,7 @@ class ReviewOptions:
         checks its upper bound).
     :param full_pull: pull the whole window instead of the traffic snapshot plus what is new.
     :param readback_wait_s: longest wait, in seconds, for sent statuses to show in a read-back
-        (0..600, default :data:`~affiliate_network.review.apply.DEFAULT_READBACK_WAIT_S` = 10:
+        (0..600, default :data:`DEFAULT_READBACK_WAIT_S` = 10:
         the API applies them asynchronously, "up to a few seconds"). Ids still on hold then are
         audited as accepted but not landed and decided again by the next run.
     :param late_arrival_hours: hours before the traffic cursor each incremental pull reads
@@ -158,7 +229,7 @@ class ReviewOptions:
     keep_decision_hours: float = 24.0
     chunk_size: int = 100
     reject_status: str = DEFAULT_REJECT_STATUS
-    guardrails: Guardrails = field(default_factory=Guardrails)
+    guardrails: Guardrails = field(default_factory=_guardrails)
     lease_wait_minutes: float = 35.0
     page_size: int | None = None
     full_pull: bool = False
@@ -173,7 +244,7 @@ class ReviewOptions:
             keep_decision_hours=settings.keep_decision_hours,
             chunk_size=settings.chunk_size,
             reject_status=settings.reject_status,
-            guardrails=Guardrails(
+            guardrails=_guardrails(
                 settings.max_reject_share, settings.max_reject_count, settings.max_approved_payout
             ),
             late_arrival_hours=settings.late_arrival_hours,
@@ -186,19 +257,11 @@ class ReviewOptions:
         check_number(self.chunk_size, "chunk_size", low=1, whole=True)
         object.__setattr__(self, "chunk_size", int(self.chunk_size))
         check_chunk_size(self.chunk_size)  # the range
-        check_readback_wait(self.readback_wait_s)
         for name in ("min_age_hours", "keep_decision_hours"):
             check_number(getattr(self, name), name, low=0, high=MAX_HOURS, unit="hours")
         check_number(self.late_arrival_hours, "late_arrival_hours", low=0, high=168, unit="hours")
-        check_number(
-            self.lease_wait_minutes,
-            "lease_wait_minutes",
-            low=0,
-            high=MAX_LEASE_WAIT_MINUTES,
-            unit="minutes",
-        )
+        check_tuning(self.lease_wait_minutes, self.page_size, self.readback_wait_s)
         if self.page_size is not None:
-            check_number(self.page_size, "page_size", low=1, whole=True)
             object.__setattr__(self, "page_size", int(self.page_size))
         self.guardrails.validate()
         if not self.reject_status or self.reject_status == APPROVED:
