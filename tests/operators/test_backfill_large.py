@@ -36,7 +36,7 @@ from affiliate_network.operators.reconciliation import ReconciliationOperator
 from tests.support.daily_run import FAST_RETRIES, DailyRun
 
 #: Logical dates of the backfill in the suite (``bench/bench_backfill.py``: 30).
-TEST_DAYS = 8
+TEST_DAYS = 5
 #: Days re-pulled before each run's own (the daily DAG's ``trailing_days``).
 TRAILING_DAYS = 1
 #: Base conversions a day: the large world's 300 x 60 couples, over 10,000 of them with

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import unquote
 
 from selenium.webdriver.common.by import By
@@ -197,9 +199,12 @@ def last_log_record(b: Browser) -> str:
     return str(items[-1].text)
 
 
-def clear_task_with_downstream(b: Browser, downstream: list[str]) -> list[str]:
+def clear_task_with_downstream(
+    b: Browser, downstream: list[str], applied: Callable[[], bool]
+) -> list[str]:
     """On an open task instance: Clear, make sure "Downstream" is on (the affected tasks list the
-    ``downstream`` ones), Confirm. Return the affected task ids the dialog listed."""
+    ``downstream`` ones), Confirm until ``applied`` (the API's view) says the clear happened.
+    Return the affected task ids the dialog listed."""
     b.click(b.button("Press shift+c to clear"))
     dialog = b.find_visible("[role=dialog]", "the clear dialog")
 
@@ -213,6 +218,29 @@ def clear_task_with_downstream(b: Browser, downstream: list[str]) -> list[str]:
         b.wait(lambda: set(downstream) <= set(_affected()), "the downstream tasks listed")
     affected = _affected()
     b.shot("clear with downstream")
-    b.click(b.button("Confirm"))
+    confirm_until(b, "Confirm", applied, "the clear applied")
     b.wait(lambda: not b.visible("[role=dialog]"), "the clear dialog closed")
     return affected
+
+
+def confirm_until(b: Browser, label: str, done: Callable[[], Any], what: str) -> Any:
+    """Click the dialog's ``label`` button until ``done()`` (read from the API) is truthy.
+
+    Under load a click can land while the dialog re-renders (its button busy) and do nothing;
+    a person clicks again. Only while the button is still there, so nothing is sent twice.
+    """
+    for _ in range(3):
+        button = next(
+            (
+                el
+                for el in b.visible("button")
+                if (el.text or "").strip() == label and el.is_enabled()
+            ),
+            None,
+        )
+        if button is not None:
+            b.click(button)
+        result = b.wait(done, what, timeout=60, screenshot=False)
+        if result:
+            return result
+    return b.wait(done, what, timeout=1)  # fails with a screenshot

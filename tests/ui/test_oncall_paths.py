@@ -31,6 +31,7 @@ from .browser import Browser
 from .deployment import UiStage
 from .pages import (
     clear_task_with_downstream,
+    confirm_until,
     dialog_checkbox,
     failure_message,
     is_checked,
@@ -98,22 +99,15 @@ def _backfill_from_dialog(
         b.wait(lambda: is_checked(override), "the override box ticked")
         type_param(b, "trailing_days", trailing_days)
     b.shot(f"backfill {first} {last} {'override' if trailing_days else 'default form'}")
-    b.click(b.button("Run Backfill"))
-    shown = b.wait(
-        lambda: next(
-            (t for t in ("Backfill generated", "already a running backfill") if t in b.body_text()),
-            None,
-        ),
-        "the dialog's answer",
-        timeout=120,
-    )
-    assert shown == "Backfill generated", b.shot("backfill refused")
-    return b.wait(
-        lambda: next(
-            (bf for bf in ui.cluster.api.backfills(DAG_ID) if bf["id"] not in before), None
-        ),
-        "the new backfill",
-    )
+
+    def created() -> dict | None:
+        if "already a running backfill" in b.body_text():
+            raise AssertionError(f"the dialog refused the backfill: {b.shot('backfill refused')}")
+        return next((bf for bf in ui.cluster.api.backfills(DAG_ID) if bf["id"] not in before), None)
+
+    backfill = confirm_until(b, "Run Backfill", created, "the new backfill")
+    b.wait(lambda: not b.visible("[role=dialog]"), "the dialog closed after the backfill")
+    return backfill
 
 
 def _backfill_runs(ui: UiStage, days: list[str]) -> dict[str, str]:
@@ -237,7 +231,11 @@ def test_a_failed_pull_names_its_next_step_and_a_clear_with_downstream_relands_t
     assert message.splitlines()[0] in record, record
     assert "0 retries" not in browser.body_text()
 
-    affected = clear_task_with_downstream(browser, DOWNSTREAM)
+    def cleared() -> bool:
+        tis = {ti["task_id"]: ti for ti in ui.cluster.api.task_instances(DAG_ID, run_id)}
+        return tis[PULL]["try_number"] >= 2 or tis[PULL]["state"] != "failed"
+
+    affected = clear_task_with_downstream(browser, DOWNSTREAM, cleared)
     assert affected == [PULL, *DOWNSTREAM], affected
     ui.cluster.assert_run_succeeded(DAG_ID, run_id, timeout=240)
     tis = {ti["task_id"]: ti for ti in ui.cluster.api.task_instances(DAG_ID, run_id)}
