@@ -12,13 +12,10 @@ import pytest
 import yaml
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
-from affiliate_network.operators.conversion_report import (
-    ConversionReportOperator,
-    load_affiliate_report_targets,
-    load_network_config,
-)
+from affiliate_network.operators.conversion_report import ConversionReportOperator
 from affiliate_network.partitions.manifest import list_partitions
 from affiliate_network.partitions.read import read_partition
+from affiliate_network.settings.models import load_affiliate_report_targets, load_network_config
 from affiliate_network.settings.paths import include_dir
 from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
 

@@ -18,8 +18,9 @@ from affiliate_network.reports.announcements import (
     start_tracking,
 )
 from affiliate_network.reports.landing import land_conversion_day
+from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.reports.storage import partition_path
-from tests.support.landed_history import day_request, land_days
+from tests.support.landed_history import land_days
 from tests.support.s3 import S3_BASE
 
 LOG = logging.getLogger("test")
@@ -35,7 +36,7 @@ def _reland(conn_id: str, base: Path | str, day: dt.date, run_id: str) -> dict:
     hook = AffiliateNetworkHook(conn_id)
     try:
         return land_conversion_day(
-            hook, str(base), day, request=day_request(day), only_if_changed=True,
+            hook, str(base), ConversionPull(day, 67), only_if_changed=True,
             run_id=run_id, consistency_wait_s=0.01, log=LOG,
         )  # fmt: skip
     finally:

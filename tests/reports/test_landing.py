@@ -5,15 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from affiliate_network.hooks._paging import PagedIterator
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.partitions.manifest import read_manifest
 from affiliate_network.partitions.read import read_partition
 from affiliate_network.reports.landing import land_conversion_day
+from affiliate_network.reports.pull import ConversionPull
 from tests.support.changing_lists import (
     PENDING,
     ChangeBetween,
@@ -21,19 +24,31 @@ from tests.support.changing_lists import (
     crowded_second,
     judge,
 )
-from tests.support.landed_history import day_request
+
+
+@dataclass(frozen=True)
+class OneSecond(ConversionPull):
+    """One crowded second of the day (``YYYY-MM-DD hh:mm:ss``), landed as the day's partition:
+    paged with the count checks where the conversions arriving between pages shift it."""
+
+    at: str = ""
+
+    def pages(self, hook: AffiliateNetworkHook, page_size: int | None) -> PagedIterator:
+        return hook.iter_conversions(
+            from_date=self.at, to_date=self.at, timezone_id=self.timezone_id,
+            page_size=page_size, raw_pages=True,
+        )  # fmt: skip
 
 
 def test_land_a_day_directly(sandbox, network_conn, tmp_path) -> None:
     day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
-    request = day_request(day)
+    pull = ConversionPull(day, 67)
     hook = AffiliateNetworkHook(network_conn)
     try:
         summary = land_conversion_day(
             hook,
             str(tmp_path),
-            day,
-            request=request,
+            pull,
             page_size=200,
             consistency_retries=1,
             log=logging.getLogger("test"),
@@ -48,7 +63,7 @@ def test_land_a_day_directly(sandbox, network_conn, tmp_path) -> None:
         hook.close()
     manifest = read_manifest(summary["path"])
     assert manifest is not None
-    assert manifest.request == request
+    assert manifest.request == pull.record()
     assert summary["rows"] == manifest.row_count == expected > 0
     assert read_partition(summary["path"]).num_rows == expected
 
@@ -61,10 +76,7 @@ def _land_changing(changing: ChangingDay, conn: str, base, changes, *, page_size
         summary = land_conversion_day(
             hook,
             str(base),
-            changing.day,
-            request=day_request(
-                changing.day, timezone_id=changing.timezone_id, filters=changing.filters
-            ),
+            ConversionPull(changing.day, changing.timezone_id, filters=changing.filters),
             page_size=page_size,
             consistency_wait_s=0.01,
             log=logging.getLogger("test"),
@@ -165,8 +177,7 @@ def test_a_second_that_shifts_is_pulled_again_and_lands_the_truth(
         summary = land_conversion_day(
             hook,
             str(tmp_path),
-            day,
-            request=day_request(day) | {"from": at, "to": at},
+            OneSecond(day, 67, at=at),
             page_size=1,
             consistency_wait_s=0.01,
             log=logging.getLogger("test"),
@@ -198,8 +209,7 @@ def test_a_second_that_always_shifts_fails_naming_the_counts_and_publishes_nothi
             land_conversion_day(
                 hook,
                 str(tmp_path),
-                day,
-                request=day_request(day) | {"from": at, "to": at},
+                OneSecond(day, 67, at=at),
                 page_size=1,
                 consistency_wait_s=0.01,
                 log=logging.getLogger("test"),

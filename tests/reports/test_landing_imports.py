@@ -20,14 +20,14 @@ PROBE = textwrap.dedent(
     import datetime as dt, json, logging, sys
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
     from affiliate_network.reports.landing import land_conversion_day
+    from affiliate_network.reports.pull import ConversionPull
     from affiliate_network.partitions.read import iter_partition_records, read_partition
 
     day, out, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
-    request = {"from": day, "to": day, "timezone_id": 67, "currency_id": None,
-               "show_conversions": True, "show_events": True}
+    pull = ConversionPull(dt.date.fromisoformat(day), 67, show_events=True)
     hook = AffiliateNetworkHook("affiliate_network_default")
     summary = land_conversion_day(
-        hook, out, dt.date.fromisoformat(day), request=request,
+        hook, out, pull,
         format=fmt, page_size=100, row_group_rows=150, consistency_retries=0,
         log=logging.getLogger("probe"))
     hook.close()

@@ -30,6 +30,7 @@ from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.partitions.read import read_partition
 from affiliate_network.partitions.write import PartitionWriter
 from affiliate_network.reports.landing import land_conversion_day
+from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.reports.schema import (
     MONEY_FIELDS,
     AffiliateReportSchema,
@@ -37,7 +38,6 @@ from affiliate_network.reports.schema import (
     money_type,
 )
 from affiliate_network.rules.engine import RuleSet
-from tests.support.landed_history import day_request
 
 SCHEMA = conversion_schema()
 DAY = "2026-01-15"
@@ -185,13 +185,13 @@ def sandbox_day(sandbox_server, tmp_path_factory) -> dict[str, Any]:
         "conn_type": "affiliate_network", "host": sandbox.base_url,
         "password": sandbox.keys["network"], "extra": {"portal": "network"},
     })  # fmt: skip
-    request = day_request(day, show_events=True)
+    pull = ConversionPull(day, 67, show_events=True)
     with pytest.MonkeyPatch.context() as env:
         env.setenv(conn_env_name("money"), conn)
         hook = AffiliateNetworkHook("money")
         try:
             summary = land_conversion_day(
-                hook, str(tmp), day, request=request, page_size=500, consistency_retries=1,
+                hook, str(tmp), pull, page_size=500, consistency_retries=1,
                 log=logging.getLogger("test"),
             )  # fmt: skip
             pages = [

@@ -14,6 +14,7 @@ from affiliate_network.exceptions import ConfigValidationError, ReconciliationEr
 from affiliate_network.partitions.manifest import is_complete, list_partitions, read_manifest
 from affiliate_network.partitions.write import write_partition
 from affiliate_network.reports.landing import land_conversion_day
+from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.reports.reconcile import (
     COMPARISON_NAME,
     Tolerance,
@@ -21,7 +22,6 @@ from affiliate_network.reports.reconcile import (
 )
 from affiliate_network.reports.schema import conversion_schema
 from affiliate_network.reports.storage import partition_files
-from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")
 
@@ -31,16 +31,15 @@ def day(sandbox) -> dt.date:
     return dt.date.fromisoformat(sandbox.catalog()["last_date"]) - dt.timedelta(days=1)
 
 
-def _request(day: dt.date) -> dict:
-    return day_request(day, show_events=True, currency_id="USD", filters=None, search_terms=None)
+def _request(day: dt.date) -> ConversionPull:
+    return ConversionPull(day, 67, currency_id="USD", show_events=True)
 
 
 def _land(hook, base: Path, day: dt.date) -> dict:
     return land_conversion_day(
         hook,
         str(base),
-        day,
-        request=_request(day),
+        _request(day),
         page_size=500,
         consistency_retries=1,
         log=LOG,
@@ -93,7 +92,7 @@ def test_a_clean_day_reconciles_and_spends_no_granular_query(hook, tmp_path, day
 
 def test_a_dropped_page_fails_naming_the_cell(hook, tmp_path, day) -> None:
     base = tmp_path / "data"
-    request = _request(day)
+    request = _request(day).record()
     records = list(
         hook.iter_conversions(
             from_date=day, to_date=day, timezone_id=67, currency_id="USD", show_events=True
@@ -186,7 +185,7 @@ def test_a_status_changed_after_landing_fails_naming_the_cell(hook, sandbox, tmp
 
 def test_warn_mode_and_tolerance(hook, sandbox, tmp_path, day) -> None:
     base = tmp_path / "data"
-    request = _request(day)
+    request = _request(day).record()
     records = list(
         hook.iter_conversions(
             from_date=day, to_date=day, timezone_id=67, currency_id="USD", show_events=True

@@ -19,10 +19,10 @@ from affiliate_network.exceptions import ReconciliationError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.partitions.write import write_partition
 from affiliate_network.reports.landing import land_conversion_day
+from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.reports.reconcile import COUNTED_STATUS, reconcile_day
 from affiliate_network.reports.schema import conversion_schema
 from affiliate_network_sandbox.testing import RunningSandbox, clock_after_data, start_sandbox
-from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")
 #: A day of the large world: cells over the 10,000-row cap, every currency present.
@@ -64,12 +64,12 @@ def day(large) -> dt.date:
     return dt.date.fromisoformat(large.catalog()["first_date"])
 
 
-def _request(day: dt.date) -> dict:
-    return day_request(day, show_events=True, currency_id="EUR", filters=None, search_terms=None)
+def _request(day: dt.date) -> ConversionPull:
+    return ConversionPull(day, 67, currency_id="EUR", show_events=True)
 
 
 def test_a_landed_day_reconciles_with_the_truth_per_currency(hook, large, tmp_path, day) -> None:
-    land_conversion_day(hook, str(tmp_path), day, request=_request(day), log=LOG)
+    land_conversion_day(hook, str(tmp_path), _request(day), log=LOG)
     truth = large.truth_money(day, timezone_id=67)
     assert len(truth["cells"]) > 10_000  # more than one answer of the report holds
 
@@ -125,7 +125,7 @@ def test_planted_missing_rows_fail_their_cells_in_their_currencies(
         {"date": day.isoformat()},
         [r for r in records if id(r) not in gone],
         conversion_schema(),
-        request=_request(day),
+        request=_request(day).record(),
     )
 
     with pytest.raises(ReconciliationError) as info:

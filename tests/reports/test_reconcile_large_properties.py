@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -27,10 +28,10 @@ from hypothesis import strategies as st
 from affiliate_network.hooks._transport import API_KEY_HEADER
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
+from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.reports.verdicts import reconcile_days
 from tests.operators.test_backfill_large import MINOR_DIGITS, landed_money, truth_money
 from tests.support.changing_lists import REPORT, ChangeBetween, judge
-from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")
 CURRENCIES = sorted(MINOR_DIGITS)
@@ -135,9 +136,7 @@ def test_a_day_changing_while_landed_loses_no_row_and_reconciles_to_the_truth(
         sandbox.set_clock(frozen + dt.timedelta(seconds=advance_s))
 
     base = tmp_path_factory.mktemp("landed")
-    request = day_request(
-        day, show_events=True, currency_id=report_currency, filters=None, search_terms=None
-    )
+    pull = ConversionPull(day, 67, currency_id=report_currency, show_events=True)
     between = ChangeBetween({after_answer: change})
     changing = AffiliateNetworkHook(
         network_conn, concurrency=1, adapter=between,
@@ -145,7 +144,7 @@ def test_a_day_changing_while_landed_loses_no_row_and_reconciles_to_the_truth(
     )  # fmt: skip
     try:
         land_conversion_day(
-            changing, str(base), day, request=request, page_size=page_size,
+            changing, str(base), pull, page_size=page_size,
             consistency_wait_s=0, log=LOG,
         )  # fmt: skip
     finally:
@@ -159,7 +158,7 @@ def test_a_day_changing_while_landed_loses_no_row_and_reconciles_to_the_truth(
 
     def reland(d: str) -> object:
         return land_conversion_day(
-            plain_hook, str(base), dt.date.fromisoformat(d), request=request,
+            plain_hook, str(base), replace(pull, day=dt.date.fromisoformat(d)),
             only_if_changed=True, consistency_wait_s=0, log=LOG,
         )  # fmt: skip
 

@@ -27,9 +27,9 @@ from affiliate_network.exceptions import ReconciliationError
 from affiliate_network.hooks._paging import Page
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.partitions.write import PartitionWriter
+from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.reports.reconcile import reconcile_day
 from affiliate_network.reports.schema import conversion_schema
-from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")
 DAY = dt.date(2026, 1, 15)
@@ -138,7 +138,7 @@ def _land(base: Path, cells: dict[tuple[int, int], tuple[Decimal, Decimal]]) -> 
     body = orjson.dumps({"conversions": records, "paging": {"total_count": len(records)}})
     for placeholder, text in numbers.items():
         body = body.replace(f'"{placeholder}"'.encode(), text.encode())
-    request = day_request(DAY, show_events=True, currency_id="USD", filters=None, search_terms=None)
+    request = ConversionPull(DAY, 67, currency_id="USD", show_events=True).record()
     with PartitionWriter(base, "conversions", {"date": DAY.isoformat()}, conversion_schema()) as w:
         w.write_pages([Page(1, body, "conversions", len(records))])
         w.commit(request=request)

@@ -17,6 +17,7 @@ from affiliate_network.exceptions import ReconciliationError
 from affiliate_network.partitions.read import read_partition
 from affiliate_network.partitions.write import write_partition
 from affiliate_network.reports.landing import land_conversion_day
+from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.reports.reconcile import (
     COMPARISON_NAME,
     COUNTED_STATUS,
@@ -24,7 +25,6 @@ from affiliate_network.reports.reconcile import (
     reconcile_day,
 )
 from affiliate_network.reports.schema import conversion_schema
-from tests.support.landed_history import day_request
 
 LOG = logging.getLogger("test")
 
@@ -34,12 +34,8 @@ def _day(sandbox) -> dt.date:
 
 
 def _land(hook, base: Path, day: dt.date, *, currency_id: str = "USD", **more: Any) -> dict:
-    request = day_request(
-        day, show_events=True, currency_id=currency_id, filters=None, search_terms=None
-    )
-    return land_conversion_day(
-        hook, str(base), day, request=request, consistency_retries=1, log=LOG, **more
-    )
+    pull = ConversionPull(day, 67, currency_id=currency_id, show_events=True)
+    return land_conversion_day(hook, str(base), pull, consistency_retries=1, log=LOG, **more)
 
 
 def _comparison(summary: dict) -> dict:
@@ -92,7 +88,7 @@ def test_an_offer_with_nothing_landed_fails_its_cells(hook, sandbox, tmp_path) -
             offers[offer] = offers.get(offer, 0) + 1
     lost = min(offers, key=offers.__getitem__)
     kept = [r for r in records if r["relationship"]["offer"]["network_offer_id"] != lost]
-    request = day_request(day, show_events=True, currency_id="USD", filters=None, search_terms=None)
+    request = ConversionPull(day, 67, currency_id="USD", show_events=True).record()
     write_partition(
         tmp_path,
         "conversions",

@@ -22,17 +22,17 @@ import yaml
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.partitions.read import read_partition
 from affiliate_network.reports.landing import land_conversion_day
+from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.rules.engine import RuleSet
-from tests.support.landed_history import day_request
 
 PROJECT_RULES = Path(__file__).resolve().parents[2] / "include" / "onhold_rules.yaml"
 SCRIPT = Path(sys.executable).with_name("affiliate-network-rules")
 
 
 def land(hook: AffiliateNetworkHook, base: Path, day: dt.date, fmt: str) -> Path:
-    request = day_request(day, show_events=True)
+    pull = ConversionPull(day, 67, show_events=True)
     summary = land_conversion_day(
-        hook, str(base), day, request=request, format=fmt,
+        hook, str(base), pull, format=fmt,
         page_size=500, consistency_retries=1, log=logging.getLogger("test"),
     )  # fmt: skip
     return Path(summary["path"])

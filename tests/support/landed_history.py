@@ -5,25 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
-from typing import Any
 
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
-
-
-def day_request(
-    day: dt.date, *, timezone_id: int = 67, show_events: bool = False, **more: Any
-) -> dict[str, Any]:
-    """The request a landing of ``day`` records in its manifest (the operator's keys)."""
-    return {
-        "from": day.isoformat(),
-        "to": day.isoformat(),
-        "timezone_id": timezone_id,
-        "currency_id": None,
-        "show_conversions": True,
-        "show_events": show_events,
-        **more,
-    }
+from affiliate_network.reports.pull import ConversionPull
 
 
 def land_days(
@@ -51,8 +36,7 @@ def land_days(
                 land_conversion_day(
                     hook,
                     str(base),
-                    day,
-                    request=day_request(day, timezone_id=timezone_id, show_events=show_events),
+                    ConversionPull(day, timezone_id, show_events=show_events),
                     page_size=2000,
                     consistency_retries=1,
                     log=logging.getLogger("landed_history"),

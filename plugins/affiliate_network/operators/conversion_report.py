@@ -32,9 +32,7 @@ from affiliate_network.settings.paths import resolve_data_base
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: Names that moved to :mod:`affiliate_network.settings.models` (the one loader of include/), still
-#: importable from here; resolved on first use so parsing a DAG file reads no settings code.
-_FROM_SETTINGS = ("load_affiliate_report_targets", "load_network_config")
+    from affiliate_network.reports.pull import ConversionPull
 
 __all__ = [
     "FIRST_DAY_ENV",
@@ -43,15 +41,6 @@ __all__ = [
     "ConversionReportOperator",
     "dataset_asset",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """The settings loaders under their old import path (PEP 562)."""
-    if name in _FROM_SETTINGS:
-        from affiliate_network.settings import models as settings
-
-        return getattr(settings, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ConversionReportOperator(ReportOperatorBase):
@@ -209,7 +198,7 @@ class ConversionReportOperator(ReportOperatorBase):
             lambda: self.hook,
             base,
             days,
-            self._request,
+            self._pull,
             dataset=self.dataset,
             only_if_changed=self.only_if_changed,
             on_landed=landed,
@@ -232,17 +221,16 @@ class ConversionReportOperator(ReportOperatorBase):
         skip_if_unannounced(keys, self.dataset, len(summary["partitions"]))
         return summary
 
-    def _request(self, day: dt.date) -> dict[str, Any]:
-        return {
-            "endpoint": "POST /networks/reporting/conversions",
-            "from": day.isoformat(),
-            "to": day.isoformat(),
-            "timezone_id": self._tz_id(),
-            "timezone": self._timezone()[1],
-            "currency_id": self._currency(),
-            "show_conversions": bool(self.show_conversions),
-            "show_events": bool(self.show_events),
-            "filters": self.filters,
-            "search_terms": self.search_terms,
-            "conn_id": self.affiliate_network_conn_id,
-        }
+    def _pull(self, day: dt.date) -> ConversionPull:
+        from affiliate_network.reports.pull import ConversionPull
+
+        return ConversionPull(
+            day,
+            *self._timezone(),
+            currency_id=self._currency(),
+            show_conversions=bool(self.show_conversions),
+            show_events=bool(self.show_events),
+            filters=self.filters,
+            search_terms=self.search_terms,
+            conn_id=self.affiliate_network_conn_id,
+        )

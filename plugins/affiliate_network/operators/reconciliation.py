@@ -150,23 +150,22 @@ class ReconciliationOperator(ReportOperatorBase):
     def _reland(self, base: str, context: Context) -> Callable[[str], object]:
         """Re-land one day as its manifest's request asked (a new content is a change the
         publish step announces)."""
-        import datetime as dt
-
-        from affiliate_network.partitions.manifest import read_manifest
+        from affiliate_network.partitions.manifest import MANIFEST_NAME, read_manifest
         from affiliate_network.reports.landing import land_conversion_day
+        from affiliate_network.reports.pull import ConversionPull
         from affiliate_network.reports.storage import partition_path
 
         run = context.get("run_id")
 
         def reland(day: str) -> object:
-            manifest = read_manifest(partition_path(base, self.dataset, date=day))
+            part = partition_path(base, self.dataset, date=day)
+            manifest = read_manifest(part)
             if manifest is None or not manifest.request:
                 return None
             return land_conversion_day(
                 self.hook,
                 base,
-                dt.date.fromisoformat(day),
-                request=dict(manifest.request),
+                ConversionPull.from_record(manifest.request, f"{part}/{MANIFEST_NAME}"),
                 dataset=self.dataset,
                 format=manifest.format,
                 only_if_changed=True,

@@ -1,11 +1,10 @@
 """Landing one day of the conversion report as a partition (raw pages, never Python dicts).
 
-Runnable without Airflow's task context: give it a hook, an output base and the request.
+Runnable without Airflow's task context: give it a hook, an output base and the pull.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +17,9 @@ from affiliate_network.reports.storage import as_storage_path
 
 if TYPE_CHECKING:
     from affiliate_network.helpers.tasklog import TaskLog
-    from affiliate_network.hooks._paging import PagedIterator, PullStats
+    from affiliate_network.hooks._paging import PullStats
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.reports.pull import ConversionPull
 
 
 #: Extra pulls of a day whose pages shifted while it was paged, and the wait between them (one
@@ -32,9 +32,8 @@ _LOG = logging.getLogger(__name__)
 def land_conversion_day(
     hook: AffiliateNetworkHook,
     base: str,
-    day: dt.date,
+    pull: ConversionPull,
     *,
-    request: dict[str, Any],
     dataset: str = "conversions",
     format: str = "parquet",
     page_size: int | None = None,
@@ -45,7 +44,7 @@ def land_conversion_day(
     run_id: str | None = None,
     log: TaskLog = _LOG,
 ) -> dict[str, Any]:
-    """Pull ``day`` and publish it atomically as ``<base>/<dataset>/date=<day>/``.
+    """Pull ``pull.day`` and publish it atomically as ``<base>/<dataset>/date=<day>/``.
 
     The hook reads the day in time slices, each answered whole by one request
     (:class:`~affiliate_network.hooks._paging.SlicedPull`): every conversion that exists for
@@ -61,9 +60,8 @@ def land_conversion_day(
     seconds, up to ``consistency_retries`` times. Then the task fails with
     ``PullShiftedError`` naming the day and the counts; a shifted pull is never landed.
 
-    :param request: the request parameters (``from``, ``to``, ``timezone_id``, ``currency_id``,
-        ``show_conversions``, ``show_events`` and the ``filters`` and ``search_terms`` sent),
-        recorded as they are in the manifest (no credentials).
+    :param pull: the day, timezone, currency, flags and filters asked; the manifest records
+        :meth:`~affiliate_network.reports.pull.ConversionPull.record` (no credentials).
     :param dataset: the dataset folder under ``base``.
     :param format: ``parquet`` or ``jsonl``.
     :param page_size: rows per page (``None``: the connection's).
@@ -86,33 +84,33 @@ def land_conversion_day(
     def land_once(attempt: int) -> dict[str, Any]:
         """One pull of the day, published only if it held still; any error (a shift included)
         leaves the with-block, which discards the staged files and closes the pull."""
-        pull = _pull(hook, request, page_size)
+        pages = pull.pages(hook, page_size)
         with (
-            pull,
+            pages,
             PartitionWriter(
                 as_storage_path(base),
                 dataset,
-                {"date": day.isoformat()},
+                {"date": pull.day.isoformat()},
                 conversion_schema(),
                 format=format,
                 row_group_rows=row_group_rows or DEFAULT_ROW_GROUP_ROWS,
             ) as writer,
         ):
-            writer.write_pages(pull)
-            st = pull.stats
+            writer.write_pages(pages)
+            st = pages.stats
             # The hook checked every page's count; a key twice (pages overlapping) means another
             # record was skipped even when the counts add up.
             if writer.duplicates_dropped or (
                 st.total_count is not None and writer.rows != st.total_count
             ):
                 raise PullShiftedError(
-                    f"{day}: {writer.rows} unique rows ({writer.duplicates_dropped} duplicates "
-                    f"dropped) where total_count said {st.total_count}",
+                    f"{pull.day}: {writer.rows} unique rows ({writer.duplicates_dropped} "
+                    f"duplicates dropped) where total_count said {st.total_count}",
                     expected=st.total_count,
                     got=writer.rows,
                 )
             result = writer.commit(
-                request=request,
+                request=pull.record(),
                 stats=_pull_stats(st, attempt),
                 only_if_changed=only_if_changed,
                 status_field="status",
@@ -120,7 +118,7 @@ def land_conversion_day(
             )
         m = result.manifest
         return {
-            "date": day.isoformat(),
+            "date": pull.day.isoformat(),
             "path": result.path,
             "rows": m.row_count,
             "pages": st.pages,
@@ -133,30 +131,11 @@ def land_conversion_day(
 
     return pull_until_still(
         land_once,
-        what=f"{day}",
+        what=f"{pull.day}",
         lost="published",
         log=log,
         retries=consistency_retries,
         wait_s=consistency_wait_s,
-    )
-
-
-def _pull(
-    hook: AffiliateNetworkHook, request: dict[str, Any], page_size: int | None
-) -> PagedIterator:
-    """The day's sliced pull, answers unparsed (split by msgspec, landed by Arrow, never as
-    dicts); the request's day and timezone only decide the instants the slices cover."""
-    return hook.iter_conversions(
-        from_date=request["from"],
-        to_date=request["to"],
-        timezone_id=request["timezone_id"],
-        currency_id=request["currency_id"],
-        show_conversions=request["show_conversions"],
-        show_events=request["show_events"],
-        filters=request.get("filters"),
-        search_terms=request.get("search_terms"),
-        page_size=page_size,
-        raw_pages=True,
     )
 
 

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
     from affiliate_network.helpers.tasklog import TaskLog
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.reports.pull import ConversionPull
 
 #: The comparison file beside ``_manifest.json`` (leading ``_``: no reader takes it for data).
 COMPARISON_NAME = "_reconciliation.json"
@@ -570,15 +571,15 @@ def reconcile_day(
     tolerance = tolerance or Tolerance()
     day_text = _day_text(day)
     part = partition_path(base, dataset, date=day_text)
-    manifest, request, timezone_id = _reconcilable_manifest(part)
-    request_currency = request.get("currency_id") or None
+    manifest, pull = _reconcilable_manifest(part)
+    request_currency = pull.currency_id or None
     landed = landed_cells(part)
     granular_before = hook.granular_budget().used
-    report = NetworkReport(hook, day_text, int(timezone_id))
+    report = NetworkReport(hook, day_text, pull.timezone_id)
     network = network_day(report, landed, request_currency)
     granular_spent = hook.granular_budget().used - granular_before
     result = compare(landed, network, tolerance)
-    events_landed = bool(request.get("show_events", False))
+    events_landed = pull.show_events
     if not events_landed:
         # Event money is in the report's payout/revenue but not in this partition.
         log.warning("%s was pulled without events: its money cannot match the report", part)
@@ -593,7 +594,7 @@ def reconcile_day(
         "reconciled": reconciled,
         "compared_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "manifest_checksum": manifest.content_checksum,
-        "request": _report_request(report, int(timezone_id), request_currency),
+        "request": _report_request(report, pull.timezone_id, request_currency),
         "counted_status": COUNTED_STATUS,
         "events_landed": events_landed,
         "tolerance": {"money": str(tolerance.money), "count": tolerance.count},
@@ -663,25 +664,23 @@ def _summary(
     }
 
 
-def _reconcilable_manifest(part: Any) -> tuple[Any, dict[str, Any], Any]:
-    """The partition's manifest, its request record and timezone, checked for comparison."""
-    from affiliate_network.partitions.manifest import read_manifest
+def _reconcilable_manifest(part: Any) -> tuple[Any, ConversionPull]:
+    """The partition's manifest and the pull it records, checked for comparison."""
+    from affiliate_network.partitions.manifest import MANIFEST_NAME, read_manifest
+    from affiliate_network.reports.pull import ConversionPull
 
     manifest = read_manifest(part)
     if manifest is None:
         raise StorageError(f"{part}: no complete partition to reconcile (no manifest)")
     if manifest.format != "parquet":
         raise ConfigValidationError(f"{part} is {manifest.format}: only Parquet days reconcile")
-    request = manifest.request or {}
-    if request.get("filters") or request.get("search_terms"):
+    pull = ConversionPull.from_record(manifest.request, f"{part}/{MANIFEST_NAME}")
+    if not pull.whole_day:
         raise ConfigValidationError(
             f"{part} was pulled with filters or search terms: it cannot be compared with the "
             "network's whole report"
         )
-    timezone_id = request.get("timezone_id")
-    if timezone_id is None:
-        raise ConfigValidationError(f"{part}: its manifest names no timezone_id")
-    return manifest, request, timezone_id
+    return manifest, pull
 
 
 def _report_request(report: NetworkReport, timezone_id: int, currency_id: Any) -> dict[str, Any]:

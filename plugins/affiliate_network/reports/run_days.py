@@ -32,6 +32,7 @@ from affiliate_network.exceptions import ConfigValidationError
 if TYPE_CHECKING:
     from affiliate_network.helpers.tasklog import TaskLog
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.reports.pull import ConversionPull
 
 #: Environment setting: the first day the network has data for (``YYYY-MM-DD``); a run's day
 #: before it is refused instead of landing as an empty partition. Unset: only the conversion
@@ -245,7 +246,7 @@ def land_days(
     hook: Callable[[], AffiliateNetworkHook],
     base: str,
     days: list[dt.date],
-    request_for: Callable[[dt.date], dict[str, Any]],
+    pull_for: Callable[[dt.date], ConversionPull],
     *,
     dataset: str,
     only_if_changed: bool,
@@ -257,7 +258,7 @@ def land_days(
     :param hook: gives the network-portal hook (asked only when there is a day to land).
     :param base: the output base.
     :param days: the days to land, oldest first.
-    :param request_for: each day's request record.
+    :param pull_for: each day's pull.
     :param dataset: the dataset folder.
     :param only_if_changed: keep identical partitions and record changes.
     :param on_landed: called with each day's result as soon as it is landed, so a later day
@@ -280,8 +281,7 @@ def land_days(
             land_conversion_day(
                 hook(),
                 base,
-                day,
-                request=request_for(day),
+                pull_for(day),
                 dataset=dataset,
                 only_if_changed=only_if_changed,
                 **landing,
