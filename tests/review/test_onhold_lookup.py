@@ -56,7 +56,8 @@ def ignoring(network_conn) -> Iterator[AffiliateNetworkHook]:
 def span(sandbox) -> dict[str, Any]:
     """The whole sandbox data range as the lookup's window (UTC)."""
     catalog = sandbox.catalog()
-    return {"from_date": catalog["first_date"], "to_date": catalog["last_date"], "timezone_id": 67}
+    first, last = (dt.date.fromisoformat(catalog[k]) for k in ("first_date", "last_date"))
+    return {"from_date": first, "to_date": last, "timezone_id": 67}
 
 
 def _report_requests(sandbox: Any) -> list[dict[str, Any]]:

@@ -138,7 +138,11 @@ class Tolerance:
         return magnitude <= (self.count if field == "cv" else self.money)
 
 
-def _check_on_mismatch(value: str) -> OnMismatch:
+def check_on_mismatch(value: str) -> OnMismatch:
+    """``value`` as an :data:`OnMismatch`.
+
+    :raises ConfigValidationError: neither ``fail`` nor ``warn``.
+    """
     if value not in ON_MISMATCH:
         raise ConfigValidationError(f"on_mismatch {value!r}: expected one of {list(ON_MISMATCH)}")
     return value  # type: ignore[return-value]
@@ -412,11 +416,25 @@ def _order(key: CellKey) -> tuple[str, int, int]:
     return (currency or "", -1 if affiliate is None else affiliate, -1 if offer is None else offer)
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """Every compared cell, the differing ones and the totals per currency (amounts as text).
+
+    :param cells: one row per (affiliate, offer, currency) cell.
+    :param differing: the rows with a field beyond the tolerance.
+    :param totals: per currency: ``landed``, ``network``, ``difference``, ``beyond_tolerance``.
+    """
+
+    cells: list[dict[str, Any]]
+    differing: list[dict[str, Any]]
+    totals: dict[str, dict[str, Any]]
+
+
 def compare(
     landed: Mapping[CellKey, Mapping[str, Any]],
     network: Mapping[CellKey, Mapping[str, Any]],
     tolerance: Tolerance,
-) -> dict[str, Any]:
+) -> Comparison:
     """The comparison document: every cell, the differing ones, and the totals per currency.
 
     A difference is ``network - landed`` (positive: the network reports more than landed).
@@ -457,7 +475,7 @@ def compare(
             "difference": _text(total_diff),
             "beyond_tolerance": [f for f in _FIELDS if not tolerance.allows(f, total_diff[f])],
         }
-    return {"cells": rows, "differing": differing, "totals": totals}
+    return Comparison(rows, differing, totals)
 
 
 def _write_atomically(path: ObjectStoragePath, data: bytes) -> None:
@@ -567,7 +585,7 @@ def reconcile_day(
     prefer_system_arrow_pool()
     from affiliate_network.reports.storage import partition_path
 
-    mode = _check_on_mismatch(on_mismatch)
+    mode = check_on_mismatch(on_mismatch)
     tolerance = tolerance or Tolerance()
     day_text = _day_text(day)
     part = partition_path(base, dataset, date=day_text)
@@ -583,8 +601,7 @@ def reconcile_day(
     if not events_landed:
         # Event money is in the report's payout/revenue but not in this partition.
         log.warning("%s was pulled without events: its money cannot match the report", part)
-    differing = result["differing"]
-    totals = result["totals"]
+    differing, totals = result.differing, result.totals
     beyond_totals = [c for c, t in totals.items() if t["beyond_tolerance"]]
     reconciled = not differing and not beyond_totals
     comparison = part / COMPARISON_NAME
@@ -599,7 +616,9 @@ def reconcile_day(
         "events_landed": events_landed,
         "tolerance": {"money": str(tolerance.money), "count": tolerance.count},
         "on_mismatch": mode,
-        **result,
+        "cells": result.cells,
+        "differing": differing,
+        "totals": totals,
     }
     _write_atomically(comparison, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     summary = _summary(day_text, part, comparison, reconciled, result, granular_spent, report)
@@ -608,7 +627,7 @@ def reconcile_day(
         log.info(
             "%s reconciles with the network's report: %d cells, %d requests, totals %s",
             day_text,
-            len(result["cells"]),
+            len(result.cells),
             report.requests,
             {c: t["landed"] for c, t in totals.items()},
         )
@@ -640,12 +659,12 @@ def _summary(
     part: Any,
     comparison: Any,
     reconciled: bool,
-    result: dict[str, Any],
+    result: Comparison,
     granular_spent: int,
     report: NetworkReport,
 ) -> dict[str, Any]:
     """The small XCom summary of one day's comparison (totals per currency, as text)."""
-    totals = result["totals"]
+    totals = result.totals
     summary_totals: dict[str, object] = {
         currency: {k: t[k] for k in ("landed", "network", "difference")}
         for currency, t in totals.items()
@@ -655,8 +674,8 @@ def _summary(
         "path": str(part),
         "comparison": str(comparison),
         "reconciled": reconciled,
-        "cells": len(result["cells"]),
-        "differences": len(result["differing"]),
+        "cells": len(result.cells),
+        "differences": len(result.differing),
         "totals": summary_totals,
         "granular_queries": granular_spent,
         "currencies": sorted(totals),
@@ -698,7 +717,7 @@ def _report_request(report: NetworkReport, timezone_id: int, currency_id: Any) -
 
 def _mismatch_message(
     day_text: str,
-    result: dict[str, Any],
+    result: Comparison,
     named: list[Any],
     beyond_totals: list[str],
     *,
@@ -706,8 +725,7 @@ def _mismatch_message(
     comparison: Any,
 ) -> str:
     """The error (or warning) naming the first differing cells and the totals beyond tolerance."""
-    differing = result["differing"]
-    totals = result["totals"]
+    differing, totals = result.differing, result.totals
     lines = [_cell_line(r) for r in named]
     lines += [
         f"totals in {c} beyond tolerance: {totals[c]['difference']}"
@@ -717,7 +735,7 @@ def _mismatch_message(
     more = len(differing) - len(named)
     return (
         f"{day_text} does not reconcile with the network's report: {len(differing)} of "
-        f"{len(result['cells'])} (affiliate, offer, currency) cells differ beyond the tolerance "
+        f"{len(result.cells)} (affiliate, offer, currency) cells differ beyond the tolerance "
         f"(money {tolerance.money}, count {tolerance.count}); "
         + "; ".join(lines)
         + (f"; and {more} more" if more > 0 else "")

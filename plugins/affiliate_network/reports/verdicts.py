@@ -189,12 +189,9 @@ def reconcile_days(
         every differing day, ``day`` is the first of them.
     :raises ConfigValidationError: a bad ``on_mismatch`` or tolerance.
     """
-    from affiliate_network.reports.reconcile import ON_MISMATCH
+    from affiliate_network.reports.reconcile import check_on_mismatch
 
-    if on_mismatch not in ON_MISMATCH:
-        raise ConfigValidationError(
-            f"on_mismatch {on_mismatch!r}: expected one of {list(ON_MISMATCH)}"
-        )
+    check_on_mismatch(on_mismatch)
     tolerance = tolerance or Tolerance()
     texts = sorted(
         {d.isoformat() if isinstance(d, dt.date) else dt.date.fromisoformat(d).isoformat()

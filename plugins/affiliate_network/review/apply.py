@@ -81,8 +81,8 @@ class OnHoldWriter:
 
     hook: AffiliateNetworkHook
     _: KW_ONLY
-    from_date: str | dt.date
-    to_date: str | dt.date
+    from_date: dt.date
+    to_date: dt.date
     timezone_id: int
     chunk_size: int
     log: TaskLog

@@ -66,8 +66,8 @@ def iter_on_hold_rows(
     hook: AffiliateNetworkHook,
     on_hold_ids: Sequence[str],
     *,
-    from_date: str | dt.date,
-    to_date: str | dt.date,
+    from_date: dt.date,
+    to_date: dt.date,
     timezone_id: int,
     chunk_size: int,
 ) -> Generator[OnHoldRow]:
@@ -79,8 +79,8 @@ def iter_on_hold_rows(
 
     :param hook: the network hook.
     :param on_hold_ids: the on-hold ids to look up (each chunk is sent as given).
-    :param from_date: first day (or a local time) of the window searched.
-    :param to_date: last day (or local time) of that window (inclusive).
+    :param from_date: first local day of the window searched.
+    :param to_date: last local day of that window (inclusive).
     :param timezone_id: the API's timezone id of those days.
     :param chunk_size: ids per request; also the page size, so at most 2000.
     :raises InvalidRequestError: the network refused the search (or the chunk size).
