@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from decimal import Decimal
-
     import pyarrow as pa
 
 
@@ -75,26 +73,3 @@ def empty_string_scalar() -> pa.Scalar:
     return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(bytes(8)), pa.py_buffer(b"")])[
         0
     ]
-
-
-def decimal_array(values: Sequence[Decimal | None], type_: pa.Decimal128Type) -> pa.Array:
-    """A ``decimal128`` array of ``values`` (``None``: null), each already at ``type_``'s scale
-    and within its precision (at most 18 digits: the unscaled value fits an ``int64``)."""
-    import numpy as np
-    import pyarrow as pa
-
-    if type_.precision > 18:
-        raise ValueError(f"{type_}: more than 18 digits")
-    unscaled = np.fromiter(
-        (0 if v is None else int(v.scaleb(type_.scale)) for v in values), np.int64, len(values)
-    )
-    # decimal128 is a little-endian 128-bit two's complement: the int64, then its sign.
-    words = np.empty((len(values), 2), dtype=np.int64)
-    words[:, 0] = unscaled
-    words[:, 1] = np.where(unscaled < 0, -1, 0)
-    valid = np.fromiter((v is not None for v in values), np.bool_, len(values))
-    nulls = len(values) - int(valid.sum())
-    validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-    return pa.Array.from_buffers(
-        type_, len(values), [validity, pa.py_buffer(words)], null_count=nulls
-    )

@@ -12,23 +12,6 @@ if TYPE_CHECKING:
     from affiliate_network.review.window import ReviewWindow
 
 
-def eligible_positions(
-    records: Sequence[dict[str, Any]],
-    window: ReviewWindow,
-    *,
-    min_age_hours: float,
-    horizon_hours: float,
-) -> tuple[list[int], int]:
-    """Positions to decide (on hold, in the window, old enough) and how many are on hold.
-
-    The part of :func:`plan_positions` still on hold: see there.
-    """
-    _, eligible, on_hold = plan_positions(
-        records, window, min_age_hours=min_age_hours, horizon_hours=horizon_hours
-    )
-    return eligible, on_hold
-
-
 def plan_positions(
     records: Sequence[dict[str, Any]],
     window: ReviewWindow,
