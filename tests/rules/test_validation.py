@@ -415,11 +415,12 @@ def test_cli_validate_exit_codes_and_messages(tmp_path) -> None:
 
 
 def test_the_documented_example_validates() -> None:
-    import affiliate_network.rules as rules
-
-    doc = rules.__doc__ or ""
-    block = doc.split("::\n\n", 1)[1].split("\n\nActions:", 1)[0]
-    rules_file = loads_rules(textwrap.dedent(block), "docstring")
+    """The language's one reference (docs/onhold-review.md, "The rules file") shows a file that
+    validates."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "onhold-review.md").read_text()
+    section = doc.split("## The rules file", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    rules_file = loads_rules(block, "docs/onhold-review.md")
     assert [r.id for r in rules_file.rules] == [
         "blocked-sub1",
         "duplicate-ip-24h",
