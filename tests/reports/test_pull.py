@@ -9,8 +9,11 @@ import pytest
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.partitions.manifest import read_manifest
+from affiliate_network.partitions.write import write_partition
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.pull import ConversionPull
+from affiliate_network.reports.reconcile import reconcile_day
+from affiliate_network.reports.schema import conversion_schema
 
 DAY = dt.date(2026, 3, 8)  # a DST day in America/New_York
 PULL = ConversionPull(
@@ -75,3 +78,20 @@ def test_a_landed_day_records_its_pull_and_reads_back_as_it(hook, sandbox, tmp_p
     manifest = read_manifest(summary["path"])
     assert manifest is not None
     assert ConversionPull.from_record(manifest.request, "manifest") == pull
+
+
+def test_a_reconciliation_names_the_manifest_field_it_cannot_read(hook, tmp_path) -> None:
+    """A landed day whose manifest records no timezone is refused before any request, naming
+    the manifest and the field (the reconciliation reads the pull through from_record)."""
+    record = PULL.record()
+    del record["timezone_id"]
+    write_partition(
+        tmp_path, "conversions", {"date": DAY.isoformat()}, [], conversion_schema(), request=record
+    )
+    before = hook.granular_budget().used
+    with pytest.raises(ConfigValidationError) as caught:
+        reconcile_day(hook, tmp_path, DAY)
+    assert str(caught.value).startswith(
+        f"{tmp_path}/conversions/date=2026-03-08/_manifest.json: request.timezone_id is None"
+    )
+    assert hook.granular_budget().used == before
