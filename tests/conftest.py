@@ -40,6 +40,9 @@ pytest_plugins = ("tests.support.s3",)
 #: 2-core machine two of them at once starve each other's timeouts, so xdist runs them on one
 #: worker, one after the other, while the other worker runs the rest of the suite.
 _ONE_WORKER = ("tests/e2e/", "tests/ui/", "tests/test_demo.py")
+#: Modules whose tests share one cached install (a session fixture per worker would build it
+#: twice at once): each module's tests run on one worker.
+_ONE_MODULE = ("tests/test_docker_compose.py",)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -54,7 +57,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class _DeploymentsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "deployments" if nodeid.startswith(_ONE_WORKER) else nodeid
+            if nodeid.startswith(_ONE_WORKER):
+                return "deployments"
+            return nodeid.split("::", 1)[0] if nodeid.startswith(_ONE_MODULE) else nodeid
 
     return _DeploymentsTogether(config, log)
 

@@ -12,6 +12,7 @@ and the default sandbox connections of ``.env.example`` are checked against a re
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -54,6 +55,14 @@ def _compose_bin() -> Path:
 @pytest.fixture(scope="session")
 def compose() -> Path:
     """The docker-compose 1.29.2 client in its own cached venv (installed on first use)."""
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    # One builder at a time (another pytest session or worker may be building it now).
+    with (VENV.parent / "compose-venv.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _built_compose()
+
+
+def _built_compose() -> Path:
     binary = _compose_bin()
     marker = VENV / "pins.json"
     if binary.exists() and marker.exists() and json.loads(marker.read_text()) == PINS:
