@@ -37,9 +37,6 @@ def test_the_record_gives_the_same_pull_back() -> None:
 def test_a_record_without_the_optional_keys_is_a_whole_day_pull() -> None:
     pull = ConversionPull.from_record({"from": "2026-03-08", "timezone_id": 67}, "m.json")
     assert pull == ConversionPull(DAY, 67)
-    assert pull.whole_day
-    assert not PULL.whole_day
-    assert not ConversionPull(DAY, 67, show_conversions=False).whole_day
 
 
 @pytest.mark.parametrize(

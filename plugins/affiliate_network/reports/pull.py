@@ -45,11 +45,6 @@ class ConversionPull:
     search_terms: Sequence[Mapping[str, Any]] | None = None
     conn_id: str | None = None
 
-    @property
-    def whole_day(self) -> bool:
-        """Nothing filtered out: the pull can be compared with the network's day report."""
-        return self.show_conversions and not self.filters and not self.search_terms
-
     def pages(self, hook: AffiliateNetworkHook, page_size: int | None) -> PagedIterator:
         """The day's sliced pull, answers unparsed (landed by Arrow, never as dicts)."""
         return hook.iter_conversions(

@@ -694,7 +694,7 @@ def _reconcilable_manifest(part: Any) -> tuple[Any, ConversionPull]:
     if manifest.format != "parquet":
         raise ConfigValidationError(f"{part} is {manifest.format}: only Parquet days reconcile")
     pull = ConversionPull.from_record(manifest.request, f"{part}/{MANIFEST_NAME}")
-    if not pull.whole_day:
+    if pull.filters or pull.search_terms:
         raise ConfigValidationError(
             f"{part} was pulled with filters or search terms: it cannot be compared with the "
             "network's whole report"
