@@ -17,6 +17,7 @@ from airflow.sdk import Param, dag
 # serialization modules into every parse (about half a second here). compat knows where it is.
 from affiliate_network.compat import CronDataIntervalTimetable
 from affiliate_network.notify import attach_notifications
+from affiliate_network.operators.base import PARAM_DIALECT
 from affiliate_network.operators.conversion_report import (
     AffiliateReportOperator,
     ConversionReportOperator,
@@ -131,6 +132,7 @@ default_args = {
     params={
         "trailing_days": Param(
             DEFAULT_TRAILING_DAYS,
+            **PARAM_DIALECT,
             type="integer",
             minimum=0,
             maximum=60,
@@ -143,6 +145,7 @@ default_args = {
         ),
         "on_mismatch": Param(
             "fail",
+            **PARAM_DIALECT,
             type="string",
             enum=["fail", "warn"],
             title="When a day differs from the network's report",

@@ -16,6 +16,7 @@ from affiliate_network.notify import attach_notifications
 
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
+from affiliate_network.operators.base import PARAM_DIALECT
 from affiliate_network.operators.offer_state_sync import (
     OfferCatalogSyncOperator,
     OfferGroupCapsSyncOperator,
@@ -81,12 +82,14 @@ On-call:
     params={
         "dry_run": Param(
             True,
+            **PARAM_DIALECT,
             type="boolean",
             title="Dry run",
             description="Only plan and log the changes; send nothing (manual runs only).",
         ),
         "state_file": Param(
             "offer_state.yaml",
+            **PARAM_DIALECT,
             type="string",
             minLength=1,
             title="Desired-state file",
@@ -94,6 +97,7 @@ On-call:
         ),
         "force": Param(
             None,
+            **PARAM_DIALECT,
             type=["null", "array"],
             items={"type": "string"},
             title="Send again even if unchanged",
@@ -102,6 +106,7 @@ On-call:
         ),
         "resolve_unknown": Param(
             None,
+            **PARAM_DIALECT,
             type=["null", "object"],
             title="Resolve unknown outcomes",
             description='For a create whose outcome is unknown: {"<key>": <id found on the '
@@ -109,6 +114,7 @@ On-call:
         ),
         "accept_drift": Param(
             None,
+            **PARAM_DIALECT,
             type=["null", "array"],
             items={"type": "string"},
             title="Accept drift",

@@ -18,6 +18,7 @@ from affiliate_network.notify import attach_notifications
 
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
+from affiliate_network.operators.base import PARAM_DIALECT
 from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.operators.onhold_review_apply import OnHoldReviewApplyOperator
 
@@ -87,6 +88,7 @@ review, audit); every setting is listed in `docs/configuration.md`.
         # and off (write) look alike. Only manual runs read it (review.options.dry_run_choice).
         "mode": Param(
             MODE_DRY_RUN,
+            **PARAM_DIALECT,
             type="string",
             enum=[MODE_DRY_RUN, MODE_WRITE],
             values_display=MODE_LABELS,
@@ -97,6 +99,7 @@ review, audit); every setting is listed in `docs/configuration.md`.
         ),
         "rules_file": Param(
             DEFAULT_RULES_FILE if DEFAULT_RULES_FILE in RULES_FILES else RULES_FILES[0],
+            **PARAM_DIALECT,
             type="string",
             enum=RULES_FILES,
             title="Rules file",

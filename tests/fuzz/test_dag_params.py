@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.base import as_bool
-from affiliate_network.operators.offer_state_sync import OfferStateSyncOperator
+from affiliate_network.sync.plan import run_keys, run_resolutions
 
 form_values = st.recursive(
     st.one_of(
@@ -54,7 +54,7 @@ def test_dry_run_flags(value) -> None:
 @given(value=form_values)
 def test_force_and_accept_drift_keys(value) -> None:
     _accepted_or_named(
-        lambda: OfferStateSyncOperator._keys(value, "force"),
+        lambda: run_keys(value, "force"),
         "force",
         lambda v: isinstance(v, list) and all(type(k) is str and k for k in v),
     )
@@ -63,7 +63,7 @@ def test_force_and_accept_drift_keys(value) -> None:
 @given(value=form_values)
 def test_resolve_unknown(value) -> None:
     _accepted_or_named(
-        lambda: OfferStateSyncOperator._resolutions(value),
+        lambda: run_resolutions(value),
         "resolve_unknown",
         lambda v: isinstance(v, dict) and all(type(k) is str for k in v),
     )
@@ -72,10 +72,10 @@ def test_resolve_unknown(value) -> None:
 @pytest.mark.parametrize(
     ("call", "name"),
     [
-        (lambda: OfferStateSyncOperator._keys(5, "force"), "force"),
-        (lambda: OfferStateSyncOperator._keys({"a": 1}, "accept_drift"), "accept_drift"),
-        (lambda: OfferStateSyncOperator._resolutions({"k": "²"}), "resolve_unknown"),
-        (lambda: OfferStateSyncOperator._resolutions("[" * 100_000), "resolve_unknown"),
+        (lambda: run_keys(5, "force"), "force"),
+        (lambda: run_keys({"a": 1}, "accept_drift"), "accept_drift"),
+        (lambda: run_resolutions({"k": "²"}), "resolve_unknown"),
+        (lambda: run_resolutions("[" * 100_000), "resolve_unknown"),
         (lambda: as_bool(1, "dry_run"), "dry_run"),
     ],
 )

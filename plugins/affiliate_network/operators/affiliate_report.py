@@ -21,7 +21,6 @@ from affiliate_network.operators.assets import dataset_asset
 from affiliate_network.operators.base import DEFER_AFTER_S, deferral_settings
 from affiliate_network.operators.lineage import ENTITY_TABLE_ENDPOINT
 from affiliate_network.operators.report_base import ReportOperatorBase, check_format
-from affiliate_network.settings.paths import resolve_data_base
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -117,6 +116,7 @@ class AffiliateReportOperator(ReportOperatorBase):
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.reports.affiliate import write_affiliate_report
+        from affiliate_network.settings.paths import resolve_data_base
 
         self.reset_lineage()
         check_format(self.format)

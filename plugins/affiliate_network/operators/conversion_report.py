@@ -27,7 +27,6 @@ from affiliate_network.operators.report_base import (
 from affiliate_network.reports import run_days
 from affiliate_network.reports.run_days import FIRST_DAY_ENV
 from affiliate_network.reports.window import MAX_WINDOW_DAYS
-from affiliate_network.settings.paths import resolve_data_base
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -176,6 +175,7 @@ class ConversionReportOperator(ReportOperatorBase):
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.hooks._memory import prefer_system_arrow_pool
+        from affiliate_network.settings.paths import resolve_data_base
 
         prefer_system_arrow_pool()  # first: Arrow picks its allocator when pyarrow loads
         self.reset_lineage()

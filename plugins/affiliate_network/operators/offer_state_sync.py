@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from affiliate_network.exceptions import ConfigValidationError, PortalMismatchError
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
 
 # The section names, without sync.models' pydantic models (a DAG file imports this at parse time).
@@ -103,53 +102,10 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         self.accept_drift = accept_drift
         self.hook_kwargs = dict(hook_kwargs or {})
 
-    # ----- argument normalisation (after templating) ---------------------------------------
-    @staticmethod
-    def _keys(value: Sequence[str] | str | None, name: str) -> list[str]:
-        if value is None or value == "":
-            return []
-        if isinstance(value, str):
-            # A comma-separated string from a form field or a non-native template.
-            return [part.strip() for part in value.split(",") if part.strip()]
-        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-            raise ConfigValidationError(
-                f"{name} must be a list of keys (or a comma-separated string), got a "
-                f"{type(value).__name__}"
-            )
-        return [key.strip() for key in value if key.strip()]  # as the string form: no blank key
-
-    @staticmethod
-    def _resolutions(value: Mapping[str, int | str] | str | None) -> dict[str, int | str]:
-        if value is None or value == "":
-            return {}
-        if isinstance(value, str):
-            import json
-
-            try:
-                value = json.loads(value)
-            except (ValueError, RecursionError) as exc:  # deep nesting ends in RecursionError
-                raise ConfigValidationError(
-                    "resolve_unknown must be a JSON object {key: id | 'absent'}: "
-                    f"{type(exc).__name__}: {str(exc)[:80]}"
-                ) from None
-        if not isinstance(value, Mapping):
-            raise ConfigValidationError("resolve_unknown must be a mapping {key: id | 'absent'}")
-        out: dict[str, int | str] = {}
-        for key, decision in value.items():
-            if isinstance(decision, str) and decision.isascii() and decision.isdigit():
-                decision = int(decision)
-            valid_id = isinstance(decision, int) and not isinstance(decision, bool) and decision > 0
-            if not valid_id and decision != "absent":
-                raise ConfigValidationError(
-                    f"resolve_unknown[{key!r}] must be the id found on the network or "
-                    f"'absent', got {decision!r}"
-                )
-            out[str(key)] = decision
-        return out
-
     # ----- execution -----------------------------------------------------------------------
     def open_ledger(self, hook: AffiliateNetworkHook) -> Ledger:
         """The connection's ledger, refusing one recorded for another network."""
+        from affiliate_network.exceptions import PortalMismatchError
         from affiliate_network.sync.ledger import (
             Ledger,
             adopt_connection_ledger,
@@ -169,7 +125,7 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.sync.apply import apply_sections
         from affiliate_network.sync.loader import load_desired_state
-        from affiliate_network.sync.plan import build_plan
+        from affiliate_network.sync.plan import build_plan, run_keys, run_resolutions
 
         dry_run = as_bool(self.dry_run, "dry_run")
         state_path = resolve_state_file(self.state_file)
@@ -179,9 +135,9 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         plan = build_plan(
             state,
             ledger,
-            resolve_unknown=self._resolutions(self.resolve_unknown),
-            accept_drift=self._keys(self.accept_drift, "accept_drift"),
-            force=self._keys(self.force, "force"),
+            resolve_unknown=run_resolutions(self.resolve_unknown),
+            accept_drift=run_keys(self.accept_drift, "accept_drift"),
+            force=run_keys(self.force, "force"),
         )
         self.log.info(
             "%s\n%s",

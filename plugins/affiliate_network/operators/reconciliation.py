@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.operators.report_base import ReportOperatorBase
-from affiliate_network.settings.paths import resolve_data_base
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -178,6 +177,7 @@ class ReconciliationOperator(ReportOperatorBase):
     def execute_job(self, context: Context) -> dict[str, Any]:
         from affiliate_network.reports.reconcile import Tolerance
         from affiliate_network.reports.verdicts import reconcile_days
+        from affiliate_network.settings.paths import resolve_data_base
 
         self.reset_lineage()
         base = resolve_data_base(self.base_path)

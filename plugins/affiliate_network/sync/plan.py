@@ -15,10 +15,12 @@ what this sync last applied (the ledger). Actions:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.sync.ledger import STATE_INTENT, Ledger
 from affiliate_network.sync.models import SECTIONS, DesiredObject, DesiredState, Offer
 
@@ -200,6 +202,56 @@ class Plan:
             "changes": [i.to_dict() for i in items if i.action != "unchanged"][:200],
             "orphans": self.orphans[:50],
         }
+
+
+def run_keys(value: Sequence[str] | str | None, name: str) -> list[str]:
+    """A run's ``force`` or ``accept_drift``: a list of keys, or a comma-separated string (a form
+    field, a non-native template). Blank keys are dropped.
+
+    :raises ConfigValidationError: anything else, naming ``name``.
+    """
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    elif not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigValidationError(
+            f"{name} must be a list of keys (or a comma-separated string), got a "
+            f"{type(value).__name__}"
+        )
+    return [key.strip() for key in value if key.strip()]
+
+
+def run_resolutions(value: Mapping[str, int | str] | str | None) -> dict[str, int | str]:
+    """A run's ``resolve_unknown``: ``{key: id found on the network | "absent"}``, as a mapping or
+    its JSON text.
+
+    :raises ConfigValidationError: not such a mapping, naming the key at fault.
+    """
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError) as exc:  # deep nesting ends in RecursionError
+            raise ConfigValidationError(
+                "resolve_unknown must be a JSON object {key: id | 'absent'}: "
+                f"{type(exc).__name__}: {str(exc)[:80]}"
+            ) from None
+    if not isinstance(value, Mapping):
+        raise ConfigValidationError("resolve_unknown must be a mapping {key: id | 'absent'}")
+    out: dict[str, int | str] = {}
+    for key, decision in value.items():
+        if isinstance(decision, str) and decision.isascii() and decision.isdigit():
+            decision = int(decision)
+        valid_id = isinstance(decision, int) and not isinstance(decision, bool) and decision > 0
+        if not valid_id and decision != RESOLVE_ABSENT:
+            raise ConfigValidationError(
+                f"resolve_unknown[{key!r}] must be the id found on the network or "
+                f"'absent', got {decision!r}"
+            )
+        out[str(key)] = decision
+    return out
 
 
 def build_plan(
