@@ -123,10 +123,11 @@ def test_wait_for_counts_the_oldest_queries_out():
 def test_affiliate_report_refuses_before_sending_when_the_hour_is_spent(
     sandbox, make_connection, make_hook, affiliate_id, tmp_path
 ):
+    import dataclasses
     import datetime as dt
     import logging
 
-    from affiliate_network.reports.affiliate import fetch_entity_table
+    from affiliate_network.reports.affiliate import EntityTablePull, fetch_entity_table
 
     conn = make_connection(
         "affiliate_network_affiliate_quota",
@@ -137,22 +138,25 @@ def test_affiliate_report_refuses_before_sending_when_the_hour_is_spent(
         granular_per_hour=2,
     )
     day = dt.date.fromisoformat(sandbox.catalog()["last_date"])
-    kwargs = {
-        "columns": ["offer", "country", "date"],
-        "timezone_id": 67,
-        "currency_id": None,
-        "filters": None,
-        "who": f"affiliate {affiliate_id}",
-        "log": logging.getLogger(__name__),
-    }
+    pull = EntityTablePull(
+        affiliate_id=str(affiliate_id),
+        start=day,
+        end=day,
+        columns=["offer", "country", "date"],
+        timezone_id=67,
+        timezone="America/New_York",
+        conn_id=conn,
+    )
+    log = logging.getLogger(__name__)
     for _ in range(2):
-        assert fetch_entity_table(make_hook(conn), day, day, **kwargs)
+        assert fetch_entity_table(make_hook(conn), pull, log)
     sent = len(sandbox.requests_log())
     with pytest.raises(GranularQuotaError, match=r"needs 1 granular queries.*budget is 2.*2 were"):
-        fetch_entity_table(make_hook(conn), day, day, **kwargs)
+        fetch_entity_table(make_hook(conn), pull, log)
     assert len(sandbox.requests_log()) == sent  # nothing was sent
     # Columns outside the guide's list are not granular: no budget needed.
-    assert fetch_entity_table(make_hook(conn), day, day, **{**kwargs, "columns": ["offer"]})
+    offers = dataclasses.replace(pull, columns=["offer"])
+    assert fetch_entity_table(make_hook(conn), offers, log)
 
 
 def test_backfill_estimate_counts_granular_affiliates_per_day():

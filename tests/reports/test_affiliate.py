@@ -12,7 +12,11 @@ import logging
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.partitions.manifest import read_manifest
 from affiliate_network.partitions.read import read_partition
-from affiliate_network.reports.affiliate import fetch_entity_table, write_affiliate_report
+from affiliate_network.reports.affiliate import (
+    EntityTablePull,
+    fetch_entity_table,
+    write_affiliate_report,
+)
 
 COLUMNS = ["offer", "country", "date"]
 
@@ -30,18 +34,18 @@ def test_fetch_and_write_one_affiliate_report_without_airflow(
     last = dt.date.fromisoformat(sandbox.catalog()["last_date"])
     start, end = last - dt.timedelta(days=2), last - dt.timedelta(days=1)
     hook = AffiliateNetworkHook(conn, base_delay=0.01, max_delay=0.05, jitter=0.0)
+    pull = EntityTablePull(
+        affiliate_id=aff,
+        start=start,
+        end=end,
+        columns=COLUMNS,
+        timezone_id=67,
+        timezone="America/New_York",
+        currency_id="USD",
+        conn_id=conn,
+    )
     try:
-        pieces = fetch_entity_table(
-            hook,
-            start,
-            end,
-            columns=COLUMNS,
-            timezone_id=67,
-            currency_id="USD",
-            filters=None,
-            who=f"affiliate {aff}",
-            log=logging.getLogger("test"),
-        )
+        pieces = fetch_entity_table(hook, pull, logging.getLogger("test"))
         direct = hook.affiliate_entity_table(
             from_date=start, to_date=end, columns=COLUMNS, timezone_id=67, currency_id="USD"
         )
@@ -49,15 +53,7 @@ def test_fetch_and_write_one_affiliate_report_without_airflow(
         hook.close()
     assert [(a, b) for a, b, _ in pieces] == [(start, end)]  # well under the row cap
     key, result = write_affiliate_report(
-        tmp_path,
-        dataset="affiliate_reports",
-        affiliate_id=aff,
-        start=start,
-        end=end,
-        pieces=pieces,
-        columns=COLUMNS,
-        request={"from": start.isoformat(), "to": end.isoformat()},
-        format="parquet",
+        tmp_path, pull, pieces, dataset="affiliate_reports", format="parquet"
     )
     assert key == f"affiliate={aff}/date={start}_{end}"
     part = tmp_path / "affiliate_reports" / f"affiliate={aff}" / f"date={start}_{end}"
@@ -68,4 +64,7 @@ def test_fetch_and_write_one_affiliate_report_without_airflow(
     assert set(table.column("report_to").to_pylist()) == {end.isoformat()}
     manifest = read_manifest(part)
     assert manifest.stats["splits"] == 0
+    assert manifest.request == pull.record()
+    assert manifest.request["from"] == start.isoformat()
+    assert manifest.request["conn_id"] == conn
     assert sandbox.keys["affiliate"][aff] not in repr(manifest)

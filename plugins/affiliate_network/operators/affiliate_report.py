@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
+    from affiliate_network.reports.affiliate import EntityTablePull, Piece
 
 
 class AffiliateReportOperator(ReportOperatorBase):
@@ -120,26 +121,22 @@ class AffiliateReportOperator(ReportOperatorBase):
 
         self.reset_lineage()
         check_format(self.format)
-        start, end = self._window(context)
+        pull = self._pull(*self._window(context))
         started = time.monotonic()
-        pieces = self._fetch_when_the_hour_allows(start, end)
+        pieces = self._fetch_when_the_hour_allows(pull)
         self._record_endpoint_read(ENTITY_TABLE_ENDPOINT)
         self.close_hook()  # the rest is local work
         partition_key, result = write_affiliate_report(
             resolve_data_base(self.base_path),
+            pull,
+            pieces,
             dataset=self.dataset,
-            affiliate_id=str(self.affiliate_id),
-            start=start,
-            end=end,
-            pieces=pieces,
-            columns=self.columns,
-            request=self._request(start, end),
             format=self.format,
         )
         self._record_partition_written(result.path, result.rows)
         summary = {
             "dataset": self.dataset,
-            "affiliate_id": str(self.affiliate_id),
+            "affiliate_id": pull.affiliate_id,
             "path": result.path,
             "rows": result.rows,
             "pieces": len(pieces),
@@ -154,24 +151,25 @@ class AffiliateReportOperator(ReportOperatorBase):
         )  # fmt: skip
         return summary
 
-    def _request(self, start: dt.date, end: dt.date) -> dict[str, Any]:
-        """The request parameters recorded in the manifest (never a key)."""
-        return {
-            "endpoint": "POST /affiliates/reporting/entity/table",
-            "from": start.isoformat(),
-            "to": end.isoformat(),
-            "columns": self.columns,
-            "timezone_id": self._tz_id(),
-            "timezone": self._timezone()[1],
-            "currency_id": self._currency(),
-            "filters": self.filters,
-            "conn_id": self.affiliate_network_conn_id,
-        }
+    def _pull(self, start: dt.date, end: dt.date) -> EntityTablePull:
+        """The report this task asks for over ``start..end``."""
+        from affiliate_network.reports.affiliate import EntityTablePull
 
-    def _fetch_when_the_hour_allows(
-        self, start: dt.date, end: dt.date
-    ) -> list[tuple[dt.date, dt.date, list[dict[str, Any]]]]:
-        """:meth:`_fetch`; when deferrable, a granular hour without room is waited for.
+        tz_id, tz_name = self._timezone()
+        return EntityTablePull(
+            affiliate_id=str(self.affiliate_id),
+            start=start,
+            end=end,
+            columns=self.columns,
+            timezone_id=tz_id,
+            timezone=tz_name,
+            currency_id=self._currency(),
+            filters=self.filters,
+            conn_id=self.affiliate_network_conn_id,
+        )
+
+    def _fetch_when_the_hour_allows(self, pull: EntityTablePull) -> list[Piece]:
+        """The report's pieces; when deferrable, a granular hour without room is waited for.
 
         The refusal comes before anything is sent. The wait is until the refused queries can
         first fit (the budget's oldest queries leave the rolling window, a time the store knows):
@@ -184,7 +182,7 @@ class AffiliateReportOperator(ReportOperatorBase):
 
         while True:
             try:
-                return self._fetch(self.hook, start, end)
+                return self._fetch(self.hook, pull)
             except GranularQuotaError as err:
                 if not self.deferrable:
                     raise
@@ -205,19 +203,7 @@ class AffiliateReportOperator(ReportOperatorBase):
                 self.log.info("%s Waiting %.1f s in the worker for the granular hour", err, wait)
                 time.sleep(wait)
 
-    def _fetch(
-        self, hook: AffiliateNetworkHook, start: dt.date, end: dt.date
-    ) -> list[tuple[dt.date, dt.date, list[dict[str, Any]]]]:
+    def _fetch(self, hook: AffiliateNetworkHook, pull: EntityTablePull) -> list[Piece]:
         from affiliate_network.reports.affiliate import fetch_entity_table
 
-        return fetch_entity_table(
-            hook,
-            start,
-            end,
-            columns=self.columns,
-            timezone_id=self._tz_id(),
-            currency_id=self._currency(),
-            filters=self.filters,
-            who=f"affiliate {self.affiliate_id} (connection {self.affiliate_network_conn_id})",
-            log=self.log,
-        )
+        return fetch_entity_table(hook, pull, self.log)

@@ -6,6 +6,7 @@ portal, then :func:`write_affiliate_report` to publish what it fetched as one pa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import Sequence
@@ -28,50 +29,91 @@ if TYPE_CHECKING:
 Piece = tuple[dt.date, dt.date, list[dict[str, Any]]]
 
 
-def fetch_entity_table(
-    hook: AffiliateNetworkHook,
-    start: dt.date,
-    end: dt.date,
-    *,
-    columns: Sequence[Any],
-    timezone_id: int,
-    currency_id: str | None,
-    filters: Sequence[dict[str, Any]] | None,
-    who: str,
-    log: TaskLog,
-) -> list[Piece]:
-    """The entity table for ``start..end``, split in halves while it hits the row cap.
+@dataclass(frozen=True)
+class EntityTablePull:
+    """One affiliate's aggregated report over a window, as asked of
+    ``POST /affiliates/reporting/entity/table``; :meth:`record` is the manifest's ``request``.
 
-    :param who: names the affiliate and connection in the error of a single day over the cap.
+    :param affiliate_id: the affiliate (partition key; the connection's key is its own).
+    :param start: first day of the window.
+    :param end: last day (inclusive).
+    :param columns: the validated columns (``api.report_columns.validate_report_columns``).
+    :param timezone_id: the API's timezone id the days are cut in.
+    :param timezone: that timezone's IANA name (recorded, never sent).
+    :param currency_id: the currency asked for, or ``None`` for the network's default.
+    :param filters: the API's ``query.filters``, or ``None``.
+    :param conn_id: the Airflow connection (recorded, and named in errors).
+    """
+
+    affiliate_id: str
+    start: dt.date
+    end: dt.date
+    columns: Sequence[Any]
+    timezone_id: int
+    timezone: str
+    currency_id: str | None = None
+    filters: Sequence[dict[str, Any]] | None = None
+    conn_id: str = ""
+
+    def part(self, start: dt.date, end: dt.date) -> EntityTablePull:
+        """The same report over ``start..end`` (a split of this window)."""
+        return dataclasses.replace(self, start=start, end=end)
+
+    @property
+    def who(self) -> str:
+        """The affiliate and connection, for errors and budget messages."""
+        return f"affiliate {self.affiliate_id} (connection {self.conn_id})"
+
+    def record(self) -> dict[str, Any]:
+        """The request parameters recorded in the manifest (never a key)."""
+        return {
+            "endpoint": "POST /affiliates/reporting/entity/table",
+            "from": self.start.isoformat(),
+            "to": self.end.isoformat(),
+            "columns": list(self.columns),
+            "timezone_id": self.timezone_id,
+            "timezone": self.timezone,
+            "currency_id": self.currency_id,
+            "filters": None if self.filters is None else list(self.filters),
+            "conn_id": self.conn_id,
+        }
+
+
+def fetch_entity_table(
+    hook: AffiliateNetworkHook, pull: EntityTablePull, log: TaskLog
+) -> list[Piece]:
+    """The entity table of ``pull``'s window, split in halves while it hits the row cap.
+
     :raises ReportRowLimitError: a single day still hits the cap (nothing is landed).
     :raises GranularQuotaError: the request is a granular query (a column of the guide's list)
         and the network's rolling-hour quota has no room for it; nothing is sent.
     """
-    granular = bool(granular_columns([_column_name(c) for c in columns]))
+    start, end = pull.start, pull.end
+    granular = bool(granular_columns([_column_name(c) for c in pull.columns]))
     if granular:
         # Planned, not discovered: refuse before sending, naming the numbers.
-        hook.check_granular_budget(1, f"{who}, {start}..{end}")
+        hook.check_granular_budget(1, f"{pull.who}, {start}..{end}")
     try:
         table = hook.affiliate_entity_table(
             from_date=start.isoformat(),
             to_date=end.isoformat(),
-            columns=columns,
-            timezone_id=timezone_id,
-            currency_id=currency_id,
-            filters=filters,
+            columns=pull.columns,
+            timezone_id=pull.timezone_id,
+            currency_id=pull.currency_id,
+            filters=pull.filters,
         )
         return [(start, end, table)]
     except ReportRowLimitError as err:
         if start == end:
             raise ReportRowLimitError(
-                f"{who}: the entity table for the single day {start} still hits the 10,000-row "
-                f"cap with columns {list(columns)}. Nothing was written. Narrow the report: drop "
-                "a high-cardinality column (sub1..sub5, hour, country) or add filters (offer, "
-                "country ...) in include/reports.yaml."
+                f"{pull.who}: the entity table for the single day {start} still hits the "
+                f"10,000-row cap with columns {list(pull.columns)}. Nothing was written. Narrow "
+                "the report: drop a high-cardinality column (sub1..sub5, hour, country) or add "
+                "filters (offer, country ...) in include/reports.yaml."
             ) from err
     mid = start + dt.timedelta(days=(end - start).days // 2)
     if granular:  # the two halves are two more granular queries (at least)
-        hook.check_granular_budget(2, f"{who}, the split of {start}..{end}")
+        hook.check_granular_budget(2, f"{pull.who}, the split of {start}..{end}")
     log.info(
         "%s..%s hit the row cap; splitting into %s..%s and %s..%s",
         start,
@@ -81,16 +123,8 @@ def fetch_entity_table(
         mid + dt.timedelta(days=1),
         end,
     )
-    kwargs: dict[str, Any] = {
-        "columns": columns,
-        "timezone_id": timezone_id,
-        "currency_id": currency_id,
-        "filters": filters,
-        "who": who,
-        "log": log,
-    }
-    return fetch_entity_table(hook, start, mid, **kwargs) + fetch_entity_table(
-        hook, mid + dt.timedelta(days=1), end, **kwargs
+    return fetch_entity_table(hook, pull.part(start, mid), log) + fetch_entity_table(
+        hook, pull.part(mid + dt.timedelta(days=1), end), log
     )
 
 
@@ -158,14 +192,10 @@ def estimate_granular_backfill(
 
 def write_affiliate_report(
     base: ObjectStoragePath | str | os.PathLike[str],
+    pull: EntityTablePull,
+    pieces: Sequence[Piece],
     *,
     dataset: str,
-    affiliate_id: str,
-    start: dt.date,
-    end: dt.date,
-    pieces: Sequence[Piece],
-    columns: Sequence[Any],
-    request: dict[str, Any],
     format: str,
 ) -> tuple[str, PublishResult]:
     """Publish the fetched pieces of one affiliate's report as one partition, atomically.
@@ -174,13 +204,9 @@ def write_affiliate_report(
     ``affiliate=<id>/date=<start>`` for one day, ``date=<start>_<end>`` for a longer window.
 
     :param base: the data base (local path or object-storage URL).
+    :param pull: the report fetched (partition key, schema and the manifest's ``request``).
+    :param pieces: what :func:`fetch_entity_table` returned for it.
     :param dataset: dataset folder under the base.
-    :param affiliate_id: the affiliate's id (partition key).
-    :param start: first day of the window.
-    :param end: last day of the window (inclusive).
-    :param pieces: what :func:`fetch_entity_table` returned.
-    :param columns: the report's validated columns (the schema follows them).
-    :param request: request parameters recorded in the manifest (never a key).
     :param format: ``parquet`` or ``jsonl``.
     :return: the partition key (``affiliate=.../date=...``) and the publish result.
     """
@@ -193,6 +219,7 @@ def write_affiliate_report(
         for a, b, table in pieces
         for row in table
     ]
+    start, end, affiliate_id = pull.start, pull.end, pull.affiliate_id
     date_key = start.isoformat() if start == end else f"{start}_{end}"
     stats = {
         "requests_landed": [
@@ -205,8 +232,8 @@ def write_affiliate_report(
         dataset,
         {"affiliate": affiliate_id, "date": date_key},
         rows,
-        AffiliateReportSchema(columns),
-        request=request,
+        AffiliateReportSchema(pull.columns),
+        request=pull.record(),
         format=format,
         stats=stats,
     )
