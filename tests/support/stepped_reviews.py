@@ -21,10 +21,17 @@ from tests.support.sandbox_reads import onhold_states
 ONHOLD = "/networks/reporting/onhold"
 #: Days of the stepped tests' traffic.
 DAYS = 4
+#: The last day of the stepped runs' traffic.
+END_DATE = dt.date(2026, 11, 29)
+#: On-hold ids per status write: small, so every step writes in several chunks and a kill
+#: "after k writes" (k up to 3) always finds its k-th write.
+CHUNK = 4
 #: The stepped runs' sandbox (a module's ``world`` fixture reads its ``WORLD``).
 WORLD = {
     "seed": 11,
-    "end_date": (dt.date.today() - dt.timedelta(days=1)).isoformat(),
+    # A fixed day (time is an input): yesterday's world planted another day's traffic, and
+    # whether a kill found its k-th write changed from one day to the next.
+    "end_date": END_DATE.isoformat(),
     "days": DAYS,
     "conversions_per_day": 300,
     "on_hold_share": 0.3,
@@ -35,7 +42,7 @@ def stepped_review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw:
     set_review(
         lookback_days=DAYS + 3,
         min_age_hours=0,
-        chunk_size=kw.pop("chunk_size", 10),
+        chunk_size=kw.pop("chunk_size", CHUNK),
         max_reject_share=None,  # the guardrails are not what this test is about
         max_reject_count=None,
     )

@@ -40,6 +40,16 @@ EVENT_DELAY_S = 300
 #: Duplicate-IP groups: one candidate group per block of this many conversions.
 DUP_BLOCK = 50
 DUP_OFFSETS = (0, 7, 19, 29)
+#: Blocks of DUP_BLOCK conversions holding a duplicate-IP group, per unit of ``on_hold_share``
+#: (0.1 on hold: one block in ten, 0.7 % of conversions).
+DUP_BLOCKS_PER_ON_HOLD = 1.0
+#: Of an ordinary on-hold conversion's 256 pattern slots (``u >> 56``), each planted pattern
+#: takes this many: fast_click, blocklisted_sub, outlier_sale_amount, ip_mismatch in order
+#: (1/16 each); the rest (3/4) are clean. With the duplicate-IP groups, a default world's
+#: on-hold traffic is about 19 % clear fraud, 12 % doubtful and 70 % clean, every day: the
+#: provider's shipped rules and default guardrails decide it with room to spare (the
+#: repository's tests/review/test_default_world_any_day.py sweeps two years of end dates).
+PATTERN_SLOTS = 16
 
 # Pattern codes (0 = none).
 P_NONE, P_DUP, P_FAST, P_BLK, P_OUTLIER, P_MISMATCH = range(6)
@@ -343,7 +353,7 @@ class DayCtx:
         self.iokey = self.dkey & 0xFFFFFF
         # Duplicate-IP groups scale with the on-hold share (fraud is what gets held); their
         # members (3.5 per selected block of DUP_BLOCK on average) count toward the share.
-        dup_share = min(0.5, cfg.on_hold_share * 3)
+        dup_share = min(0.5, cfg.on_hold_share * DUP_BLOCKS_PER_ON_HOLD)
         self.dup_thr = int(dup_share * 65536)
         ordinary = max(0.0, cfg.on_hold_share - dup_share * 3.5 / DUP_BLOCK)
         self.oh_thr = int(ordinary * 65536)
@@ -620,11 +630,11 @@ class Generator:
         oh = (u & 0xFFFF) < c.oh_thr
         if oh:
             # Among ordinary on-hold conversions, u >> 56 (0..255) picks the pattern:
-            # 0..30 fast_click, 31..61 blocklisted_sub, 62..92 outlier_sale_amount,
-            # 93..123 ip_mismatch, 124..255 none (a clean on-hold conversion).
+            # PATTERN_SLOTS each for fast_click, blocklisted_sub, outlier_sale_amount and
+            # ip_mismatch, in that order; the rest: none (a clean on-hold conversion).
             sel = u >> 56
-            if sel < 124:
-                pattern = P_FAST + sel // 31
+            if sel < 4 * PATTERN_SLOTS:
+                pattern = P_FAST + sel // PATTERN_SLOTS
         return u, ts, pattern, oh
 
     def pattern_of(self, c: DayCtx, i: int) -> int:
@@ -893,8 +903,8 @@ class Generator:
         if not oh and (u & 0xFFFF) < c.oh_thr:
             oh = True
             sel = u >> 56
-            if sel < 124:
-                pattern = P_FAST + sel // 31
+            if sel < 4 * PATTERN_SLOTS:
+                pattern = P_FAST + sel // PATTERN_SLOTS
         p = (u >> 16) % self.pairs
         t = self._pairs.get(p) or self.pair(p)
         x = u ^ 0x5851F42D4C957F2D
