@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,47 @@ def _assert_readable(out: str, project: Path) -> None:
         summary = project / ".airflow" / "demo-logs" / f"{dag_id}.summary.json"
         assert f"full summaries: {summary.relative_to(project)}" in out
         assert json.loads(summary.read_text())  # every task's summary, in full
+
+
+@pytest.mark.timeout(600)
+def test_a_failed_task_says_why_in_the_summary(tmp_path) -> None:
+    """A task that fails shows its error's first line and its next step in the demo's summary,
+    never zeros or ``?..?`` for figures nobody computed (issue 43), and the demo exits 1.
+
+    The guardrail is forced through the rules file (a copied ``include/`` whose review allows a
+    10% reject share), against the real sandbox: whatever the sandbox's world, the run stops.
+    """
+    for name in ("dags", "plugins", "demo"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    shutil.copytree(ROOT / "include", tmp_path / "include")
+    rules = tmp_path / "include" / "onhold_rules.yaml"
+    text, n = re.subn(r"(?m)^(\s+max_reject_share:) [0-9.]+", r"\1 0.1", rules.read_text())
+    assert n == 1
+    rules.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "demo", "--dags", "affiliate_onhold_review"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=500,
+        check=False,
+    )
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:] + proc.stderr[-3000:]
+    assert "FAILED (a task failed)" in out, out
+    # The error's first line (the guardrail, the share against the ceiling) and the next step.
+    flat = " ".join(line.strip() for line in out.splitlines())
+    assert re.search(
+        r"task review FAILED: GuardrailError: On-hold review stopped before any write: "
+        r"reject share [\d.]+% \(\d+/\d+ decided\) > max_reject_share 10\.0%",
+        flat,
+    ), out
+    assert "next step: Check the top rejecting rules against the audit file" in flat, out
+    assert "Runbook: docs/runbook.md#guardrail-failures" in flat, out
+    # No figure stands for the review that did not happen.
+    assert "?..?" not in out
+    assert not re.search(r"\b0 on hold|approved +0|rejected +0|waiting 0", out), out
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    assert max(len(line) for line in lines) <= 130, out
+
