@@ -449,17 +449,37 @@ def _latest_run_id(dag_id: str) -> str | None:
         return run.run_id if run else None
 
 
+def standalone_env(port: int) -> dict[str, str]:
+    """The settings ``airflow standalone`` gets on top of the demo's (:func:`_airflow_env`).
+
+    The API server listens on ``port`` (``[api] port``), and everything that calls it follows:
+    the task runners call the execution API at ``[core] execution_api_server_url``, whose
+    default is ``[api] base_url`` + ``/execution/``, and ``base_url`` defaults to
+    ``http://localhost:8080`` whatever the port (``get_execution_api_server_url`` in
+    ``airflow.executors.base_executor``). With only the port changed, every task failed before
+    it started, with an empty log. ``base_url`` also makes the task log links point at the UI.
+
+    :param port: the API server's (and UI's) port on 127.0.0.1.
+    """
+    base_url = f"http://127.0.0.1:{port}"
+    return {
+        "AIRFLOW__CORE__PARALLELISM": "4",  # 2-core machines: the default spawns 32
+        "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
+        "AIRFLOW__API__HOST": "127.0.0.1",  # a dev UI: loopback only
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"{base_url}/",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base_url}/execution/",
+    }
+
+
 def _standalone(airflow: list[str], port: int, root: Path) -> int:
     """Run ``airflow standalone`` in its own process session; SIGINT stops it and its children."""
-    os.environ["AIRFLOW__CORE__PARALLELISM"] = "4"  # 2-core machines: the default spawns 32
-    os.environ["AIRFLOW__API__PORT"] = str(port)
-    os.environ["AIRFLOW__CORE__TEST_CONNECTION"] = "Enabled"
+    os.environ.update(standalone_env(port))
     # standalone starts its components as `airflow ...`: this environment's bin must come first.
     bin_dir = str(Path(sys.executable).parent)
     os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
     print(f"[demo] airflow standalone on http://127.0.0.1:{port} (login printed below and kept in")
     print(f"       {root / '.airflow'}/simple_auth_manager_passwords.json.generated); Ctrl-C stops")
-    os.environ["AIRFLOW__API__HOST"] = "127.0.0.1"  # a dev UI: loopback only
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -484,18 +504,34 @@ def _standalone(airflow: list[str], port: int, root: Path) -> int:
             os.killpg(proc.pid, signal.SIGTERM)
 
 
-def _set_aside_previous_outputs(data: Path) -> None:
+def _set_aside_previous_outputs(data: Path, db: Path) -> None:
     """Each demo starts a fresh sandbox (a new world on a new port): the previous demo's sync
     ledger, on-hold state and partitions describe a network that no longer exists, and the
     ledger would (rightly) refuse the new one. They are kept one generation, in ``data.previous``.
+
+    The metadata DB's runs are those outputs' runs: the DB goes aside with them (to
+    ``<db>.previous``), so the UI's runs and the network page (which reads the outputs) always
+    show the same generation, never runs whose outputs are gone (issue 43). The demo migrates a
+    fresh DB and stores its pool and connections again; the UI's login lives outside the DB.
+
+    :param data: the outputs' base (``data/``).
+    :param db: the SQLite metadata DB (``.airflow/airflow.db``).
     """
-    if not data.exists() or not any(data.iterdir()):
-        return
-    previous = data.with_name(f"{data.name}.previous")
-    if previous.exists():
-        shutil.rmtree(previous)
-    data.rename(previous)
-    print(f"[demo] the previous demo's outputs are now in {previous}")
+    moved = []
+    if data.exists() and any(data.iterdir()):
+        previous = data.with_name(f"{data.name}.previous")
+        if previous.exists():
+            shutil.rmtree(previous)
+        data.rename(previous)
+        moved.append(f"outputs are now in {_shown(previous)}")
+    if db.exists():
+        for suffix in ("", "-journal", "-wal", "-shm"):  # SQLite's side files go with it
+            side = db.with_name(db.name + suffix)
+            if side.exists():
+                side.replace(side.with_name(f"{db.name}.previous{suffix}"))
+        moved.append(f"runs in {_shown(db.with_name(f'{db.name}.previous'))}")
+    if moved:
+        print(f"[demo] the previous demo's {', its '.join(moved)}")
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -571,7 +607,9 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     print(f"[demo] project: {root}")
-    _set_aside_previous_outputs(Path(env["AFFILIATE_NETWORK_DATA_BASE"]))
+    _set_aside_previous_outputs(
+        Path(env["AFFILIATE_NETWORK_DATA_BASE"]), root / ".airflow" / "airflow.db"
+    )
     with start_sandbox(seed=DEMO_SEED) as sandbox:
         print(f"[demo] sandbox: {sandbox.base_url} (seed {DEMO_SEED}, pid {sandbox.pid})")
         # The network's first day with data: a run's day before it is refused, not landed

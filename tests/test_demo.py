@@ -8,11 +8,16 @@ was applied to http://127.0.0.1:<old port>/v1".
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,3 +125,82 @@ def test_a_failed_task_says_why_in_the_summary(tmp_path) -> None:
     assert len(lines) <= 40, out
     assert max(len(line) for line in lines) <= 130, out
 
+
+def test_the_ui_port_is_where_the_workers_call(tmp_path) -> None:
+    """``--ui-port``: what ``airflow standalone`` gets makes Airflow's own resolution of the
+    execution API URL (the task runners' only way in) follow the port; with the port alone it
+    stayed at 8080 and every task failed before it started, with an empty log (issue 43)."""
+    from demo.run import standalone_env
+
+    code = (
+        "from airflow.configuration import conf\n"
+        "from airflow.executors.base_executor import get_execution_api_server_url\n"
+        "print(conf.get('api', 'port'), conf.get('api', 'host'), get_execution_api_server_url())"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), **standalone_env(18080)}
+    env.pop("AIRFLOW__CORE__EXECUTION_API_SERVER_URL")  # derived from base_url alone, too
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.split() == ["18080", "127.0.0.1", "http://127.0.0.1:18080/execution/"]
+    assert standalone_env(18080)["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == (
+        "http://127.0.0.1:18080/execution/"
+    )
+
+
+@pytest.mark.e2e  # a real scheduler and API server (`-m "not e2e"` leaves it out)
+@pytest.mark.timeout(400)
+def test_the_ui_runs_a_task_on_another_port(tmp_path) -> None:
+    """``python -m demo --ui --ui-port <not 8080>`` for real: a triggered run's first task
+    succeeds (it reached the execution API on that port), then SIGINT stops everything."""
+    import httpx
+
+    for name in ("dags", "include", "plugins", "demo"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "ui.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "demo", "--ui", "--ui-port", str(port)],
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    dag_id = "affiliate_offer_sync"  # no schedule: unpausing it starts nothing by itself
+    state = None
+    try:
+        deadline = time.monotonic() + 300
+        passwords = tmp_path / ".airflow" / "simple_auth_manager_passwords.json.generated"
+        headers: dict[str, str] = {}
+        while time.monotonic() < deadline and not headers:
+            assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
+            time.sleep(3)
+            with contextlib.suppress(httpx.HTTPError, OSError, ValueError, KeyError):
+                password = json.loads(passwords.read_text())["admin"]
+                token = httpx.post(
+                    f"{base}/auth/token", json={"username": "admin", "password": password}
+                )
+                headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
+        while time.monotonic() < deadline:  # the DAG is listed once the processor parsed it
+            unpaused = httpx.patch(
+                f"{base}/api/v2/dags/{dag_id}", json={"is_paused": False}, headers=headers
+            )
+            if unpaused.is_success:
+                break
+            time.sleep(3)
+        run = httpx.post(
+            f"{base}/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None}, headers=headers
+        )
+        assert run.is_success, run.text
+        url = f"{base}/api/v2/dags/{dag_id}/dagRuns/{run.json()['dag_run_id']}/taskInstances"
+        while time.monotonic() < deadline and state not in ("success", "failed"):
+            time.sleep(3)
+            state = httpx.get(f"{url}/validate", headers=headers).json().get("state")
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        log.close()
+    assert state == "success", (tmp_path / "ui.log").read_text()[-3000:]
