@@ -13,11 +13,13 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 import warnings
 from pathlib import Path
@@ -134,13 +136,111 @@ def _xcom_values(dag_id: str, run_id: str) -> dict[str, Any]:
     return values
 
 
+def _failed_tasks(dag_id: str, run_id: str) -> list[str]:
+    """Labels (``task[map_index]``) of the run's task instances that failed, in task order."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    with create_session() as session:
+        rows = (
+            session.query(TaskInstance.task_id, TaskInstance.map_index)
+            .filter(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
+            .filter(TaskInstance.state == TaskInstanceState.FAILED)
+            .order_by(TaskInstance.task_id, TaskInstance.map_index)
+            .all()
+        )
+    return [task if index < 0 else f"{task}[{index}]" for task, index in rows]
+
+
+#: ``airflow dags test`` brackets each task's lines with these (3.1 to 3.3).
+_TASK_START = re.compile(r"\[DAG TEST\] starting task_id=(\S+) map_index=(-?\d+)")
+#: A log record's first line (the lines of a traceback and of its exception do not start so).
+_LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+def task_errors(log_text: str) -> dict[str, tuple[str, str]]:
+    """Each failed task's error as ``airflow dags test`` logged it: task label -> (the error's
+    first line, its next step).
+
+    The error's first line is the last line of the task's last traceback (``ClassName:
+    message``, the module left out). The next step is what the project's errors end with
+    (:func:`affiliate_network.exceptions.next_step_line`: ``Untouched: ... Next step: ...
+    Runbook: ...``), from ``Next step:`` on; empty for an error that has none.
+
+    :param log_text: the output of ``airflow dags test`` (the demo's ``<dag_id>.log``).
+    """
+    errors: dict[str, tuple[str, str]] = {}
+    task = ""
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        started = _TASK_START.search(line)
+        if started:
+            name, index = started.group(1), int(started.group(2))
+            task = name if index < 0 else f"{name}[{index}]"
+            continue
+        if not task or not line.startswith("Traceback (most recent call last):"):
+            continue
+        rest = lines[i + 1 :]
+        # The frames are indented; the first line that is not is the exception's.
+        at = next((j for j, x in enumerate(rest) if x and not x[0].isspace()), None)
+        if at is None:
+            continue
+        head = rest[at]
+        exc, _, message = head.partition(": ")
+        first = f"{exc.rsplit('.', 1)[-1]}: {message}" if message else exc.rsplit(".", 1)[-1]
+        step = ""
+        for x in rest[at + 1 :]:
+            if _LOG_RECORD.match(x) or x.startswith("Traceback ("):
+                break
+            if "Next step: " in x:
+                step = x.split("Next step: ", 1)[1].strip()
+                break
+        errors[task] = (first.strip(), step)
+    return errors
+
+
+def _failure_lines(task: str, error: tuple[str, str] | None, log_path: Path) -> list[str]:
+    """A failed task in the summary: its error's first line and its next step (wrapped)."""
+    if error is None:
+        first, step = "no error in its log", f"read {_shown(log_path)}"
+    else:
+        first, step = (_relative_paths(x) for x in error)
+    wrap = textwrap.TextWrapper(width=122, subsequent_indent="  ", break_on_hyphens=False)
+    lines = wrap.wrap(f"task {task} FAILED: {first}")
+    if step:
+        lines += wrap.wrap(f"  next step: {step}")
+    return lines
+
+
+def _relative_paths(text: str) -> str:
+    """The text with paths under the working directory made relative (shorter lines)."""
+    return text.replace(f"{Path.cwd()}{os.sep}", "")
+
+
 def _print_summaries(dag_id: str, run_id: str, log_dir: Path) -> None:
-    """A few lines a person reads in seconds, then the file with every task's full summary."""
+    """A few lines a person reads in seconds, then the file with every task's full summary.
+
+    A failed task's lines are its error and its next step (from the DAG's log): a DAG's
+    describer only speaks when the task its figures come from succeeded, so a failed run never
+    shows zeros standing for figures nobody computed.
+    """
     values = _xcom_values(dag_id, run_id)
     path = log_dir / f"{dag_id}.summary.json"
     path.write_text(json.dumps(values, indent=2, default=str) + "\n")
+    lines: list[str] = []
+    failed = _failed_tasks(dag_id, run_id)
+    if failed:
+        log_path = log_dir / f"{dag_id}.log"
+        errors = task_errors(log_path.read_text()) if log_path.is_file() else {}
+        for task in failed:
+            lines += _failure_lines(task, errors.get(task), log_path)
     describe = _DESCRIBERS.get(dag_id)
-    lines = describe(values) if describe else [f"{len(values)} task summaries"]
+    head_task = _HEAD_TASKS.get(dag_id)
+    if describe is None:
+        lines.append(f"{len(values)} task summaries")
+    elif head_task is None or head_task in values:
+        lines += describe(values)
     for line in lines:
         print(f"    {line}")
     print(f"    full summaries: {_shown(path)}")
@@ -275,6 +375,13 @@ _DESCRIBERS = {
     "affiliate_onhold_review": _describe_review,
     "affiliate_offer_sync": _describe_sync,
 }
+#: The task whose summary a DAG's describer reads its figures from: without it (the task
+#: failed, or never ran), the describer would print zeros, so it is not asked.
+_HEAD_TASKS = {
+    "affiliate_daily_reports": "pull_conversions",
+    "affiliate_onhold_review": "review",
+    "affiliate_offer_sync": "plan",
+}
 
 
 def _describe_requests(counts: dict[str, Any], log_dir: Path) -> str:
@@ -342,17 +449,37 @@ def _latest_run_id(dag_id: str) -> str | None:
         return run.run_id if run else None
 
 
+def standalone_env(port: int) -> dict[str, str]:
+    """The settings ``airflow standalone`` gets on top of the demo's (:func:`_airflow_env`).
+
+    The API server listens on ``port`` (``[api] port``), and everything that calls it follows:
+    the task runners call the execution API at ``[core] execution_api_server_url``, whose
+    default is ``[api] base_url`` + ``/execution/``, and ``base_url`` defaults to
+    ``http://localhost:8080`` whatever the port (``get_execution_api_server_url`` in
+    ``airflow.executors.base_executor``). With only the port changed, every task failed before
+    it started, with an empty log. ``base_url`` also makes the task log links point at the UI.
+
+    :param port: the API server's (and UI's) port on 127.0.0.1.
+    """
+    base_url = f"http://127.0.0.1:{port}"
+    return {
+        "AIRFLOW__CORE__PARALLELISM": "4",  # 2-core machines: the default spawns 32
+        "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
+        "AIRFLOW__API__HOST": "127.0.0.1",  # a dev UI: loopback only
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"{base_url}/",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base_url}/execution/",
+    }
+
+
 def _standalone(airflow: list[str], port: int, root: Path) -> int:
     """Run ``airflow standalone`` in its own process session; SIGINT stops it and its children."""
-    os.environ["AIRFLOW__CORE__PARALLELISM"] = "4"  # 2-core machines: the default spawns 32
-    os.environ["AIRFLOW__API__PORT"] = str(port)
-    os.environ["AIRFLOW__CORE__TEST_CONNECTION"] = "Enabled"
+    os.environ.update(standalone_env(port))
     # standalone starts its components as `airflow ...`: this environment's bin must come first.
     bin_dir = str(Path(sys.executable).parent)
     os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
     print(f"[demo] airflow standalone on http://127.0.0.1:{port} (login printed below and kept in")
     print(f"       {root / '.airflow'}/simple_auth_manager_passwords.json.generated); Ctrl-C stops")
-    os.environ["AIRFLOW__API__HOST"] = "127.0.0.1"  # a dev UI: loopback only
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -377,18 +504,34 @@ def _standalone(airflow: list[str], port: int, root: Path) -> int:
             os.killpg(proc.pid, signal.SIGTERM)
 
 
-def _set_aside_previous_outputs(data: Path) -> None:
+def _set_aside_previous_outputs(data: Path, db: Path) -> None:
     """Each demo starts a fresh sandbox (a new world on a new port): the previous demo's sync
     ledger, on-hold state and partitions describe a network that no longer exists, and the
     ledger would (rightly) refuse the new one. They are kept one generation, in ``data.previous``.
+
+    The metadata DB's runs are those outputs' runs: the DB goes aside with them (to
+    ``<db>.previous``), so the UI's runs and the network page (which reads the outputs) always
+    show the same generation, never runs whose outputs are gone (issue 43). The demo migrates a
+    fresh DB and stores its pool and connections again; the UI's login lives outside the DB.
+
+    :param data: the outputs' base (``data/``).
+    :param db: the SQLite metadata DB (``.airflow/airflow.db``).
     """
-    if not data.exists() or not any(data.iterdir()):
-        return
-    previous = data.with_name(f"{data.name}.previous")
-    if previous.exists():
-        shutil.rmtree(previous)
-    data.rename(previous)
-    print(f"[demo] the previous demo's outputs are now in {previous}")
+    moved = []
+    if data.exists() and any(data.iterdir()):
+        previous = data.with_name(f"{data.name}.previous")
+        if previous.exists():
+            shutil.rmtree(previous)
+        data.rename(previous)
+        moved.append(f"outputs are now in {_shown(previous)}")
+    if db.exists():
+        for suffix in ("", "-journal", "-wal", "-shm"):  # SQLite's side files go with it
+            side = db.with_name(db.name + suffix)
+            if side.exists():
+                side.replace(side.with_name(f"{db.name}.previous{suffix}"))
+        moved.append(f"runs in {_shown(db.with_name(f'{db.name}.previous'))}")
+    if moved:
+        print(f"[demo] the previous demo's {', its '.join(moved)}")
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -441,6 +584,9 @@ def _run_dags(args: argparse.Namespace, airflow: list[str], log_dir: Path) -> in
         run_id = _latest_run_id(dag_id)
         if run_id:
             _print_summaries(dag_id, run_id, log_dir)
+        elif state != "success":  # no run at all (the DAG did not load): the log's last word
+            last = [x for x in log_path.read_text().splitlines() if x.strip()][-1:]
+            print(f"    {_relative_paths(last[0])[:122] if last else 'nothing in its log'}")
     return failures
 
 
@@ -461,7 +607,9 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     print(f"[demo] project: {root}")
-    _set_aside_previous_outputs(Path(env["AFFILIATE_NETWORK_DATA_BASE"]))
+    _set_aside_previous_outputs(
+        Path(env["AFFILIATE_NETWORK_DATA_BASE"]), root / ".airflow" / "airflow.db"
+    )
     with start_sandbox(seed=DEMO_SEED) as sandbox:
         print(f"[demo] sandbox: {sandbox.base_url} (seed {DEMO_SEED}, pid {sandbox.pid})")
         # The network's first day with data: a run's day before it is refused, not landed

@@ -8,10 +8,16 @@ was applied to http://127.0.0.1:<old port>/v1".
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +81,126 @@ def _assert_readable(out: str, project: Path) -> None:
         summary = project / ".airflow" / "demo-logs" / f"{dag_id}.summary.json"
         assert f"full summaries: {summary.relative_to(project)}" in out
         assert json.loads(summary.read_text())  # every task's summary, in full
+
+
+@pytest.mark.timeout(600)
+def test_a_failed_task_says_why_in_the_summary(tmp_path) -> None:
+    """A task that fails shows its error's first line and its next step in the demo's summary,
+    never zeros or ``?..?`` for figures nobody computed (issue 43), and the demo exits 1.
+
+    The guardrail is forced through the rules file (a copied ``include/`` whose review allows a
+    10% reject share), against the real sandbox: whatever the sandbox's world, the run stops.
+    """
+    for name in ("dags", "plugins", "demo"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    shutil.copytree(ROOT / "include", tmp_path / "include")
+    rules = tmp_path / "include" / "onhold_rules.yaml"
+    text, n = re.subn(r"(?m)^(\s+max_reject_share:) [0-9.]+", r"\1 0.1", rules.read_text())
+    assert n == 1
+    rules.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "demo", "--dags", "affiliate_onhold_review"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=500,
+        check=False,
+    )
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:] + proc.stderr[-3000:]
+    assert "FAILED (a task failed)" in out, out
+    # The error's first line (the guardrail, the share against the ceiling) and the next step.
+    flat = " ".join(line.strip() for line in out.splitlines())
+    assert re.search(
+        r"task review FAILED: GuardrailError: On-hold review stopped before any write: "
+        r"reject share [\d.]+% \(\d+/\d+ decided\) > max_reject_share 10\.0%",
+        flat,
+    ), out
+    assert "next step: Check the top rejecting rules against the audit file" in flat, out
+    assert "Runbook: docs/runbook.md#guardrail-failures" in flat, out
+    # No figure stands for the review that did not happen.
+    assert "?..?" not in out
+    assert not re.search(r"\b0 on hold|approved +0|rejected +0|waiting 0", out), out
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    assert max(len(line) for line in lines) <= 130, out
+
+
+def test_the_ui_port_is_where_the_workers_call(tmp_path) -> None:
+    """``--ui-port``: what ``airflow standalone`` gets makes Airflow's own resolution of the
+    execution API URL (the task runners' only way in) follow the port; with the port alone it
+    stayed at 8080 and every task failed before it started, with an empty log (issue 43)."""
+    from demo.run import standalone_env
+
+    code = (
+        "from airflow.configuration import conf\n"
+        "from airflow.executors.base_executor import get_execution_api_server_url\n"
+        "print(conf.get('api', 'port'), conf.get('api', 'host'), get_execution_api_server_url())"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), **standalone_env(18080)}
+    env.pop("AIRFLOW__CORE__EXECUTION_API_SERVER_URL")  # derived from base_url alone, too
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.split() == ["18080", "127.0.0.1", "http://127.0.0.1:18080/execution/"]
+    assert standalone_env(18080)["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == (
+        "http://127.0.0.1:18080/execution/"
+    )
+
+
+@pytest.mark.e2e  # a real scheduler and API server (`-m "not e2e"` leaves it out)
+@pytest.mark.timeout(400)
+def test_the_ui_runs_a_task_on_another_port(tmp_path) -> None:
+    """``python -m demo --ui --ui-port <not 8080>`` for real: a triggered run's first task
+    succeeds (it reached the execution API on that port), then SIGINT stops everything."""
+    import httpx
+
+    for name in ("dags", "include", "plugins", "demo"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "ui.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "demo", "--ui", "--ui-port", str(port)],
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    dag_id = "affiliate_offer_sync"  # no schedule: unpausing it starts nothing by itself
+    state = None
+    try:
+        deadline = time.monotonic() + 300
+        passwords = tmp_path / ".airflow" / "simple_auth_manager_passwords.json.generated"
+        headers: dict[str, str] = {}
+        while time.monotonic() < deadline and not headers:
+            assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
+            time.sleep(3)
+            with contextlib.suppress(httpx.HTTPError, OSError, ValueError, KeyError):
+                password = json.loads(passwords.read_text())["admin"]
+                token = httpx.post(
+                    f"{base}/auth/token", json={"username": "admin", "password": password}
+                )
+                headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
+        while time.monotonic() < deadline:  # the DAG is listed once the processor parsed it
+            unpaused = httpx.patch(
+                f"{base}/api/v2/dags/{dag_id}", json={"is_paused": False}, headers=headers
+            )
+            if unpaused.is_success:
+                break
+            time.sleep(3)
+        run = httpx.post(
+            f"{base}/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None}, headers=headers
+        )
+        assert run.is_success, run.text
+        url = f"{base}/api/v2/dags/{dag_id}/dagRuns/{run.json()['dag_run_id']}/taskInstances"
+        while time.monotonic() < deadline and state not in ("success", "failed"):
+            time.sleep(3)
+            state = httpx.get(f"{url}/validate", headers=headers).json().get("state")
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        log.close()
+    assert state == "success", (tmp_path / "ui.log").read_text()[-3000:]
