@@ -100,21 +100,14 @@ def test_every_record_of_a_day_lies_between_that_zones_midnights(hook, day, tz_i
     assert all(start.timestamp() <= ts < end.timestamp() for ts in stamps)
 
 
-def _last_us_dst_change(before: dt.date) -> dt.date:
-    """The latest second Sunday of March or first Sunday of November strictly before ``before``."""
-    candidates = []
-    for year in (before.year - 1, before.year):
-        march = dt.date(year, 3, 1)
-        candidates.append(march + dt.timedelta(days=(6 - march.weekday()) % 7 + 7))
-        nov = dt.date(year, 11, 1)
-        candidates.append(nov + dt.timedelta(days=(6 - nov.weekday()) % 7))
-    return max(d for d in candidates if d < before)
+#: New York's fall-back day of 2026 (a fixed day: time is an input; the sandbox serves any).
+NEW_YORK_FALL_BACK = dt.date(2026, 11, 1)
 
 
 def test_dst_day_in_new_york_is_cut_at_local_midnights(make_connection) -> None:
     from affiliate_network_sandbox.testing import start_sandbox
 
-    change = _last_us_dst_change(dt.date.today())
+    change = NEW_YORK_FALL_BACK
     end = change + dt.timedelta(days=1)
     with start_sandbox(seed=3, end_date=end.isoformat(), days=3) as sb:
         conn = make_connection("afn_dst", host=sb.base_url, key=sb.keys["network"])

@@ -18,6 +18,7 @@ from pathlib import Path
 from affiliate_network_sandbox.testing import start_sandbox
 from tests.support.stepped_reviews import (
     DAYS,
+    END_DATE,
     after_the_end,
     held_states,
     killed_after,
@@ -29,7 +30,7 @@ CONN = "afn_scenarios"
 
 
 def main() -> None:
-    end_day = dt.date.today() - dt.timedelta(days=1)
+    end_day = END_DATE
     with start_sandbox(
         seed=11, end_date=end_day.isoformat(), days=DAYS, conversions_per_day=300, on_hold_share=0.3
     ) as world:
