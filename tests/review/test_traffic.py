@@ -44,7 +44,7 @@ MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
 #: The sandbox of this module (the ``world`` fixture).
 WORLD = {
     "seed": 7,
-    "end_date": "2026-11-29",  # a fixed day: time is an input
+    "end_date": (dt.date.today() - dt.timedelta(days=1)).isoformat(),
     "days": DAYS,
     "conversions_per_day": 400,
     "on_hold_share": 0.3,
