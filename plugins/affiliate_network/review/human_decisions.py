@@ -206,14 +206,14 @@ def apply_sticky_keeps(
         if not store.same_data(rec, row):
             if action in ("approve", "reject", "review"):
                 row["action"] = "review"
-                row["rule_action"] = action
+                row["rule_action"] = row.get("rule_action") or action
                 row["review_reason"] = (
                     f"{keep}, but its own data changed since (rule {row.get('rule_id')} says "
                     f"{action}): waiting for a human decision"
                 )
             continue
         row["action"] = "hold"
-        row["rule_action"] = action
+        row["rule_action"] = row.get("rule_action") or action
         row["kept_by"] = {
             "responded_by": rec.get("responded_by"),
             "decided_at": rec.get("decided_at"),
