@@ -153,9 +153,11 @@ def test_landed_cells_fold_batch_by_batch(hook, sandbox, tmp_path) -> None:
     expected: dict[tuple, dict[str, Any]] = {}
     for row in read_partition(part).to_pylist():
         key = (row["rel_network_affiliate_id"], row["rel_network_offer_id"], row["currency_id"])
-        cell = expected.setdefault(key, {"cv": 0, "payout": Decimal(0), "revenue": Decimal(0)})
+        cell = expected.setdefault(
+            key, {"cv": 0, "event": 0, "payout": Decimal(0), "revenue": Decimal(0)}
+        )
         if row["status"] == COUNTED_STATUS:
-            cell["cv"] += 0 if row["is_event"] else 1
+            cell["event" if row["is_event"] else "cv"] += 1
             cell["payout"] += row["payout"]
             cell["revenue"] += row["revenue"]
     assert len(expected) > 50

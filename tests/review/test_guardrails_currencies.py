@@ -15,9 +15,12 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from affiliate_network.exceptions import ConfigValidationError, GuardrailError
-from affiliate_network.review.guardrails import Guardrails
+from affiliate_network.review.audit import audit_rows
+from affiliate_network.review.guardrails import Guardrails, send_negative_payouts_to_review
 from affiliate_network.review.money import amount_of, payout_ceilings
 from affiliate_network.rules.engine import Evaluation, RuleSet
 
@@ -164,3 +167,75 @@ def test_the_text_form_reads_codes_in_any_case_and_none_as_no_ceiling() -> None:
     assert payout_ceilings("none", "x") is None
     assert payout_ceilings("", "x") is None
     assert Guardrails(max_approved_payout={}).max_approved_payout is None
+
+
+# --- negative payouts (issue 44, defect 2) -----------------------------------------------------
+
+
+def test_a_reversal_does_not_let_approvals_pass_the_ceiling(ruleset) -> None:
+    # One on-hold row of -29,500 USD netted 30 approvals of 1,000 USD down to 500 USD: under a
+    # ceiling of 1,000 USD the run approved 30,000 USD.
+    records = _records(("ok", "-29500", "USD"), *[("ok", "1000", "USD")] * 30)
+    with pytest.raises(GuardrailError) as info:
+        _check(ruleset, records, max_approved_payout="USD=1000")
+    assert "approved payout 30,000.00 USD > max_approved_payout 1,000.00 USD" in str(info.value)
+    assert info.value.approved_payout == {"USD": Decimal(30000)}
+
+
+def test_a_negative_payout_alone_needs_no_ceiling_of_its_currency(ruleset) -> None:
+    # It is not approved by a rule (a person decides it), so it pays nothing out.
+    records = _records(("ok", "-40", "EUR"), ("ok", "900", "USD"))
+    _check(ruleset, records, max_approved_payout="USD=1000")
+
+
+def test_an_approval_of_a_negative_payout_goes_to_a_person(ruleset) -> None:
+    records = _records(("ok", "-29500", "USD"), ("ok", "12.5", "USD"), ("bad", "-3", "EUR"))
+    for record in records:
+        record["relationship"] = {"on_hold_snapshots": [{"on_hold_conversion_id": "x"}]}
+    rows = audit_rows(records, ruleset.evaluate(records), ruleset)
+    assert send_negative_payouts_to_review(rows) == 1
+    assert [r["action"] for r in rows] == ["review", "approve", "reject"]
+    assert rows[0]["rule_action"] == "approve"
+    assert "negative payout -29,500.00 USD" in rows[0]["review_reason"]
+
+
+AMOUNT = st.decimals(min_value=Decimal(-50000), max_value=Decimal(50000), places=2)
+CURRENCY = st.sampled_from(["USD", "EUR", "KWD"])
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    approvals=st.lists(st.tuples(AMOUNT, CURRENCY), min_size=1, max_size=12),
+    ceilings=st.dictionaries(
+        CURRENCY, st.decimals(min_value=Decimal(0), max_value=Decimal(60000), places=2), min_size=1
+    ),
+)
+def test_each_ceiling_holds_against_what_the_approvals_pay_out(
+    ruleset: RuleSet, approvals: list[tuple[Decimal, str]], ceilings: dict[str, Decimal]
+) -> None:
+    """Property over payout signs x currencies x ceilings: the run stops exactly when some
+    currency's non-negative approved payouts exceed its ceiling, or a currency without a
+    ceiling has any; negative payouts never count, and no rule approves one."""
+    records = _records(*[("ok", str(amount), currency) for amount, currency in approvals])
+    paid: dict[str, Decimal] = {}
+    for amount, currency in approvals:
+        if amount >= 0:
+            paid[currency] = paid.get(currency, Decimal(0)) + amount
+    over = {c for c, total in paid.items() if c not in ceilings or total > ceilings[c]}
+    if over:
+        with pytest.raises(GuardrailError) as info:
+            _check(ruleset, records, max_approved_payout=ceilings)
+        assert info.value.approved_payout == dict(sorted(paid.items()))
+    else:
+        _check(ruleset, records, max_approved_payout=ceilings)
+    for record in records:
+        record["relationship"] = {"on_hold_snapshots": [{"on_hold_conversion_id": "x"}]}
+    rows = audit_rows(records, ruleset.evaluate(records), ruleset)
+    send_negative_payouts_to_review(rows)
+    assert all(r["payout"] >= 0 for r in rows if r["action"] == "approve")
+    assert sum(r["action"] == "review" for r in rows) == sum(a < 0 for a, _ in approvals)

@@ -10,6 +10,14 @@ per (affiliate, offer, currency) cell and in total per currency:
 * ``payout`` and ``revenue``: the sums of the landed approved rows, conversions and events
   (the report counts event money in ``payout``/``revenue`` and events apart in ``event``).
 
+That is a day pulled with conversions and events. A day pulled with one part only is compared
+with the matching part of the report (:data:`PARTS`): a conversions-only day by ``cv``, an
+events-only day by ``event`` (the approved landed events). The report does not split its money
+by part (``payout`` and ``revenue`` hold both, and no documented column or filter tells them
+apart), so such a day's money is **not comparable** and not compared: the comparison says so
+(``not_compared``), and a day whose money alone "differs" neither fails nor asks for a re-pull
+that could never make it match.
+
 Money is compared per currency, never converted and never added across currencies. Raw
 conversions carry their offer's own currency; the report converts to the request's
 ``currency_id``. So each landed currency ``C`` is asked for in ``currency_id=C``, restricted
@@ -94,6 +102,21 @@ OnMismatch = Literal["fail", "warn"]
 ON_MISMATCH: tuple[str, ...] = ("fail", "warn")
 _MONEY = ("payout", "revenue")
 _FIELDS = ("cv", *_MONEY)
+#: Count fields (compared with the count tolerance).
+_COUNTS = ("cv", "event")
+#: What a pull landed (its ``show_conversions``, ``show_events``) -> the part's name and the
+#: report fields compared for it. The report's money holds conversions and events together.
+PARTS: dict[tuple[bool, bool], tuple[str, tuple[str, ...]]] = {
+    (True, True): ("conversions and events", _FIELDS),
+    (True, False): ("conversions", ("cv",)),
+    (False, True): ("events", ("event",)),
+}
+#: Why a one-part day's money is not compared (the comparison file and the log say it).
+MONEY_NOT_COMPARABLE = (
+    "the network's report sums conversions and events together in payout and revenue (no "
+    "documented column or filter splits them), so the money of a day pulled with {part} only "
+    "is not comparable with it"
+)
 #: Summed landed money: 38 digits, so no sum of ``decimal128(18, 6)`` amounts overflows.
 _SUM_PRECISION = 38
 
@@ -135,7 +158,7 @@ class Tolerance:
     def allows(self, field: str, difference: Decimal | int) -> bool:
         """Whether ``difference`` of ``field`` is within the tolerance."""
         magnitude = Decimal(difference).copy_abs()
-        return magnitude <= (self.count if field == "cv" else self.money)
+        return magnitude <= (self.count if field in _COUNTS else self.money)
 
 
 def check_on_mismatch(value: str) -> OnMismatch:
@@ -149,23 +172,25 @@ def check_on_mismatch(value: str) -> OnMismatch:
 
 
 def _zero() -> dict[str, Any]:
-    return {"cv": 0, "payout": Decimal(0), "revenue": Decimal(0)}
+    return {"cv": 0, "event": 0, "payout": Decimal(0), "revenue": Decimal(0)}
 
 
 def _fold(batch: Any) -> Any:
-    """A batch of :data:`LANDED_COLUMNS` as per-cell sums: ``cv``, approved ``payout`` and
-    ``revenue`` per (affiliate, offer, currency). Every landed cell is kept (zeros included):
-    its currency says which currency's request its offer belongs to."""
+    """A batch of :data:`LANDED_COLUMNS` as per-cell sums: ``cv``, ``event`` (approved events),
+    approved ``payout`` and ``revenue`` per (affiliate, offer, currency). Every landed cell is
+    kept (zeros included): its currency says which currency's request its offer belongs to."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     counted = pc.fill_null(pc.equal(batch["status"], COUNTED_STATUS), False)
-    conversion = pc.and_(counted, pc.invert(pc.fill_null(batch["is_event"], False)))
+    is_event = pc.fill_null(batch["is_event"], False)
+    conversion = pc.and_(counted, pc.invert(is_event))
     columns = {
         "affiliate": batch["rel_network_affiliate_id"],
         "offer": batch["rel_network_offer_id"],
         "currency": batch["currency_id"],
         "cv": pc.cast(conversion, pa.int64()),
+        "event": pc.cast(pc.and_(counted, is_event), pa.int64()),
     }
     for name in _MONEY:
         wide = pa.decimal128(_SUM_PRECISION, batch.schema.field(name).type.scale)
@@ -177,7 +202,7 @@ def _fold(batch: Any) -> Any:
 def _sum_cells(table: Any) -> Any:
     """Rows of (affiliate, offer, currency, cv, payout, revenue) summed per cell."""
     grouped = table.group_by(["affiliate", "offer", "currency"]).aggregate(
-        [(f, "sum") for f in _FIELDS]
+        [(f, "sum") for f in ("cv", "event", *_MONEY)]
     )
     return grouped.rename_columns([n.removesuffix("_sum") for n in grouped.column_names])
 
@@ -185,8 +210,8 @@ def _sum_cells(table: Any) -> Any:
 def landed_cells(
     partition: ObjectStoragePath | str, *, batch_rows: int | None = None
 ) -> dict[CellKey, dict[str, Any]]:
-    """Per (affiliate, offer, currency): approved conversions and the approved rows' payout
-    and revenue, in the rows' own ``currency_id``.
+    """Per (affiliate, offer, currency): approved conversions (``cv``), approved events
+    (``event``) and the approved rows' payout and revenue, in the rows' own ``currency_id``.
 
     Reads only :data:`LANDED_COLUMNS`, batch by batch, folding each into the running sums
     (memory: one batch and the cells). Every landed cell is there, zeros included, so each
@@ -216,6 +241,7 @@ def landed_cells(
         key = (_id(row["affiliate"]), _id(row["offer"]), row["currency"] or None)
         cells[key] = {
             "cv": int(row["cv"] or 0),
+            "event": int(row["event"] or 0),
             "payout": Decimal(row["payout"] or 0),
             "revenue": Decimal(row["revenue"] or 0),
         }
@@ -241,7 +267,7 @@ def _amount(value: Any, what: str) -> Decimal:
 
 
 def network_cells(table: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
-    """Per (affiliate, offer): the report's ``cv``, ``payout`` and ``revenue``.
+    """Per (affiliate, offer): the report's ``cv``, ``event``, ``payout`` and ``revenue``.
 
     :param table: the ``table`` rows of an ``affiliate``/``offer`` entity-table answer.
     :raises AffiliateNetworkError: a row without both ids or without the metrics.
@@ -263,7 +289,8 @@ def network_cells(table: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int], d
         if not isinstance(metrics, Mapping):
             raise AffiliateNetworkError(f"network entity table row {n} has no 'reporting'")
         cell = cells.setdefault(key, _zero())
-        cell["cv"] += int(metrics.get("cv") or 0)
+        for name in _COUNTS:
+            cell[name] += int(metrics.get(name) or 0)
         for name in _MONEY:
             cell[name] += _amount(metrics.get(name, 0), f"row {n} {name}")
     return cells
@@ -403,12 +430,14 @@ def _decimal_text(value: Decimal) -> str:
     return "0" if text in ("", "-0") else text
 
 
-def _text(cell: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: (_decimal_text(v) if isinstance(v, Decimal) else v) for k, v in cell.items()}
+def _text(cell: Mapping[str, Any], fields: Sequence[str] = _FIELDS) -> dict[str, Any]:
+    return {f: (_decimal_text(v) if isinstance(v := cell[f], Decimal) else v) for f in fields}
 
 
-def _difference(landed: Mapping[str, Any], network: Mapping[str, Any]) -> dict[str, Any]:
-    return {f: network[f] - landed[f] for f in _FIELDS}
+def _difference(
+    landed: Mapping[str, Any], network: Mapping[str, Any], fields: Sequence[str] = _FIELDS
+) -> dict[str, Any]:
+    return {f: network[f] - landed[f] for f in fields}
 
 
 def _order(key: CellKey) -> tuple[str, int, int]:
@@ -434,11 +463,18 @@ def compare(
     landed: Mapping[CellKey, Mapping[str, Any]],
     network: Mapping[CellKey, Mapping[str, Any]],
     tolerance: Tolerance,
+    fields: Sequence[str] = _FIELDS,
 ) -> Comparison:
     """The comparison document: every cell, the differing ones, and the totals per currency.
 
     A difference is ``network - landed`` (positive: the network reports more than landed).
     Cells without a currency (``None``) are compared but enter no currency's totals.
+
+    :param landed: :func:`landed_cells` of the day.
+    :param network: the network's cells (:func:`network_day`).
+    :param tolerance: how far a field may differ.
+    :param fields: the fields compared (the day's part: :data:`PARTS`); the others are
+        neither shown nor judged.
     """
     rows: list[dict[str, Any]] = []
     differing: list[dict[str, Any]] = []
@@ -448,18 +484,18 @@ def compare(
         mine, theirs = landed.get(key) or _zero(), network.get(key) or _zero()
         if currency is not None:
             total_landed, total_network = sums.setdefault(currency, (_zero(), _zero()))
-            for f in _FIELDS:
+            for f in fields:
                 total_landed[f] += mine[f]
                 total_network[f] += theirs[f]
-        diff = _difference(mine, theirs)
-        beyond = [f for f in _FIELDS if not tolerance.allows(f, diff[f])]
+        diff = _difference(mine, theirs, fields)
+        beyond = [f for f in fields if not tolerance.allows(f, diff[f])]
         row = {
             "affiliate": affiliate,
             "offer": offer,
             "currency": currency,
-            "landed": _text(mine),
-            "network": _text(theirs),
-            "difference": _text(diff),
+            "landed": _text(mine, fields),
+            "network": _text(theirs, fields),
+            "difference": _text(diff, fields),
             "beyond_tolerance": beyond,
         }
         rows.append(row)
@@ -468,12 +504,12 @@ def compare(
     totals: dict[str, dict[str, Any]] = {}
     for currency in sorted(sums):
         total_landed, total_network = sums[currency]
-        total_diff = _difference(total_landed, total_network)
+        total_diff = _difference(total_landed, total_network, fields)
         totals[currency] = {
-            "landed": _text(total_landed),
-            "network": _text(total_network),
-            "difference": _text(total_diff),
-            "beyond_tolerance": [f for f in _FIELDS if not tolerance.allows(f, total_diff[f])],
+            "landed": _text(total_landed, fields),
+            "network": _text(total_network, fields),
+            "difference": _text(total_diff, fields),
+            "beyond_tolerance": [f for f in fields if not tolerance.allows(f, total_diff[f])],
         }
     return Comparison(rows, differing, totals)
 
@@ -575,8 +611,13 @@ def reconcile_day(
         is per currency (``{"USD": {"landed", "network", "difference"}}``), amounts as text.
     :raises ReconciliationError: a difference beyond the tolerance and ``on_mismatch="fail"``.
     :raises StorageError: the day has no complete partition.
-    :raises ConfigValidationError: a filtered pull or a JSON Lines partition (nothing to
-        compare with the whole network), or a bad setting.
+    :raises ConfigValidationError: a filtered pull, a pull of neither conversions nor events,
+        or a JSON Lines partition (nothing to compare with the whole network), or a bad
+        setting.
+
+    A day pulled with conversions only, or events only, is compared with that part of the
+    report (:data:`PARTS`): ``cv`` or ``event``; its money is not comparable (the report sums
+    both parts' money) and the comparison says so under ``not_compared``.
     """
     from affiliate_network.hooks._memory import prefer_system_arrow_pool
 
@@ -590,17 +631,27 @@ def reconcile_day(
     day_text = _day_text(day)
     part = partition_path(base, dataset, date=day_text)
     manifest, pull = _reconcilable_manifest(part)
+    part_name, fields = PARTS[(pull.show_conversions, pull.show_events)]
+    not_compared = {
+        f: MONEY_NOT_COMPARABLE.format(part=part_name) for f in _MONEY if f not in fields
+    }
     request_currency = pull.currency_id or None
     landed = landed_cells(part)
     granular_before = hook.granular_budget().used
     report = NetworkReport(hook, day_text, pull.timezone_id)
     network = network_day(report, landed, request_currency)
     granular_spent = hook.granular_budget().used - granular_before
-    result = compare(landed, network, tolerance)
+    result = compare(landed, network, tolerance, fields)
     events_landed = pull.show_events
-    if not events_landed:
-        # Event money is in the report's payout/revenue but not in this partition.
-        log.warning("%s was pulled without events: its money cannot match the report", part)
+    if not_compared:
+        log.info(
+            "%s was pulled with %s only: compared by %s; %s not compared: %s",
+            day_text,
+            part_name,
+            ", ".join(fields),
+            " and ".join(not_compared),
+            MONEY_NOT_COMPARABLE.format(part=part_name),
+        )
     differing, totals = result.differing, result.totals
     beyond_totals = [c for c, t in totals.items() if t["beyond_tolerance"]]
     reconciled = not differing and not beyond_totals
@@ -614,6 +665,9 @@ def reconcile_day(
         "request": _report_request(report, pull.timezone_id, request_currency),
         "counted_status": COUNTED_STATUS,
         "events_landed": events_landed,
+        "part": part_name,
+        "compared_fields": list(fields),
+        "not_compared": not_compared,
         "tolerance": {"money": str(tolerance.money), "count": tolerance.count},
         "on_mismatch": mode,
         "cells": result.cells,
@@ -622,6 +676,7 @@ def reconcile_day(
     }
     _write_atomically(comparison, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     summary = _summary(day_text, part, comparison, reconciled, result, granular_spent, report)
+    summary["part"], summary["compared_fields"] = part_name, list(fields)
     summary_totals = summary["totals"]
     if reconciled:
         log.info(
@@ -634,7 +689,13 @@ def reconcile_day(
         return summary
     named = differing[: max(0, max_cells)]
     message = _mismatch_message(
-        day_text, result, named, beyond_totals, tolerance=tolerance, comparison=comparison
+        day_text,
+        result,
+        named,
+        beyond_totals,
+        tolerance=tolerance,
+        comparison=comparison,
+        part=part_name,
     )
     if mode == "warn":
         log.warning("%s", message)
@@ -699,6 +760,11 @@ def _reconcilable_manifest(part: Any) -> tuple[Any, ConversionPull]:
             f"{part} was pulled with filters or search terms: it cannot be compared with the "
             "network's whole report"
         )
+    if (pull.show_conversions, pull.show_events) not in PARTS:
+        raise ConfigValidationError(
+            f"{part} was pulled with neither conversions nor events: no part of the network's "
+            "report to compare it with"
+        )
     return manifest, pull
 
 
@@ -723,8 +789,13 @@ def _mismatch_message(
     *,
     tolerance: Tolerance,
     comparison: Any,
+    part: str = PARTS[(True, True)][0],
 ) -> str:
-    """The error (or warning) naming the first differing cells and the totals beyond tolerance."""
+    """The error (or warning) naming the first differing cells and the totals beyond tolerance.
+
+    Only fields the day's part can be compared by are ever judged, so a difference here is one
+    a re-pull can settle (a lost page, a status changed since landing) or the network's: the
+    advice says both."""
     differing, totals = result.differing, result.totals
     lines = [_cell_line(r) for r in named]
     lines += [
@@ -733,8 +804,9 @@ def _mismatch_message(
         if not differing
     ]
     more = len(differing) - len(named)
+    compared = "" if part == PARTS[(True, True)][0] else f" (pulled with {part} only)"
     return (
-        f"{day_text} does not reconcile with the network's report: {len(differing)} of "
+        f"{day_text}{compared} does not reconcile with the network's report: {len(differing)} of "
         f"{len(result.cells)} (affiliate, offer, currency) cells differ beyond the tolerance "
         f"(money {tolerance.money}, count {tolerance.count}); "
         + "; ".join(lines)

@@ -7,10 +7,12 @@ Layout under the data base: ``onhold_review/<dag id>/<run id>/`` per run (:func:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import ObjectStoragePath
@@ -77,6 +79,52 @@ def _exact_money(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+#: ``relationship`` members that are not the conversion's data: the on-hold history moves with
+#: each status write (a person's, a run's), not with what the conversion is.
+_NOT_OWN_MEMBERS = frozenset({"on_hold_snapshots"})
+
+
+def _canonical(value: object) -> object:
+    """A JSON-ready form that is the same however the value was read: numbers as their exact
+    decimal text (``12.5``, ``Decimal("12.50")`` and ``12.500`` alike; a float by its shortest
+    text), mappings with sorted keys, lists in order."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float | int | Decimal):
+        exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        if not exact.is_finite():
+            return str(exact)
+        return format(exact.normalize(), "f") if exact else "0"
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return str(value)
+
+
+def data_fingerprint(record: Mapping[str, Any]) -> str:
+    """What a conversion *is*, whatever the rules make of it: every field of the pulled record
+    (amounts, IPs, sub ids, timestamps, its affiliate and offer) except its on-hold history.
+
+    Unlike :func:`~affiliate_network.review.human_decisions.fingerprint` it names no rule and no
+    tested value, so it is the same when another rule matches the same conversion because the
+    traffic around it moved (an offer's median, a count per IP), and another one when the
+    conversion itself changed (a corrected sale amount or payout, another sub id). The fields
+    are those the review pulls (the rules' and the audit's): a rules file that reads other
+    fields gives other fingerprints.
+
+    :param record: the conversion as pulled
+        (:func:`~affiliate_network.review.traffic.pull_review_traffic`).
+    :return: 16 hex digits.
+    """
+    own: dict[str, Any] = {k: v for k, v in record.items() if k != "relationship"}
+    rel = record.get("relationship")
+    if isinstance(rel, Mapping):
+        own["relationship"] = {k: v for k, v in rel.items() if k not in _NOT_OWN_MEMBERS}
+    text = json.dumps(_canonical(own), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def audit_rows(
     records: Sequence[dict[str, Any]], evaluation: Evaluation, ruleset: RuleSet
 ) -> list[dict[str, Any]]:
@@ -105,6 +153,8 @@ def audit_rows(
             "offer_id": offer.get("network_offer_id"),
             "offer_name": offer.get("name"),
             "currency_id": record.get("currency_id"),
+            # What a reviewer's "Keep on hold" is about (human_decisions): not the rule's view.
+            "data_fingerprint": data_fingerprint(record),
         }
         for key in AUDIT_FIELDS:
             row[key] = record.get(key)
@@ -124,7 +174,8 @@ def finish_rows(
     for row in rows:
         action = row["action"]
         if action == "review":
-            row["applied"], row["reason"] = False, "waiting for a human decision"
+            row["applied"] = False
+            row["reason"] = row.get("review_reason") or "waiting for a human decision"
         elif action == "hold":
             row["applied"] = False
             row["reason"] = row.get("hold_reason") or "rule says keep on hold"

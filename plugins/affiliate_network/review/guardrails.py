@@ -9,6 +9,10 @@ scheduled run reach the verdict of one clean run instead of a larger reject shar
 
 Money is exact (``Decimal``) and kept per currency: the payout ceiling is a ceiling per
 currency (:mod:`affiliate_network.review.money`), never a sum of several currencies' payouts.
+It is held against what the approvals pay out: the sum of their payouts that are not negative.
+A negative payout (a reversal, an adjustment, a charge-back) never nets against it, and is
+never approved by a rule: :func:`send_negative_payouts_to_review` makes such an approval a
+question for a person.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import GuardrailError
 from affiliate_network.review.money import (
+    amount_of,
+    currency_of,
     highest_first,
     money_text,
+    paid_out_by_currency,
     payout_ceilings,
     totals_by_currency,
     totals_text,
@@ -48,7 +55,10 @@ class Guardrails:
         (``{"USD": Decimal(2000)}``; the text form ``"USD=2000,EUR=1800"`` is read too:
         :func:`~affiliate_network.review.money.payout_ceilings`). Payouts of different
         currencies are never added: each currency's approvals are held to its own ceiling,
-        and once any ceiling is set, approvals in a currency without one stop the run.
+        and once any ceiling is set, approvals in a currency without one stop the run. The
+        total held to a ceiling is the sum of the approvals' payouts that are not negative
+        (:func:`~affiliate_network.review.money.paid_out_by_currency`): a negative payout never
+        nets against it.
     :raises ConfigValidationError: a ceiling that is not a finite number in its range (``nan``
         would switch its check off), or a payout ceiling without a currency.
     """
@@ -123,11 +133,12 @@ class Guardrails:
         records: Sequence[dict[str, Any]],
         ceilings: Mapping[str, Decimal],
     ) -> list[str]:
-        """Each currency's approved payout against its own ceiling; a currency without one
-        is a problem whatever its total (it cannot be compared with another currency's)."""
+        """Each currency's approved payout (the approvals' payouts that are not negative: a
+        reversal never nets against the others) against its own ceiling; a currency without
+        one is a problem whatever its total (it cannot be compared with another currency's)."""
         approved = (records[d.index] for d in evaluation.decisions if d.action == "approve")
         problems = []
-        for currency, total in totals_by_currency(approved, "payout").items():
+        for currency, total in paid_out_by_currency(approved, "payout").items():
             ceiling = ceilings.get(currency)
             if ceiling is None:
                 problems.append(
@@ -156,7 +167,7 @@ def _at_stake(
     notifications)."""
     approved = [d for d in evaluation.decisions if d.action == "approve"]
     rejected_payout = totals_by_currency((records[d.index] for d in rejects), "payout")
-    approved_payout = totals_by_currency((records[d.index] for d in approved), "payout")
+    approved_payout = paid_out_by_currency((records[d.index] for d in approved), "payout")
     return {
         "rejections": len(rejects),
         "decided": len(evaluation.decisions),
@@ -168,3 +179,35 @@ def _at_stake(
             for r in highest_first(records[d.index] for d in rejects)[:SAMPLE_IDS]
         ],
     }
+
+
+def send_negative_payouts_to_review(rows: Sequence[dict[str, Any]]) -> int:
+    """Make every ``approve`` of a conversion with a negative payout a ``review``: a person
+    decides it.
+
+    A negative payout on hold is a reversal, an adjustment or a charge-back: approving it takes
+    money back from an affiliate, and nothing in a rule's conditions (built for sales) says
+    whether that is right; a payout ceiling cannot judge it either (it holds what is paid out).
+    A rejection is left to the rules (it moves no money). The row keeps its rule; its
+    ``rule_action`` says the rules approved it, its ``review_reason`` why a person is asked.
+
+    :param rows: the run's audit rows (changed in place).
+    :return: how many approvals became reviews.
+    :raises SchemaMismatchError: a payout that is not a finite number.
+    """
+    sent = 0
+    for row in rows:
+        if row["action"] != "approve":
+            continue
+        what = f"conversion {row.get('conversion_id')}: payout"
+        payout = amount_of(row.get("payout"), what=what)
+        if payout is None or payout >= 0:
+            continue
+        row["action"] = "review"
+        row["rule_action"] = "approve"
+        row["review_reason"] = (
+            f"negative payout {money_text(payout, currency_of(row))} (a reversal, adjustment or "
+            f"charge-back): rule {row.get('rule_id')} approves it, a person decides"
+        )
+        sent += 1
+    return sent

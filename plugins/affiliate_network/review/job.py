@@ -25,7 +25,7 @@ from affiliate_network.helpers.tasklog import TaskLog
 from affiliate_network.review.apply import apply_under_lease, outcome_reasons
 from affiliate_network.review.audit import audit_rows, finish_rows, write_jsonl_atomic
 from affiliate_network.review.candidates import plan_positions
-from affiliate_network.review.guardrails import Guardrails
+from affiliate_network.review.guardrails import Guardrails, send_negative_payouts_to_review
 from affiliate_network.review.human_decisions import apply_sticky_keeps
 from affiliate_network.review.identity import ReviewRun as ReviewRun
 from affiliate_network.review.identity import RunIdentity
@@ -226,6 +226,9 @@ def run_review(
         )
     audit_path = run.audit_path
     rows = audit_rows(records, evaluation, ruleset)
+    negative = send_negative_payouts_to_review(rows)
+    if negative:
+        log.info("%d approvals of negative payouts (reversals) sent to a person", negative)
     # Wall-clock time: how long ago a person answered (as_of only moves the traffic view).
     sticky = apply_sticky_keeps(
         rows, run.state_dir, now=time.time(), keep_hours=options.keep_decision_hours

@@ -32,6 +32,7 @@ __all__ = [
     "currency_of",
     "highest_first",
     "money_text",
+    "paid_out_by_currency",
     "payout_ceilings",
     "totals_by_currency",
     "totals_text",
@@ -102,6 +103,34 @@ def totals_by_currency(rows: Iterable[Mapping[str, Any]], field: str) -> dict[st
         currency = currency_of(row)
         totals[currency] = totals.get(currency, Decimal(0)) + (amount or 0)
     return dict(sorted(totals.items()))
+
+
+def paid_out_by_currency(rows: Iterable[Mapping[str, Any]], field: str) -> dict[str, Decimal]:
+    """Currency -> the sum of the amounts of ``rows`` that are not negative (sorted by code):
+    what approving them pays out.
+
+    A negative amount (a reversal, an adjustment, a charge-back) is left out, its currency too
+    when it has no other row: it never nets against the others, so a ceiling held against this
+    total holds whatever negative rows a plan carries (one row of -29,500 USD must not let
+    30,000 USD through a ceiling of 1,000 USD). Rows without the amount count as in
+    :func:`totals_by_currency` (0, their currency listed).
+
+    :param rows: records or audit rows (``currency_id`` and the amount).
+    :param field: the amount (``payout``).
+    :raises SchemaMismatchError: an amount that is not a finite number.
+    """
+    return totals_by_currency(
+        (
+            row
+            for row in rows
+            if (
+                amount_of(row.get(field), what=f"conversion {row.get('conversion_id')}: {field}")
+                or 0
+            )
+            >= 0
+        ),
+        field,
+    )
 
 
 def highest_first(rows: Iterable[T], field: str = "payout") -> list[T]:
