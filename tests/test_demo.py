@@ -26,12 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.timeout(900)
-def test_the_demo_runs_twice_in_one_checkout(tmp_path) -> None:
-    for name in ("dags", "include", "plugins", "demo"):
+def test_the_demo_runs_twice_in_one_checkout_and_says_why_a_task_failed(tmp_path) -> None:
+    """The whole demo (the README's command), then a second demo in the same checkout: the
+    offer sync, whose ledger is the old network's, and the on-hold review with a ceiling it must
+    trip (a copied ``include/`` allowing a 10 % reject share, so it stops whatever the world):
+    the sync works, the review's failure is said in the summary and the demo exits 1."""
+    for name in ("dags", "plugins", "demo"):
         (tmp_path / name).symlink_to(ROOT / name)
+    shutil.copytree(ROOT / "include", tmp_path / "include")
     runs = []
-    # The whole demo first (the README's command), then the DAG whose ledger is the old network's.
-    for extra in ([], ["--dags", "affiliate_offer_sync"]):
+    for extra in ([], ["--dags", "affiliate_offer_sync", "affiliate_onhold_review"]):
+        if extra:
+            _trip_the_review_guardrail(tmp_path / "include" / "onhold_rules.yaml")
         proc = subprocess.run(
             [sys.executable, "-m", "demo", *extra],
             cwd=tmp_path,
@@ -41,12 +47,16 @@ def test_the_demo_runs_twice_in_one_checkout(tmp_path) -> None:
             check=False,
         )
         runs.append(proc)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         # No warning reaches the user (it printed InsecureKeyLengthWarning four times).
         warned = [x for x in (proc.stdout + proc.stderr).splitlines() if "Warning" in x]
         assert warned == [], warned[:5]
-    assert "previous demo's outputs are now in" in runs[1].stdout
-    _assert_readable(runs[0].stdout, tmp_path)
+    first, second = runs
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    _assert_readable(first.stdout, tmp_path)
+    assert "previous demo's outputs are now in" in second.stdout
+    assert second.returncode == 1, second.stdout[-3000:] + second.stderr[-3000:]
+    assert re.search(r"offer sync applied: \d+ created, \d+ changed, \d+ unchanged", second.stdout)
+    _assert_the_failure_is_said(second.stdout)
     # The connections live in the metadata DB (the UI lists them), once each after two runs,
     # pointing at the second run's sandbox.
     import sqlite3
@@ -56,9 +66,36 @@ def test_the_demo_runs_twice_in_one_checkout(tmp_path) -> None:
             "SELECT conn_id, host FROM connection WHERE conn_id = 'affiliate_network_default'"
         ).fetchall()
     assert len(rows) == 1
-    assert rows[0][1] in runs[1].stdout  # "[demo] sandbox: <url> ..."
+    assert rows[0][1] in second.stdout  # "[demo] sandbox: <url> ..."
     assert (tmp_path / "data.previous" / "sync").is_dir()
     assert (tmp_path / "data" / "sync").is_dir()
+
+
+def _trip_the_review_guardrail(rules: Path) -> None:
+    text, n = re.subn(r"(?m)^(\s+max_reject_share:) [0-9.]+", r"\1 0.1", rules.read_text())
+    assert n == 1
+    rules.write_text(text)
+
+
+def _assert_the_failure_is_said(out: str) -> None:
+    """A task that fails shows its error's first line and its next step in the demo's summary,
+    never zeros or ``?..?`` for figures nobody computed (issue 43)."""
+    assert "FAILED (a task failed)" in out, out
+    # The error's first line (the guardrail, the share against the ceiling) and the next step.
+    flat = " ".join(line.strip() for line in out.splitlines())
+    assert re.search(
+        r"task review FAILED: GuardrailError: On-hold review stopped before any write: "
+        r"reject share [\d.]+% \(\d+/\d+ decided\) > max_reject_share 10\.0%",
+        flat,
+    ), out
+    assert "next step: Check the top rejecting rules against the audit file" in flat, out
+    assert "Runbook: docs/runbook.md#guardrail-failures" in flat, out
+    # No figure stands for the review that did not happen.
+    assert "?..?" not in out
+    assert not re.search(r"\b0 on hold|approved +0|rejected +0|waiting 0", out), out
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    assert max(len(line) for line in lines) <= 130, out
 
 
 def _assert_readable(out: str, project: Path) -> None:
@@ -81,49 +118,6 @@ def _assert_readable(out: str, project: Path) -> None:
         summary = project / ".airflow" / "demo-logs" / f"{dag_id}.summary.json"
         assert f"full summaries: {summary.relative_to(project)}" in out
         assert json.loads(summary.read_text())  # every task's summary, in full
-
-
-@pytest.mark.timeout(600)
-def test_a_failed_task_says_why_in_the_summary(tmp_path) -> None:
-    """A task that fails shows its error's first line and its next step in the demo's summary,
-    never zeros or ``?..?`` for figures nobody computed (issue 43), and the demo exits 1.
-
-    The guardrail is forced through the rules file (a copied ``include/`` whose review allows a
-    10% reject share), against the real sandbox: whatever the sandbox's world, the run stops.
-    """
-    for name in ("dags", "plugins", "demo"):
-        (tmp_path / name).symlink_to(ROOT / name)
-    shutil.copytree(ROOT / "include", tmp_path / "include")
-    rules = tmp_path / "include" / "onhold_rules.yaml"
-    text, n = re.subn(r"(?m)^(\s+max_reject_share:) [0-9.]+", r"\1 0.1", rules.read_text())
-    assert n == 1
-    rules.write_text(text)
-    proc = subprocess.run(
-        [sys.executable, "-m", "demo", "--dags", "affiliate_onhold_review"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=500,
-        check=False,
-    )
-    out = proc.stdout
-    assert proc.returncode == 1, out[-3000:] + proc.stderr[-3000:]
-    assert "FAILED (a task failed)" in out, out
-    # The error's first line (the guardrail, the share against the ceiling) and the next step.
-    flat = " ".join(line.strip() for line in out.splitlines())
-    assert re.search(
-        r"task review FAILED: GuardrailError: On-hold review stopped before any write: "
-        r"reject share [\d.]+% \(\d+/\d+ decided\) > max_reject_share 10\.0%",
-        flat,
-    ), out
-    assert "next step: Check the top rejecting rules against the audit file" in flat, out
-    assert "Runbook: docs/runbook.md#guardrail-failures" in flat, out
-    # No figure stands for the review that did not happen.
-    assert "?..?" not in out
-    assert not re.search(r"\b0 on hold|approved +0|rejected +0|waiting 0", out), out
-    lines = out.splitlines()
-    assert len(lines) <= 40, out
-    assert max(len(line) for line in lines) <= 130, out
 
 
 def test_the_ui_port_is_where_the_workers_call(tmp_path) -> None:
