@@ -76,8 +76,10 @@ def _airflow_env(root: Path) -> dict[str, str]:
         "AFFILIATE_NETWORK_DATA_BASE": str(root / "data"),
         # The reporting tasks take slots of the pool the demo creates (REPORTING_POOL).
         "AFFILIATE_NETWORK_REPORTING_POOL": REPORTING_POOL[0],
-        # The demo's review writes to its sandbox (a new deployment only plans).
+        # The demo's review and offer sync write to its own sandbox (a new deployment only
+        # plans).
         "AFFILIATE_ONHOLD_ARMED": "true",
+        "AFFILIATE_OFFER_SYNC_ARMED": "true",
         # Airflow's generated default is 16 bytes, below what its HS512 tokens want (PyJWT's
         # InsecureKeyLengthWarning); a fresh 64-byte secret per demo (nothing outlives it).
         "AIRFLOW__API_AUTH__JWT_SECRET": os.environ.get("AIRFLOW__API_AUTH__JWT_SECRET")

@@ -459,9 +459,11 @@ class AirflowCluster:
                 "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER),
                 "AIRFLOW__CORE__EXECUTOR": self.settings.executor,
                 "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-                # The stages check what the on-hold review writes and what people answer: an
-                # armed deployment (a new one only plans: docs/onhold-review.md).
+                # The stages check what the on-hold review writes and what people answer, and
+                # what the offer sync sends: an armed deployment (a new one only plans:
+                # docs/onhold-review.md, docs/offer-sync.md).
                 "AFFILIATE_ONHOLD_ARMED": "true",
+                "AFFILIATE_OFFER_SYNC_ARMED": "true",
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(
                     self.home / "passwords.json"
                 ),
