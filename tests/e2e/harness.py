@@ -31,6 +31,8 @@ import psutil
 import requests
 from cryptography.fernet import Fernet
 
+from demo import demo_include
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 AIRFLOW_BIN = str(VENV_BIN / "airflow")
@@ -492,7 +494,11 @@ class AirflowCluster:
                 "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_WORKER_CONCURRENCY),
                 # A queue of our own: other runs sharing this Redis never take our tasks.
                 "AIRFLOW__OPERATORS__DEFAULT_QUEUE": queue,
-                "AFFILIATE_NETWORK_INCLUDE_DIR": str(PROJECT_ROOT / "include"),
+                # The demo's include folder: the sandbox's desired offer state over the
+                # shipped template (include/offer_state.yaml refuses its placeholders).
+                "AFFILIATE_NETWORK_INCLUDE_DIR": str(
+                    demo_include(PROJECT_ROOT / "include", self.home / "include")
+                ),
             }
         )
         env.update(self.settings.extra_env)
