@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from affiliate_network.operators.base import AffiliateNetworkBaseOperator, as_bool
-from affiliate_network.settings.arming import deployment_armed
 
 # The section names, without sync.models' pydantic models (a DAG file imports this at parse time).
 from affiliate_network.sync.spec_fields import WHOLE_FIELDS as SECTIONS
@@ -54,6 +53,10 @@ def offer_sync_armed(environ: Mapping[str, str] | None = None) -> bool:
     :raises ConfigValidationError: a value other than true/false/1/0/yes/no/on/off, naming
         the variable.
     """
+    # Imported here: a DAG file imports this module at parse time, the errors module is not
+    # needed then (tests/dags/test_dag_integrity.py).
+    from affiliate_network.settings.arming import deployment_armed
+
     return deployment_armed(ARMED_VARIABLE, environ)
 
 
