@@ -30,7 +30,8 @@ from affiliate_network.operators.steps import OfferStateValidateOperator
 #: setting, read without I/O at parse time.
 SCHEDULE = os.environ.get("AFFILIATE_OFFER_SYNC_SCHEDULE") or None
 CONN_ID = "affiliate_network_default"
-# A person triggering from the UI gets a dry run unless they untick it; scheduled runs apply.
+# A person triggering from the UI gets a dry run unless they untick it; scheduled runs apply,
+# on an armed deployment only (the operators read AFFILIATE_OFFER_SYNC_ARMED when they run).
 DRY_RUN = "{{ params.dry_run if dag_run.run_type == 'manual' else false }}"
 SYNC_ARGS = {
     "state_file": "{{ params.state_file }}",
@@ -40,7 +41,14 @@ SYNC_ARGS = {
     "accept_drift": "{{ params.accept_drift }}",
 }
 
-DOC_MD = """
+#: The doc's first line, also the DAG's description (the DAG list and the DAG page's header).
+ARMING_LINE = (
+    "Sends to the network only on a deployment that set AFFILIATE_OFFER_SYNC_ARMED=true; until "
+    "then every run, scheduled or manual, whatever the trigger form says, only plans and "
+    "reports: nothing is sent."
+)
+
+_HOW_IT_WORKS = """
 ### Offer sync
 
 Pushes `include/offer_state.yaml` (reviewed in git) to the network.
@@ -52,6 +60,8 @@ Pushes `include/offer_state.yaml` (reviewed in git) to the network.
    Unchanged objects are not sent; each success is recorded in the ledger.
 
 Triggered from the UI, `dry_run` is **on**: read the plan, then trigger again with it off.
+The shipped `include/offer_state.yaml` is a template: its placeholders are refused until they
+are replaced with your network's ids (`docs/offer-sync.md`).
 
 On-call:
 - *UNKNOWN OUTCOME* for a scrub rate: check the network UI for the named setting, then trigger
@@ -60,6 +70,7 @@ On-call:
   trigger with `accept_drift` = `["<key>"]`.
 - Someone edited an object in the UI: trigger with `force` = `["<key>"]` to send ours again.
 """
+DOC_MD = f"\n**{ARMING_LINE}**\n{_HOW_IT_WORKS}"
 
 
 @dag(
@@ -70,6 +81,7 @@ On-call:
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["affiliate-network", "offers", "sync"],
+    description=ARMING_LINE,
     doc_md=DOC_MD,
     default_args={
         "owner": "affiliate-ops",
@@ -85,7 +97,8 @@ On-call:
             **PARAM_DIALECT,
             type="boolean",
             title="Dry run",
-            description="Only plan and log the changes; send nothing (manual runs only).",
+            description="Only plan and log the changes; send nothing (manual runs only). "
+            "Nothing is sent on a deployment that has not set AFFILIATE_OFFER_SYNC_ARMED=true.",
         ),
         "state_file": Param(
             "offer_state.yaml",

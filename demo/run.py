@@ -25,6 +25,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from demo import demo_include
+
 #: DAGs in the order the demo runs them, with the run conf each gets.
 DEMO_DAGS: list[tuple[str, dict[str, Any]]] = [
     ("affiliate_daily_reports", {}),
@@ -72,12 +74,15 @@ def _airflow_env(root: Path) -> dict[str, str]:
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(root / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "AFFILIATE_NETWORK_INCLUDE_DIR": str(root / "include"),
+        # include/ with the sandbox's desired offer state over its template (demo_include).
+        "AFFILIATE_NETWORK_INCLUDE_DIR": str(home / "include"),
         "AFFILIATE_NETWORK_DATA_BASE": str(root / "data"),
         # The reporting tasks take slots of the pool the demo creates (REPORTING_POOL).
         "AFFILIATE_NETWORK_REPORTING_POOL": REPORTING_POOL[0],
-        # The demo's review writes to its sandbox (a new deployment only plans).
+        # The demo's review and offer sync write to its own sandbox (a new deployment only
+        # plans).
         "AFFILIATE_ONHOLD_ARMED": "true",
+        "AFFILIATE_OFFER_SYNC_ARMED": "true",
         # Airflow's generated default is 16 bytes, below what its HS512 tokens want (PyJWT's
         # InsecureKeyLengthWarning); a fresh 64-byte secret per demo (nothing outlives it).
         "AIRFLOW__API_AUTH__JWT_SECRET": os.environ.get("AIRFLOW__API_AUTH__JWT_SECRET")
@@ -596,6 +601,9 @@ def main(argv: list[str] | None = None) -> int:
     env = _airflow_env(root)
     os.environ.update(env)  # before airflow is imported in this process
     (root / ".airflow").mkdir(exist_ok=True)
+    include = Path(env["AFFILIATE_NETWORK_INCLUDE_DIR"])
+    shutil.rmtree(include, ignore_errors=True)  # built again: nothing left of a previous run
+    demo_include(root / "include", include)
     log_dir = root / ".airflow" / "demo-logs"
     log_dir.mkdir(exist_ok=True)
 
@@ -623,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_airflow_in_process()
         # In the metadata DB (replaced on every run: each demo's sandbox has new keys and a new
         # port), so Admin -> Connections lists them and Test works in the UI.
-        stored = store_connections(sandbox_connection_records(sandbox, root / "include"))
+        stored = store_connections(sandbox_connection_records(sandbox, include))
         print("[demo] connections in the metadata DB:")
         print(f"       {', '.join(stored)}")
         if args.ui:

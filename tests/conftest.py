@@ -29,9 +29,11 @@ os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(PROJECT_ROOT / "plugins")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME}/airflow.db"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 os.environ.setdefault("AFFILIATE_NETWORK_INCLUDE_DIR", str(PROJECT_ROOT / "include"))
-# The suite runs as an armed deployment (its tests check the review's writes); the tests of
-# an unarmed one unset it (tests/operators/test_onhold_arming.py).
+# The suite runs as an armed deployment (its tests check the review's and the offer sync's
+# writes); the tests of an unarmed one unset it (tests/operators/test_onhold_arming.py,
+# tests/operators/test_offer_sync_arming.py).
 os.environ["AFFILIATE_ONHOLD_ARMED"] = "true"
+os.environ["AFFILIATE_OFFER_SYNC_ARMED"] = "true"
 
 #: Fixtures shared by test modules of several folders (``s3``: moto on loopback).
 pytest_plugins = ("tests.support.s3",)

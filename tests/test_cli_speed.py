@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from demo import SANDBOX_OFFER_STATE
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 INCLUDE = PROJECT_ROOT / "include"
 BIN = Path(sys.executable).parent
@@ -65,7 +67,7 @@ def test_help_imports_no_airflow(module: str) -> None:
         ("affiliate_network.rules.cli", ["validate", str(INCLUDE / "onhold_rules.yaml")]),
         ("affiliate_network.rules.cli", ["fields"]),
         ("affiliate_network.backtest.cli", ["validate", str(INCLUDE / "onhold_rules.yaml")]),
-        ("affiliate_network.sync.cli", ["validate", str(INCLUDE / "offer_state.yaml")]),
+        ("affiliate_network.sync.cli", ["validate", str(SANDBOX_OFFER_STATE)]),
     ],
 )
 def test_validate_imports_no_airflow(module: str, argv: list[str]) -> None:
@@ -100,5 +102,5 @@ def test_python_m_rules_prints_help() -> None:
 def test_plan_on_a_local_ledger_imports_no_airflow(tmp_path: Path) -> None:
     # A local ledger is a plain file; only an object-store URL needs Airflow's ObjectStoragePath.
     ledger = tmp_path / "ledger.json"
-    argv = ["plan", str(INCLUDE / "offer_state.yaml"), "--ledger", str(ledger)]
+    argv = ["plan", str(SANDBOX_OFFER_STATE), "--ledger", str(ledger)]
     assert probe("affiliate_network.sync.cli", *argv) == {"code": 0, "heavy": []}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from demo import SANDBOX_OFFER_STATE
 from tests.support.dag_files import DAGS_DIR, dags_test_command, load_dag
 from tests.support.sandbox_reads import network_requests
 
@@ -75,7 +76,10 @@ def _dags_test(sandbox, tmp_path: Path, conf: dict | None = None) -> str:
     # The package is installed; Airflow's plugin loader would import every file of plugins/,
     # including affiliate_network_sandbox/__main__.py under the name "__main__" (it runs).
     env["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(tmp_path / "no-plugins")
-    command = dags_test_command(DAG_ID, conf=conf)
+    # The sandbox's example: the include folder's offer_state.yaml is a template.
+    command = dags_test_command(
+        DAG_ID, conf={"state_file": str(SANDBOX_OFFER_STATE), **(conf or {})}
+    )
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=280)
     output = done.stdout + done.stderr
     assert sandbox.keys["network"] not in output, "the API key reached the log"
@@ -111,6 +115,6 @@ def test_apply_run_pushes_the_state_and_leaves_nothing_to_do(
     # (a rerun's zero requests are pinned by the operator tests, without a second DAG run).
     from affiliate_network.sync.cli import main
 
-    state = str(DAGS_DIR.parent / "include" / "offer_state.yaml")
+    state = str(SANDBOX_OFFER_STATE)
     assert main(["plan", state, "--ledger", str(ledger), "--detailed-exitcode"]) == 0
     assert "0 to create, 0 to update" in capsys.readouterr().out

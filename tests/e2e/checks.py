@@ -16,6 +16,8 @@ from typing import Any
 import pendulum
 import yaml
 
+from demo import SANDBOX_OFFER_STATE
+
 from .harness import PROJECT_ROOT, AirflowCluster, E2EError, wait_all_runs, wait_for
 from .onhold_checks import onhold_conf
 
@@ -218,8 +220,8 @@ def run_day(run: dict) -> str:
 
 
 def check_offer_sync_applied(sandbox: Any) -> None:
-    """The sandbox holds the desired state of include/offer_state.yaml."""
-    desired = yaml.safe_load((PROJECT_ROOT / "include" / "offer_state.yaml").read_text())
+    """The sandbox holds the desired state of its example (demo/include/offer_state.yaml)."""
+    desired = yaml.safe_load(SANDBOX_OFFER_STATE.read_text())
     problems: list[str] = []
 
     groups = sandbox.objects("offer_groups")

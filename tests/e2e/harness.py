@@ -31,6 +31,8 @@ import psutil
 import requests
 from cryptography.fernet import Fernet
 
+from demo import demo_include
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 AIRFLOW_BIN = str(VENV_BIN / "airflow")
@@ -459,9 +461,11 @@ class AirflowCluster:
                 "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER),
                 "AIRFLOW__CORE__EXECUTOR": self.settings.executor,
                 "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-                # The stages check what the on-hold review writes and what people answer: an
-                # armed deployment (a new one only plans: docs/onhold-review.md).
+                # The stages check what the on-hold review writes and what people answer, and
+                # what the offer sync sends: an armed deployment (a new one only plans:
+                # docs/onhold-review.md, docs/offer-sync.md).
                 "AFFILIATE_ONHOLD_ARMED": "true",
+                "AFFILIATE_OFFER_SYNC_ARMED": "true",
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(
                     self.home / "passwords.json"
                 ),
@@ -490,7 +494,11 @@ class AirflowCluster:
                 "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_WORKER_CONCURRENCY),
                 # A queue of our own: other runs sharing this Redis never take our tasks.
                 "AIRFLOW__OPERATORS__DEFAULT_QUEUE": queue,
-                "AFFILIATE_NETWORK_INCLUDE_DIR": str(PROJECT_ROOT / "include"),
+                # The demo's include folder: the sandbox's desired offer state over the
+                # shipped template (include/offer_state.yaml refuses its placeholders).
+                "AFFILIATE_NETWORK_INCLUDE_DIR": str(
+                    demo_include(PROJECT_ROOT / "include", self.home / "include")
+                ),
             }
         )
         env.update(self.settings.extra_env)

@@ -7,7 +7,6 @@ TCP exactly as they would to a mail relay or a chat service.
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from demo import demo_include
 
 PROJECT_INCLUDE = Path(__file__).resolve().parents[2] / "include"
 
@@ -119,7 +120,7 @@ def notify_include(tmp_path, monkeypatch) -> Callable[..., Path]:
     def write(settings: dict[str, Any]) -> Path:
         folder = tmp_path / "include"
         if not folder.exists():
-            shutil.copytree(PROJECT_INCLUDE, folder)
+            demo_include(PROJECT_INCLUDE, folder)  # the sandbox's desired offer state
         (folder / "notifications.yaml").write_text(yaml.safe_dump(settings))
         monkeypatch.setenv("AFFILIATE_NETWORK_INCLUDE_DIR", str(folder))
         return folder

@@ -22,9 +22,10 @@ from affiliate_network.operators.offer_state_sync import (
 from affiliate_network.sync import spec_fields
 from affiliate_network.sync.apply import SyncBlockedError
 from affiliate_network.sync.ledger import Ledger
+from demo import SANDBOX_OFFER_STATE
 from tests.support.sandbox_reads import network_requests
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "include" / "offer_state.yaml"
+EXAMPLE = SANDBOX_OFFER_STATE  # include/offer_state.yaml is a template
 ALL_SECTIONS = ["offer_groups", "offers", "scrub_rates", "channels", "categories", "offer_urls"]
 SCRUB_PATH = "/networks/custom/scrubrate"
 

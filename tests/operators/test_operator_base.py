@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
@@ -24,10 +23,11 @@ from affiliate_network.operators.onhold_review import (
     OnHoldReviewApplyOperator,
     OnHoldReviewOperator,
 )
+from demo import SANDBOX_OFFER_STATE
 from tests.operators.onhold_support import context, review_op
 from tests.support.dag_files import dags_test_command
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "include" / "offer_state.yaml"
+EXAMPLE = SANDBOX_OFFER_STATE  # include/offer_state.yaml is a template
 
 
 def open_connections(sandbox) -> int:

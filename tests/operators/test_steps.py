@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ from affiliate_network.operators.steps import (
 )
 from affiliate_network.review.human_requests import build_review_requests
 from affiliate_network.settings.models import load_affiliate_report_targets
+from affiliate_network.settings.paths import INCLUDE_DIR_ENV
+from demo import SANDBOX_OFFER_STATE, demo_include
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
 
@@ -71,7 +74,9 @@ def test_review_requests_operator_returns_the_requests_of_the_summary(tmp_path) 
     assert dry.execute({}) == []
 
 
-def test_offer_state_validate_operator_counts_and_fails_fast(tmp_path) -> None:
+def test_offer_state_validate_operator_counts_and_fails_fast(tmp_path, monkeypatch) -> None:
+    # The demo's include folder: its offer_state.yaml is the sandbox's example, not the template.
+    monkeypatch.setenv(INCLUDE_DIR_ENV, str(demo_include(INCLUDE, tmp_path / "include")))
     operator = OfferStateValidateOperator(task_id="validate", state_file="offer_state.yaml")
     assert operator.template_fields == ("state_file",)
     counts = operator.execute({})  # relative: read from the include folder
@@ -85,7 +90,7 @@ def test_offer_state_validate_operator_counts_and_fails_fast(tmp_path) -> None:
         "offer_urls",
     }
 
-    doc = copy.deepcopy(yaml.safe_load((INCLUDE / "offer_state.yaml").read_text()))
+    doc = copy.deepcopy(yaml.safe_load(SANDBOX_OFFER_STATE.read_text()))
     doc["offer_groups"][0]["daily_conversion_cap"] = "lots"
     bad = tmp_path / "offer_state.yaml"
     bad.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -95,6 +100,21 @@ def test_offer_state_validate_operator_counts_and_fails_fast(tmp_path) -> None:
         broken.execute({})
     assert isinstance(caught.value, ConfigValidationError)
     assert "daily_conversion_cap" in str(caught.value)
+
+
+def test_the_shipped_template_fails_the_validate_task_saying_what_to_fill_in() -> None:
+    # The suite's include folder is the project's: offer_state.yaml there is the template.
+    operator = OfferStateValidateOperator(task_id="validate", state_file="offer_state.yaml")
+    with pytest.raises(AirflowFailException) as caught:  # no retries: a person must edit it
+        operator.execute({})
+    message = str(caught.value)
+    assert message.startswith("offer_state.yaml: ")  # the file, as the task names it
+    assert re.search(
+        r"offer_state\.yaml:\d+: offer_groups\[0\] \(key 'my-offer-group'\): field "
+        r"'network_offer_group_id': the template's placeholder, never sent: write the id of "
+        r"this offer group on your network",
+        message,
+    ), message
 
 
 def test_affiliate_report_targets_operator_returns_the_mapped_kwargs(tmp_path, monkeypatch) -> None:

@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
 from affiliate_network.settings.paths import INCLUDE_DIR_ENV, PROJECT_ROOT, include_dir
+from demo import demo_include
 
 
 def include_with_review(folder: Path, **settings: Any) -> Path:
-    """``folder`` as a copy of the project's include folder whose ``onhold_rules.yaml`` sets
+    """``folder`` as a copy of the demo's include folder (the project's, with the sandbox's
+    desired offer state: :func:`demo.demo_include`) whose ``onhold_rules.yaml`` sets
     ``settings`` in its ``review:`` section; returns it (make it the include folder with
     :data:`INCLUDE_DIR_ENV`)."""
     if not folder.exists():
-        shutil.copytree(PROJECT_ROOT / "include", folder)
+        demo_include(PROJECT_ROOT / "include", folder)
     rules = folder / "onhold_rules.yaml"
     text = old = rules.read_text()
     for key, value in settings.items():

@@ -10,12 +10,15 @@ from typing import Any
 import pytest
 import yaml
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "include" / "offer_state.yaml"
+from demo import SANDBOX_OFFER_STATE
+
+#: The sandbox's example desired state (include/offer_state.yaml is a template).
+EXAMPLE = SANDBOX_OFFER_STATE
 
 
 @pytest.fixture
 def example_doc() -> dict[str, Any]:
-    """A fresh, mutable copy of ``include/offer_state.yaml``."""
+    """A fresh, mutable copy of the sandbox's example (``demo/include/offer_state.yaml``)."""
     return copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
 
 

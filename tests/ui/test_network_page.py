@@ -27,6 +27,7 @@ from affiliate_network.rules.engine import RuleSet
 from affiliate_network.sync.ledger import Ledger, default_ledger_path
 from affiliate_network.sync.loader import load_desired_state
 from affiliate_network.sync.plan import build_plan
+from demo import SANDBOX_OFFER_STATE
 from demo.connections import sandbox_connections
 from tests.e2e.harness import PROJECT_ROOT
 from tests.support.landed_history import land_days
@@ -97,7 +98,7 @@ def landed(ui: UiStage) -> Stage:
         finally:
             hook.close()
     ledger.save()  # as a sync that has sent nothing yet leaves it
-    plan = build_plan(load_desired_state(PROJECT_ROOT / "include" / "offer_state.yaml"), ledger)
+    plan = build_plan(load_desired_state(SANDBOX_OFFER_STATE), ledger)
     return Stage([first, last], Path(str(review.audit_path)), Path(str(ledger.path)), plan.counts())
 
 

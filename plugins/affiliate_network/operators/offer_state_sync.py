@@ -9,6 +9,10 @@ only in the sections they own:
 - :class:`ScrubRateSyncOperator`: custom scrub rates, created exactly once.
 - :class:`OfferCatalogSyncOperator`: channels (PUT), categories (created once), offer URL status.
 - :class:`OfferStateSyncOperator`: any sections (the DAG's plan task: every section, dry run).
+
+Nothing is sent on a deployment that has not set :data:`ARMED_VARIABLE` to true (read when the
+task runs, :func:`offer_sync_armed`): a new deployment's runs only plan, whatever ``dry_run``,
+the trigger form or the schedule says.
 """
 
 from __future__ import annotations
@@ -29,6 +33,33 @@ if TYPE_CHECKING:
     from affiliate_network.sync.ledger import Ledger
 
 
+#: The deployment setting that lets the offer sync send to the network. A new deployment starts
+#: without it: every run then plans and reports (a dry run), whatever the run asked.
+ARMED_VARIABLE = "AFFILIATE_OFFER_SYNC_ARMED"
+#: What an unarmed run's summary and log say to do.
+TO_ARM = (
+    f"set {ARMED_VARIABLE}=true on the deployment (the workers' environment) to let the offer "
+    "sync send to the network (docs/offer-sync.md#arming-the-offer-sync)"
+)
+
+
+def offer_sync_armed(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this deployment has armed the offer sync (:data:`ARMED_VARIABLE`).
+
+    Read when a task runs, never at DAG parse time, by the reader every arming switch shares
+    (:func:`~affiliate_network.settings.arming.deployment_armed`). Unset or empty is unarmed.
+
+    :param environ: the environment to read (default: this process's).
+    :raises ConfigValidationError: a value other than true/false/1/0/yes/no/on/off, naming
+        the variable.
+    """
+    # Imported here: a DAG file imports this module at parse time, the errors module is not
+    # needed then (tests/dags/test_dag_integrity.py).
+    from affiliate_network.settings.arming import deployment_armed
+
+    return deployment_armed(ARMED_VARIABLE, environ)
+
+
 def resolve_state_file(state_file: str) -> Path:
     """A relative desired-state path is read from the include folder."""
     from affiliate_network.settings.paths import include_dir
@@ -47,6 +78,7 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         ``<data base>/sync/ledger-<conn id>.json``.
     :param affiliate_network_conn_id: network-portal connection.
     :param dry_run: only log the plan and return it; nothing is sent, the ledger is untouched.
+        An unarmed deployment (:func:`offer_sync_armed`) always gets a dry run.
     :param force: keys of PUT objects to send even when unchanged (e.g. after a hand edit in the
         UI overwrote them).
     :param resolve_unknown: on-call decisions for create requests whose outcome is unknown, by
@@ -127,7 +159,17 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         from affiliate_network.sync.loader import load_desired_state
         from affiliate_network.sync.plan import build_plan, run_keys, run_resolutions
 
-        dry_run = as_bool(self.dry_run, "dry_run")
+        asked = as_bool(self.dry_run, "dry_run")
+        armed = offer_sync_armed()  # at run time: arming takes effect without a re-parse
+        dry_run = asked or not armed
+        if not armed:
+            self.log.warning(
+                "Not armed: this deployment does not set %s=true, so the offer sync only plans "
+                "and reports; nothing is sent to the network%s. To arm it, %s.",
+                ARMED_VARIABLE,
+                "" if asked else ", whatever the run asked",
+                TO_ARM,
+            )
         state_path = resolve_state_file(self.state_file)
         state = load_desired_state(state_path, display_name=self.state_file)
         hook = self.hook
@@ -141,12 +183,16 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         )
         self.log.info(
             "%s\n%s",
-            "DRY RUN: nothing is sent" if dry_run else "Applying",
+            ("DRY RUN: nothing is sent" if armed else "NOT ARMED, DRY RUN: nothing is sent")
+            if dry_run
+            else "Applying",
             plan.render(self.sections),
         )
         summary: dict[str, Any] = {
             "sections": list(self.sections),
             "dry_run": dry_run,
+            "armed": armed,
+            **({} if armed else {"to_arm": TO_ARM}),
             "ledger": str(ledger.path),
             **plan.summary(self.sections),
         }

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from affiliate_network.exceptions import ConfigValidationError
 from affiliate_network.review.numbers import MAX_HOURS, check_number
+from affiliate_network.settings.arming import deployment_armed
 
 if TYPE_CHECKING:
     from affiliate_network.review.guardrails import Guardrails
@@ -90,29 +91,19 @@ def check_chunk_size(chunk_size: int) -> None:
 #: The deployment setting that lets the review write to the network (and ask people). A new
 #: deployment starts without it: every run then plans, writes its audit and asks nobody.
 ARMED_VARIABLE = "AFFILIATE_ONHOLD_ARMED"
-_ARMED = frozenset({"true", "1", "yes", "on"})
-_UNARMED = frozenset({"false", "0", "no", "off", ""})
 
 
 def review_armed(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this deployment has armed the on-hold review (:data:`ARMED_VARIABLE`).
 
-    Read when a task runs, never at DAG parse time: arming or disarming a deployment takes
-    effect with the next task, without a DAG re-parse. Unset or empty is unarmed.
+    Read when a task runs, never at DAG parse time (the shared reader of every arming switch,
+    :func:`~affiliate_network.settings.arming.deployment_armed`). Unset or empty is unarmed.
 
     :param environ: the environment to read (default: this process's).
     :raises ConfigValidationError: a value other than true/false/1/0/yes/no/on/off, naming
         the variable (a typo must not be read as either).
     """
-    raw = (os.environ if environ is None else environ).get(ARMED_VARIABLE, "")
-    text = raw.strip().lower()
-    if text in _ARMED:
-        return True
-    if text in _UNARMED:
-        return False
-    raise ConfigValidationError(
-        f"{ARMED_VARIABLE} must be true or false (unset: not armed), got {raw[:40]!r}"
-    )
+    return deployment_armed(ARMED_VARIABLE, environ)
 
 
 #: The variables that held the review's settings, and their key in the rules file's ``review:``.

@@ -16,11 +16,17 @@ File layout (every section optional)::
     channels: [...]       # channels (PUT)
     categories: [...]     # categories (create once)
     offer_urls: [...]     # offer URL status (bulk edit)
+
+A value written as a template's placeholder, ``"<FILL IN: what to write>"`` (the shipped
+``include/offer_state.yaml`` holds one for every network id), is refused wherever it is read:
+the file cannot tell a sandbox from a real network, so a template never reaches any network's
+objects. Each one is a problem naming its line, field and what to fill in.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,8 @@ from affiliate_network.sync import spec_fields as sf
 from affiliate_network.sync.models import SECTIONS, DesiredObject, DesiredState, Offer, OfferGroup
 
 SUPPORTED_VERSIONS = (1,)
+#: A template's placeholder: ``"<FILL IN: the id of ...>"`` (any case); group 1 says what to write.
+PLACEHOLDER = re.compile(r"\s*<\s*FILL IN\b:?\s*(.*?)\s*>\s*", re.IGNORECASE | re.DOTALL)
 #: Path inside the document: keys and list indexes.
 DocPath = tuple[str | int, ...]
 
@@ -59,6 +67,18 @@ class _Problems:
         raise ConfigValidationError("\n".join([header, *rendered]))
 
 
+def _placeholders(node: Any, loc: DocPath = ()) -> list[tuple[DocPath, str]]:
+    """Every template placeholder under ``node``: its path and what it asks to write."""
+    if isinstance(node, str):
+        match = PLACEHOLDER.fullmatch(node)
+        return [(loc, match.group(1) or "your network's value")] if match else []
+    if isinstance(node, dict):
+        return [found for key, value in node.items() for found in _placeholders(value, (*loc, key))]
+    if isinstance(node, list):
+        return [found for i, value in enumerate(node) for found in _placeholders(value, (*loc, i))]
+    return []
+
+
 def _object_label(section: str, index: int, raw: Any) -> str:
     """``offer_groups[0] (key 'spring', network_offer_group_id 3)`` from the raw mapping."""
     ident = []
@@ -66,7 +86,11 @@ def _object_label(section: str, index: int, raw: Any) -> str:
         model = SECTIONS[section]
         if raw.get("key") is not None:
             ident.append(f"key {raw['key']!r}")
-        if model.id_field and raw.get(model.id_field) is not None:
+        if (
+            model.id_field
+            and raw.get(model.id_field) is not None
+            and not _placeholders(raw[model.id_field])
+        ):
             ident.append(f"{model.id_field} {raw[model.id_field]!r}")
         if not ident and raw.get("name") is not None:
             ident.append(f"name {raw['name']!r}")
@@ -146,6 +170,17 @@ def _validate_object(
         problems.add(path, where, f"must be a mapping, got {type(raw).__name__}")
         return None
 
+    # A template's placeholder, never sent: it says what to write in its place.
+    unfilled = _placeholders(raw)
+    for loc, what in unfilled:
+        problems.add(
+            (*path, *loc),
+            where,
+            f"field '{field_path(loc)}': the template's placeholder, never sent: write {what} "
+            "(or delete this definition)",
+        )
+    unfilled_locs = {loc for loc, _ in unfilled}
+
     # Whole-object check first: one message listing every field a PUT would reset.
     complete = True
     missing = _missing_fields(raw, sf.WHOLE_FIELDS[section])
@@ -181,6 +216,8 @@ def _validate_object(
             # Missing fields were already reported together above.
             if error["type"] == "missing" and not complete:
                 continue
+            if loc in unfilled_locs:  # reported above, as a placeholder
+                continue
             message = error["msg"].removeprefix("Value error, ")
             if error["type"] not in {"missing", "extra_forbidden"} and "input" in error:
                 message += f" (got {error['input']!r})"
@@ -188,7 +225,7 @@ def _validate_object(
                 message = _unknown_field_message(model, loc)
             problems.add((*path, *loc), where, f"field '{field_path(loc)}': {message}")
         return None
-    return obj if complete else None
+    return obj if complete and not unfilled else None
 
 
 def _unknown_field_message(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
