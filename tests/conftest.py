@@ -40,8 +40,13 @@ pytest_plugins = ("tests.support.s3",)
 
 #: Tests that start a whole Airflow deployment (scheduler, workers, api-server, a browser): on a
 #: 2-core machine two of them at once starve each other's timeouts, so xdist runs them on one
-#: worker, one after the other, while the other worker runs the rest of the suite.
-_ONE_WORKER = ("tests/e2e/", "tests/ui/", "tests/test_demo.py")
+#: worker, one after the other, while the other worker runs the rest of the suite. The demo's
+#: other tests run ``airflow dags test`` (no deployment): they balance the other worker.
+_ONE_WORKER = (
+    "tests/e2e/",
+    "tests/ui/",
+    "tests/test_demo.py::test_the_ui_runs_a_task_on_another_port",
+)
 #: Modules whose tests share one cached install (a session fixture per worker would build it
 #: twice at once): each module's tests run on one worker.
 _ONE_MODULE = ("tests/test_docker_compose.py",)

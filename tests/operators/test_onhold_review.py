@@ -136,7 +136,7 @@ def test_rerun_sends_nothing_twice(sandbox, network_conn, rules_file, window, tm
     ("kwargs", "words"),
     [
         ({"max_reject_share": 0.2}, "reject share"),
-        ({"max_reject_count": 100}, "rejections > max_reject_count 100"),
+        ({"max_reject_count": 40}, "rejections > max_reject_count 40"),
         ({"max_approved_payout": {"USD": 100}}, "approved payout"),
         # The sandbox's offers pay in USD: a ceiling in EUR only is no ceiling for them.
         ({"max_approved_payout": {"EUR": 10**6}}, "USD has no ceiling in max_approved_payout"),

@@ -188,23 +188,26 @@ def test_traffic_falls_back_when_an_on_hold_id_is_no_longer_found(sandbox, hook,
 def test_traffic_refreshes_on_hold_rows_through_the_lookup(sandbox, hook, tmp_path) -> None:
     store, t2 = _snapshot_then_next_hour(sandbox, hook, tmp_path)
     snap, _ = store.load()
-    held = sorted(
+    # The oldest on-hold rows: the newest hours are pulled again (late arrivals), not looked up.
+    held = [
         oh
-        for r in snap.records
+        for r in sorted(snap.records, key=lambda r: r["conversion_unix_timestamp"])
         if on_hold_status(r) == "on_hold" and (oh := on_hold_conversion_id(r))
-    )
+    ]
     hook.set_on_hold_status(held[:4], "rejected")
     sandbox.clear_requests()
-    pulled = _pull(hook, store, t2, refresh_chunk=100)
+    # Chunks well under the snapshot's on-hold rows (about a hundred, more or less by the day).
+    chunk = 50
+    pulled = _pull(hook, store, t2, refresh_chunk=chunk)
     assert pulled.mode == "incremental", pulled.reason
     assert pulled.records == _pull(hook, None, t2).records
     states = {on_hold_conversion_id(r): on_hold_status(r) for r in pulled.records}
     assert [states[i] for i in held[:4]] == ["rejected"] * 4
     searches = [e["body"]["query"]["search_terms"] for e in _report_requests(sandbox)]
     asked = [t["value"] for terms in searches for t in terms]
-    # Chunks of 100 ids, each id once: every on-hold row of the snapshot not pulled again.
+    # Chunks of ``chunk`` ids, each id once: every on-hold row of the snapshot not pulled again.
     sizes = [len(terms) for terms in searches if terms]
-    assert set(sizes[:-1]) == {100}
-    assert 0 < sizes[-1] <= 100
-    assert pulled.rows_refreshed == len(asked) == len(set(asked)) > 100
+    assert set(sizes[:-1]) == {chunk}
+    assert 0 < sizes[-1] <= chunk
+    assert pulled.rows_refreshed == len(asked) == len(set(asked)) > chunk
     assert set(held[:4]) <= set(asked)

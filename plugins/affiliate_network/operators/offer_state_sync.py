@@ -10,9 +10,7 @@ only in the sections they own:
 - :class:`OfferCatalogSyncOperator`: channels (PUT), categories (created once), offer URL status.
 - :class:`OfferStateSyncOperator`: any sections (the DAG's plan task: every section, dry run).
 
-Nothing is sent on a deployment that has not set :data:`ARMED_VARIABLE` to true (read when the
-task runs, :func:`offer_sync_armed`): a new deployment's runs only plan, whatever ``dry_run``,
-the trigger form or the schedule says.
+Nothing is sent unless the deployment set :data:`ARMED_VARIABLE` (docs/offer-sync.md).
 """
 
 from __future__ import annotations

@@ -606,24 +606,19 @@ def reconcile_day(
     :param on_mismatch: ``fail`` (raise) or ``warn`` (log, return ``reconciled: false``).
     :param max_cells: differing cells named in the error and the log.
     :param log: where progress and warnings go.
-    :returns: ``{date, path, comparison, reconciled, cells, differences, totals,
-        granular_queries, currencies, report_requests}``, small enough for XCom; ``totals``
-        is per currency (``{"USD": {"landed", "network", "difference"}}``), amounts as text.
+    :returns: the day's summary for XCom (:func:`_summary`; ``totals`` per currency, amounts
+        as text).
     :raises ReconciliationError: a difference beyond the tolerance and ``on_mismatch="fail"``.
     :raises StorageError: the day has no complete partition.
-    :raises ConfigValidationError: a filtered pull, a pull of neither conversions nor events,
-        or a JSON Lines partition (nothing to compare with the whole network), or a bad
-        setting.
+    :raises ConfigValidationError: a filtered pull, a pull of neither part, a JSON Lines
+        partition, or a bad setting.
 
-    A day pulled with conversions only, or events only, is compared with that part of the
-    report (:data:`PARTS`): ``cv`` or ``event``; its money is not comparable (the report sums
-    both parts' money) and the comparison says so under ``not_compared``.
+    A one-part day is compared with that part of the report (:data:`PARTS`); its money is
+    recorded under ``not_compared`` (docs/daily-reports.md).
     """
     from affiliate_network.hooks._memory import prefer_system_arrow_pool
 
-    # Before pyarrow loads (the storage import below): freed batch buffers go back to the OS
-    # instead of staying in Arrow's own pool, as in the landing task.
-    prefer_system_arrow_pool()
+    prefer_system_arrow_pool()  # before pyarrow loads, as in the landing task
     from affiliate_network.reports.storage import partition_path
 
     mode = check_on_mismatch(on_mismatch)
@@ -642,16 +637,8 @@ def reconcile_day(
     network = network_day(report, landed, request_currency)
     granular_spent = hook.granular_budget().used - granular_before
     result = compare(landed, network, tolerance, fields)
-    events_landed = pull.show_events
     if not_compared:
-        log.info(
-            "%s was pulled with %s only: compared by %s; %s not compared: %s",
-            day_text,
-            part_name,
-            ", ".join(fields),
-            " and ".join(not_compared),
-            MONEY_NOT_COMPARABLE.format(part=part_name),
-        )
+        _log_not_compared(log, day_text, part_name, fields, not_compared)
     differing, totals = result.differing, result.totals
     beyond_totals = [c for c, t in totals.items() if t["beyond_tolerance"]]
     reconciled = not differing and not beyond_totals
@@ -664,39 +651,23 @@ def reconcile_day(
         "manifest_checksum": manifest.content_checksum,
         "request": _report_request(report, pull.timezone_id, request_currency),
         "counted_status": COUNTED_STATUS,
-        "events_landed": events_landed,
-        "part": part_name,
-        "compared_fields": list(fields),
-        "not_compared": not_compared,
+        "events_landed": pull.show_events,
+        **{"part": part_name, "compared_fields": list(fields), "not_compared": not_compared},
         "tolerance": {"money": str(tolerance.money), "count": tolerance.count},
         "on_mismatch": mode,
-        "cells": result.cells,
-        "differing": differing,
-        "totals": totals,
+        **{"cells": result.cells, "differing": differing, "totals": totals},
     }
     _write_atomically(comparison, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     summary = _summary(day_text, part, comparison, reconciled, result, granular_spent, report)
     summary["part"], summary["compared_fields"] = part_name, list(fields)
-    summary_totals = summary["totals"]
     if reconciled:
-        log.info(
-            "%s reconciles with the network's report: %d cells, %d requests, totals %s",
-            day_text,
-            len(result.cells),
-            report.requests,
-            {c: t["landed"] for c, t in totals.items()},
-        )
+        landed_totals = {c: t["landed"] for c, t in totals.items()}
+        args = (day_text, len(result.cells), report.requests, landed_totals)
+        log.info("%s reconciles with the network's report: %d cells, %d requests, totals %s", *args)
         return summary
     named = differing[: max(0, max_cells)]
-    message = _mismatch_message(
-        day_text,
-        result,
-        named,
-        beyond_totals,
-        tolerance=tolerance,
-        comparison=comparison,
-        part=part_name,
-    )
+    found = (day_text, result, named, beyond_totals)
+    message = _mismatch_message(*found, tolerance=tolerance, comparison=comparison, part=part_name)
     if mode == "warn":
         log.warning("%s", message)
         return summary
@@ -705,8 +676,19 @@ def reconcile_day(
         day=day_text,
         cells=[_cell_line(r) for r in named],
         differences=len(differing),
-        totals=summary_totals,
+        totals=summary["totals"],
         comparison_path=str(comparison),
+    )
+
+
+def _log_not_compared(
+    log: TaskLog, day: str, part: str, fields: Sequence[str], not_compared: Mapping[str, str]
+) -> None:
+    """Say how a one-part day was compared and what was left out."""
+    why = MONEY_NOT_COMPARABLE.format(part=part)
+    log.info(
+        "%s was pulled with %s only: compared by %s; %s not compared: %s",
+        *(day, part, ", ".join(fields), " and ".join(not_compared), why),
     )
 
 
