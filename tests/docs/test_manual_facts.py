@@ -680,7 +680,8 @@ def _resolve_path(text: str) -> Path | None:
     return None
 
 
-def _module_names(path: Path) -> set[str]:
+@cache
+def _module_names(path: Path) -> frozenset[str]:
     """Top-level names of a Python file, and ``Class.attr`` for its classes' members."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
@@ -700,7 +701,9 @@ def _module_names(path: Path) -> set[str]:
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return names
+        elif isinstance(node, ast.ImportFrom | ast.Import):  # re-exported names
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return frozenset(names)
 
 
 @cache
@@ -748,8 +751,12 @@ def test_every_repository_path_and_name_exists(page: Page) -> None:
 
 
 def _has_attr(path: Path, name: str) -> bool:
-    """``Class.attr`` of a package module, by import and getattr (inherited members too)."""
+    """``Class.attr`` of a package module: read from the source, else by import and getattr
+    (inherited members, generated fields)."""
     import importlib
+
+    if name in _module_names(path):
+        return True
 
     relative = path.relative_to(ROOT / "plugins").with_suffix("")
     module = importlib.import_module(".".join(relative.parts))
@@ -777,6 +784,23 @@ _DOTTED = re.compile(r"^((?:affiliate_network\.)?[a-z_]+(?:\.[a-z_][a-z0-9_]*)+)
 _SELF = re.compile(r"\bself\.(\w+)\(")
 
 
+def _dotted_exists(parts: list[str]) -> bool:
+    """``module.sub.name`` of the package: the longest module path that is a file, then the
+    rest a name of it."""
+    for cut in range(len(parts), 0, -1):
+        folder = PACKAGE.joinpath(*parts[:cut])
+        for path in (folder.with_suffix(".py"), folder / "__init__.py"):
+            if path.exists():
+                rest = ".".join(parts[cut:])
+                return not rest or _has_attr(path, rest)
+    return False
+
+
+def _in_package(dotted: str, subpackages: set[str]) -> bool:
+    parts = dotted.removeprefix("affiliate_network.").split(".")
+    return parts[0] in subpackages
+
+
 def _is_review_key(text: str) -> bool:
     """``review.lookback_days``: a key of the rules file's ``review:`` section, not Python."""
     from affiliate_network.rules.model import ReviewSettings
@@ -787,10 +811,7 @@ def _is_review_key(text: str) -> bool:
 
 @pytest.mark.parametrize("page", ALL, ids=_ids(ALL))
 def test_every_python_name_in_backticks_resolves(page: Page) -> None:
-    import importlib
-
-    from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-
+    hook = PACKAGE / "hooks" / "affiliate_network.py"
     classes = _package_classes()
     subpackages = {p.stem for p in PACKAGE.iterdir()} - {"__init__", "__pycache__"}
     wrong = []
@@ -803,25 +824,14 @@ def test_every_python_name_in_backticks_resolves(page: Page) -> None:
         if (m := _CLASS_ATTR.match(span.text)) and m.group(1) in classes:
             if not _has_attr(classes[m.group(1)], f"{m.group(1)}.{m.group(2)}"):
                 wrong.append(where)
-        elif (m := _DOTTED.match(span.text)) and m.group(1).split(".")[
-            1 if m.group(1).startswith("affiliate_network.") else 0
-        ] in subpackages:
-            dotted = m.group(1).removeprefix("affiliate_network.")
-            parts = dotted.split(".")
-            for cut in range(len(parts), 0, -1):
-                try:
-                    obj: Any = importlib.import_module("affiliate_network." + ".".join(parts[:cut]))
-                except ImportError:
-                    continue
-                for part in parts[cut:]:
-                    obj = getattr(obj, part, None)
-                if obj is None:
-                    wrong.append(where)
-                break
-            else:
-                wrong.append(where)
+        elif (
+            (m := _DOTTED.match(span.text))
+            and _in_package(m.group(1), subpackages)
+            and not _dotted_exists(m.group(1).removeprefix("affiliate_network.").split("."))
+        ):
+            wrong.append(where)
         for method in _SELF.findall(span.text):
-            if not hasattr(AffiliateNetworkHook, method):
+            if not _has_attr(hook, f"AffiliateNetworkHook.{method}"):
                 wrong.append(f"{where}: the hook has no {method}")
     assert not wrong, "\n".join(wrong)
 
@@ -1006,5 +1016,21 @@ def test_every_operator_argument_named_exists(page: Page) -> None:
         f"{page.name}: {m.group(0)}"
         for m in re.finditer(r"[Oo]perator argument `(\w+)`", flat)
         if m.group(1) not in _operator_arguments()
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("page", ALL, ids=_ids(ALL))
+def test_every_ledger_path_is_the_one_the_sync_writes(page: Page) -> None:
+    """``<base>/sync/ledger-<network>.json``: one ledger per network, never per connection (a
+    bare ``ledger-<conn id>.json`` is the older name the sync renames, and may be named so)."""
+    from affiliate_network.sync.ledger import default_ledger_path
+
+    wanted = default_ledger_path("<network>", "<base>").removeprefix("<base>/")
+    wrong = [
+        f"{page.where(span.line)}: `{span.text}`, not {wanted}"
+        for span in page.spans()
+        for found in re.findall(r"sync/ledger-\S*?\.json", span.text)
+        if found != wanted
     ]
     assert not wrong, "\n".join(wrong)
