@@ -476,14 +476,34 @@ UNPROBED = {
 }
 
 
+_SECTIONS = ("Extras", "`onhold_rules*.yaml` (rules files)", "3. Environment variables")
+
+
 def _range_rows() -> Iterator[tuple[str, str, str, str, int]]:
     """(section, name, meaning, default, line) of every settings row of configuration.md."""
     page = _configuration_page()
-    for heading in ("Extras", "`onhold_rules*.yaml` (rules files)", "3. Environment variables"):
+    for heading in _SECTIONS:
         for cells, line in table_rows(page, heading):
             names = re.findall(r"`([^`]+)`", cells[0])
             if names and len(cells) >= 3:
                 yield heading, names[0], cells[1], cells[2], line
+
+
+def _other_extra_rows() -> Iterator[tuple[str, str, str, str, int]]:
+    """Rows ``| Extra `name` | meaning (default N) |`` of the other pages (hook.md's table)."""
+    for page in MARKDOWN:
+        if page.name == "docs/configuration.md":
+            continue
+        for number, line in enumerate(page.text.split("\n"), 1):
+            if m := re.match(r"^\| Extra `(\w+)`[^|]*\| (.*) \|$", line):
+                default = re.search(r"default (\S+?)[;)]", m.group(2))
+                yield (
+                    page.name,
+                    m.group(1),
+                    m.group(2),
+                    f"`{default.group(1)}`" if default else "",
+                    (number),
+                )
 
 
 def _whole(value: float) -> float | int:
@@ -518,10 +538,11 @@ def _outside(low: float | None, high: float | None) -> tuple[float | None, float
 
 def test_every_stated_range_and_default_is_the_one_the_code_enforces() -> None:
     wrong: list[str] = []
-    for section, name, meaning, default, line in _range_rows():
+    for section, name, meaning, default, line in [*_range_rows(), *_other_extra_rows()]:
         stated = _stated_range(meaning)
-        probe = PROBES.get((section, name))
-        where = f"docs/configuration.md:{line}: {name}"
+        probe = PROBES.get((section, name)) or PROBES.get(("Extras", name))
+        page = "docs/configuration.md" if section in _SECTIONS else section
+        where = f"{page}:{line}: {name}"
         if probe is None:
             if stated and name not in UNPROBED:
                 wrong.append(f"{where}: states a range and has no probe")
@@ -973,6 +994,10 @@ def test_the_checks_find_what_they_judge() -> None:
     assert _parse_error(["dags", "backfill", "x"]) is not None
     assert _parse_error(["backfill", "create", "--dag-id", "x", "--run-conf", "{}"]) is not None
     assert "AFN_E2E_BACKFILL_DAYS" in _code_env_names()
+    spans = [s.text for s in runbook.spans()]
+    assert any(argv[0] == "affiliate-network-sandbox" for t in spans for argv in _project_argv(t))
+    assert any(name == "rate_window_s" for _, name, *_ in _range_rows())
+    assert any(page == "docs/hook.md" for page, *_ in _other_extra_rows())
 
 
 @cache
@@ -1032,5 +1057,40 @@ def test_every_ledger_path_is_the_one_the_sync_writes(page: Page) -> None:
         for span in page.spans()
         for found in re.findall(r"sync/ledger-\S*?\.json", span.text)
         if found != wanted
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+_PROJECT_COMMANDS = re.compile(
+    r"^(affiliate-network-(?:rules|sync|sandbox)|python3? -m (?:demo|affiliate_network\S*)"
+    r"|python3? bench/\S+\.py)\b"
+)
+
+
+def _project_argv(text: str) -> Iterator[list[str]]:
+    """The repository's own command lines in a text (``uv run [--frozen]`` dropped)."""
+    for argv in commands(text):
+        while argv[:2] in (["python3", "-m"],) and argv[2:4] == ["uv", "run"]:
+            argv = argv[4:]
+        if argv[:2] == ["uv", "run"]:
+            argv = argv[2:]
+        while argv and argv[0].startswith("--"):
+            argv = argv[1:]
+        if argv and _PROJECT_COMMANDS.match(" ".join(argv)):
+            yield argv
+
+
+@pytest.mark.parametrize("page", ALL, ids=_ids(ALL))
+def test_every_flag_of_the_repositorys_command_lines_exists(page: Page) -> None:
+    """``affiliate-network-sync``, ``-sandbox``, ``-rules``, ``python -m demo`` and the
+    benchmarks: each flag given is one a parser of the repository declares."""
+    texts = [(s.text, s.line) for s in page.spans()]
+    texts += [(line, n) for b in page.blocks if b.lang in SHELL for line, n in shell_lines(b)]
+    wrong = [
+        f"{page.where(n)}: {' '.join(argv)}: {token}"
+        for text, n in texts
+        for argv in _project_argv(text)
+        for token in argv[1:]
+        if token.startswith("--") and token.split("=")[0] not in _repository_flags()
     ]
     assert not wrong, "\n".join(wrong)
