@@ -998,6 +998,9 @@ def test_the_checks_find_what_they_judge() -> None:
     assert any(argv[0] == "affiliate-network-sandbox" for t in spans for argv in _project_argv(t))
     assert any(name == "rate_window_s" for _, name, *_ in _range_rows())
     assert any(page == "docs/hook.md" for page, *_ in _other_extra_rows())
+    hook_md = next(p for p in MARKDOWN if p.name == "docs/hook.md")
+    assert ("POST", "/auth/token") in {(m, p) for m, p, _ in _rest_calls(hook_md)}
+    assert not _route_exists("POST", "/api/v2/dags/x/dagRun")
 
 
 @cache
@@ -1092,5 +1095,65 @@ def test_every_flag_of_the_repositorys_command_lines_exists(page: Page) -> None:
         for argv in _project_argv(text)
         for token in argv[1:]
         if token.startswith("--") and token.split("=")[0] not in _repository_flags()
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+@cache
+def _rest_routes() -> frozenset[tuple[str, str]]:
+    """(METHOD, path template) of Airflow's REST API and its simple auth manager, read from the
+    OpenAPI files the installed Airflow ships (no app is built)."""
+    import airflow.api_fastapi as api
+
+    folder = Path(api.__file__).parent
+    routes: set[tuple[str, str]] = set()
+    for spec in (
+        folder / "core_api" / "openapi" / "v2-rest-api-generated.yaml",
+        folder
+        / "auth"
+        / "managers"
+        / "simple"
+        / "openapi"
+        / "v2-simple-auth-manager-generated.yaml",
+    ):
+        path = ""
+        for line in spec.read_text(encoding="utf-8").split("\n"):
+            if m := re.match(r"^  (/\S+):$", line):
+                path = m.group(1)
+            elif m := re.match(r"^    (get|post|put|patch|delete):$", line):
+                routes.add((m.group(1).upper(), path))
+    return frozenset(routes)
+
+
+def _route_exists(method: str, path: str) -> bool:
+    path = re.sub(r"[?#].*$", "", path).rstrip(".,")
+    for known_method, template in _rest_routes():
+        pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template))
+        if known_method == method and re.fullmatch(pattern, path):
+            return True
+    return False
+
+
+def _rest_calls(page: Page) -> Iterator[tuple[str, str, int]]:
+    """(METHOD, path, line) of every ``curl`` to Airflow's API and every ``GET /api/v2/...``."""
+    for argv, number in _shell_blocks(page):
+        argv = [re.sub(r"^\w+=\$\(", "", argv[0]), *argv[1:]]  # TOKEN=$(curl ...)
+        if argv[0] != "curl":
+            continue
+        method = argv[argv.index("-X") + 1] if "-X" in argv else "POST" if "-d" in argv else "GET"
+        for token in argv:
+            if m := re.search(r"https?://[^/]+(/(?:api/v2|auth)/\S*)", token):
+                yield method, m.group(1), number
+    for span in page.spans():
+        if m := re.match(r"^(GET|POST|PUT|PATCH|DELETE) (/(?:api/v2|auth)/\S+)", span.text):
+            yield m.group(1), m.group(2), span.line
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=_ids(MARKDOWN))
+def test_every_rest_call_is_a_route_of_airflows_api(page: Page) -> None:
+    wrong = [
+        f"{page.where(n)}: {method} {path}"
+        for method, path, n in _rest_calls(page)
+        if "<" not in path.split("/")[-1] and not _route_exists(method, path)
     ]
     assert not wrong, "\n".join(wrong)
