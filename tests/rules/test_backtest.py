@@ -207,16 +207,20 @@ def _printed(out: str) -> dict[tuple[str, str], dict]:
     """The per-day lines of the command's table."""
     cells = {}
     for line in out.splitlines():
+        line, _, money = line.partition("  payout ")
         parts = line.split()
         if not parts or not parts[0][:1].isdigit() or len(parts[0]) != 10:
             continue
         if parts[1] == "(no":  # "(no rule)" is two words
             parts = [parts[0], "(no rule)", *parts[3:]]
-        day, rule, _action, count, payout, *numbers = parts
+        day, rule, _action, count, *numbers = parts
         approved, rejected, on_hold, other, agree, disagree, open_ = map(int, numbers)
+        # These records name no currency: one amount, kept under "(no currency)".
+        amount, _, currency = money.partition(" ")
+        assert currency == "(no currency)", money
         cells[(day, rule)] = {
             "count": int(count),
-            "payout": Decimal(payout),
+            "payout": Decimal(amount),
             "net": {"approved": approved, "rejected": rejected, "on_hold": on_hold},
             "score": {"agree": agree, "disagree": disagree, "open": open_},
             "other": other,
@@ -296,7 +300,7 @@ def test_decisions_as_json_lines_and_the_lookback_option(landed, rules, tmp_path
     ) == sorted(rows)
     assert set(lines[0]) == {
         "conversion_id", "on_hold_conversion_id", "day", "rule", "action", "network_status",
-        "agreement", "payout",
+        "agreement", "payout", "currency_id",
     }  # fmt: skip
 
 

@@ -113,8 +113,11 @@ Agreement of a rule's action with the network status:
   open       approve or reject, but the network has not decided (still on hold)
   none       review, hold or no rule: the rules take no side (counted, not scored)
 
-Output: one line per day and rule (count, payout at stake, network statuses, agree,
-disagree, open), then the totals per rule. Exit 1 with one line on stderr on a bad argument
+Output: one line per day and rule (count, network statuses, agree, disagree, open, then the
+payout at stake per currency, never added across currencies; negative payouts, reversals and
+adjustments, apart with their count: "payout 12.50 EUR, 300 JPY; negative -4.10 EUR (1)"),
+then the totals per rule. A rule's approve of a negative payout is counted as review, as the
+review sends it to a person. Exit 1 with one line on stderr on a bad argument
 (NaN, infinite or out-of-range number, impossible date), a bad date range, a missing records
 folder or an invalid rules file. Dates from 1970-01-01 to 9998-11-26.
 """
@@ -205,13 +208,21 @@ def _money(value: Decimal) -> str:
 _COLUMNS = ("approved", "rejected", "on_hold", "other", "agree", "disagree", "open")
 
 
+def _per_currency(amounts: dict[str, Decimal], counts: Any = None) -> str:
+    """``12.50 EUR, 300 JPY`` (currencies in code order; ``(n)`` after each with ``counts``)."""
+    return ", ".join(
+        f"{_money(amount)} {currency}" + (f" ({counts[currency]})" if counts is not None else "")
+        for currency, amount in sorted(amounts.items())
+    )
+
+
 def _tally_line(label: str, rule: str, action: str, tally: Any, width: int) -> str:
     counts = [*(tally.network[c] for c in _COLUMNS[:4]), *(tally.scores[c] for c in _COLUMNS[4:])]
     cells = "".join(f"{n:>9}" for n in counts)
-    return (
-        f"{label:<10}  {rule:<{width}}  {action:<7} {tally.count:>7} {_money(tally.payout):>13}"
-        f"{cells}"
-    )
+    money = f"payout {_per_currency(tally.payout) or '0'}"
+    if tally.negative:
+        money += f"; negative {_per_currency(tally.negative, tally.negative_count)}"
+    return f"{label:<10}  {rule:<{width}}  {action:<7} {tally.count:>7}{cells}  {money}"
 
 
 class _DecisionWriter:
@@ -226,6 +237,7 @@ class _DecisionWriter:
         "network_status",
         "agreement",
         "payout",
+        "currency_id",
     )
 
     def __init__(self, out: str) -> None:
@@ -238,7 +250,7 @@ class _DecisionWriter:
 
     def write(self, row: Any) -> None:
         values = [getattr(row, name) for name in self.FIELDS]
-        values[-1] = f"{row.payout:f}"  # exact text: no binary float on the way
+        values[self.FIELDS.index("payout")] = f"{row.payout:f}"  # exact: no binary float
         if self.csv is not None:
             self.csv.writerow(values)
         else:
@@ -332,7 +344,7 @@ def _report(
         f"{backtest.min_age_hours:g} h)"
     )
     header = "".join(f"{c:>9}" for c in _COLUMNS)
-    print(f"{'day':<10}  {'rule':<{width}}  {'action':<7} {'count':>7} {'payout':>13}{header}")
+    print(f"{'day':<10}  {'rule':<{width}}  {'action':<7} {'count':>7}{header}  payout")
     totals = {rule: Tally() for rule in actions}
     missing: set[dt.date] = set()
     decided = 0

@@ -20,10 +20,14 @@ days, it pulls nothing):
   on-hold id), whatever their landed state, on hold for ``min_age_hours`` and ``horizon`` old
   at the run's instant (the review's plan).
 
-Each candidate gets the first matching rule's action (no rule: ``hold``), its ``payout`` (exact)
-and the network's landed decision (:func:`network_status`), and the pair is scored
-(:func:`agreement`). Memory: one decide day at a time; only the landed days of the current
-run's traffic are held (compacted to the fields the rules read), so 30 days take what 7 do.
+Each candidate gets the first matching rule's action (no rule: ``hold``), its ``payout`` (exact,
+in its ``currency_id``) and the network's landed decision (:func:`network_status`), and the
+pair is scored (:func:`agreement`). As in the review, a rule's ``approve`` of a negative payout
+(a reversal, an adjustment, a charge-back) becomes ``review``: a person decides it
+(``review.guardrails.send_negative_payouts_to_review``). Money is kept per currency and never
+added across currencies; negative payouts are counted apart, never netted against the others.
+Memory: one decide day at a time; only the landed days of the current run's traffic are held
+(compacted to the fields the rules read), so 30 days take what 7 do.
 """
 
 from __future__ import annotations
@@ -65,11 +69,20 @@ NO_RULE = "(no rule)"
 #: The network's landed decisions, as reported.
 NETWORK_STATUSES = ("approved", "rejected", "on_hold", "other")
 #: Fields every compact record keeps besides what the rules read.
-_KEEP_FIELDS = ("conversion_id", "conversion_unix_timestamp", "payout", "status", "relationship")
+_KEEP_FIELDS = (
+    "conversion_id",
+    "conversion_unix_timestamp",
+    "currency_id",
+    "payout",
+    "status",
+    "relationship",
+)
 #: Landed columns read besides the kept fields: what tells an event from a conversion.
 _FILTER_FIELDS = ("is_event",)
 #: Where a compact record keeps its exact payout (no rule can name it: not a record field).
 _EXACT_PAYOUT = "_backtest_payout"
+#: The currency a payout is kept under when its record names none (the review's spelling).
+NO_CURRENCY = "(no currency)"
 
 
 def network_status(record: dict[str, Any]) -> str:
@@ -110,25 +123,46 @@ class Tally:
     """Candidates of one rule (one day, or all days).
 
     :param count: candidates the rule decided.
-    :param payout: their payout, exact.
+    :param payout: per currency, the sum of their payouts that are not negative (exact; what
+        approving them would pay out). Never added across currencies.
+    :param negative: per currency, the sum of their negative payouts (reversals, adjustments,
+        charge-backs), kept apart: never netted against ``payout``.
+    :param negative_count: per currency, how many payouts were negative.
     :param network: count per :data:`NETWORK_STATUSES`.
     :param scores: count per :func:`agreement` outcome.
     """
 
     count: int = 0
-    payout: Decimal = Decimal(0)
+    payout: dict[str, Decimal] = field(default_factory=dict)
+    negative: dict[str, Decimal] = field(default_factory=dict)
+    negative_count: Counter[str] = field(default_factory=Counter)
     network: Counter[str] = field(default_factory=Counter)
     scores: Counter[str] = field(default_factory=Counter)
 
-    def add(self, payout: Decimal, network: str, score: str) -> None:
+    def add(self, payout: Decimal, currency: str, network: str, score: str) -> None:
+        """Count one candidate.
+
+        :param payout: its payout, exact.
+        :param currency: the payout's currency (:data:`NO_CURRENCY` when the record has none).
+        :param network: its :func:`network_status`.
+        :param score: its :func:`agreement`.
+        """
         self.count += 1
-        self.payout += payout
+        if payout < 0:
+            self.negative[currency] = self.negative.get(currency, Decimal(0)) + payout
+            self.negative_count[currency] += 1
+        else:
+            self.payout[currency] = self.payout.get(currency, Decimal(0)) + payout
         self.network[network] += 1
         self.scores[score] += 1
 
     def merge(self, other: Tally) -> None:
         self.count += other.count
-        self.payout += other.payout
+        for currency, amount in other.payout.items():
+            self.payout[currency] = self.payout.get(currency, Decimal(0)) + amount
+        for currency, amount in other.negative.items():
+            self.negative[currency] = self.negative.get(currency, Decimal(0)) + amount
+        self.negative_count.update(other.negative_count)
         self.network.update(other.network)
         self.scores.update(other.scores)
 
@@ -145,6 +179,7 @@ class DecisionRow:
     network_status: str
     agreement: str
     payout: Decimal
+    currency_id: str = NO_CURRENCY
 
 
 @dataclass
@@ -390,10 +425,13 @@ class Backtest:
             decision = evaluation.for_index(i)
             rule = decision.rule_id if decision else NO_RULE
             action = decision.action if decision else "hold"
+            payout = record[_EXACT_PAYOUT]
+            if action == "approve" and payout < 0:
+                action = "review"  # as the review does: a person decides a reversal
             net = network_status(record)
             score = agreement(action, net)
-            payout = record[_EXACT_PAYOUT]
-            per_rule[rule].add(payout, net, score)
+            currency = currency_of(record)
+            per_rule[rule].add(payout, currency, net, score)
             if on_row is not None:
                 cid = record.get("conversion_id")
                 on_row(
@@ -406,6 +444,7 @@ class Backtest:
                         network_status=net,
                         agreement=score,
                         payout=payout,
+                        currency_id=currency,
                     )
                 )
         wanted = plan.pull_from
@@ -458,6 +497,12 @@ def _pruned(value: Any, keys: frozenset[str] | None) -> Any:
     if keys is None or type(value) is not dict:
         return value
     return {k: value[k] for k in keys if k in value}
+
+
+def currency_of(record: dict[str, Any]) -> str:
+    """The currency a record's payout is in (its ``currency_id``), or :data:`NO_CURRENCY`."""
+    code = str(record.get("currency_id") or "").strip().upper()
+    return code or NO_CURRENCY
 
 
 def _ts(record: dict[str, Any]) -> float | None:

@@ -64,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="world profile: 'small' (default: one currency, 8 affiliates x 12 offers) or "
         "'large' (six currencies incl. JPY and KWD, 300 affiliates x 60 offers, 30,000 "
-        "conversions a day, late-recorded and deleted conversions); the other data flags "
-        "refine it",
+        "conversions a day, late-recorded, deleted and reversed conversions); the other data "
+        "flags refine it",
     )
     p.add_argument(
         "--offer-currencies",
@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--late-max-s", type=int, default=None, help="latest recording delay, s")
     p.add_argument("--deletion-share", type=float, default=None, help="share deleted later")
     p.add_argument("--deletion-max-s", type=int, default=None, help="latest deletion, s")
+    p.add_argument(
+        "--reversal-share",
+        type=float,
+        default=None,
+        help="share of conversions planted as reversals and adjustments (negative payouts)",
+    )
     p.add_argument(
         "--rate-limit",
         choices=("sandbox", "documented"),
@@ -136,6 +142,7 @@ def config_from_args(args: argparse.Namespace) -> DataConfig:
             "late_max_s",
             "deletion_share",
             "deletion_max_s",
+            "reversal_share",
         )
         if getattr(args, name) is not None
     }

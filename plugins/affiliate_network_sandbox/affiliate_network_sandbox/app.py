@@ -557,11 +557,14 @@ class Sandbox:
         truth = world.truth(t0, t1)
         if path.endswith("conversions"):
             return {k: val for k, val in truth.items() if not k.startswith("_")}
-        planted_ids, planted_oh, clean = truth["_ids"]
+        planted_ids, planted_oh, clean, negative_ids, negative_oh = truth["_ids"]
         return {
             "conversion_ids": planted_ids,
             "on_hold_conversion_ids": planted_oh,
             "clean_on_hold_conversion_ids": clean,
+            # Planted reversals and adjustments (negative amounts; choices.REVERSAL_NOTES).
+            "reversal_conversion_ids": negative_ids,
+            "reversal_on_hold_conversion_ids": negative_oh,
             "rules": planted_rules(world.cfg.offer_currencies),
         }
 

@@ -110,6 +110,29 @@ LOST_WRITE_SHARE = 0.0
 #: Holding period shown in the flowchart's ``on_hold.holding_period_end``: conversion time + 7 days.
 HOLDING_PERIOD_S = 7 * 86400
 
+# --- Reversals and adjustments (Resources: "Conversion record"; States: not shown) -------------
+#: The spec shows ``payout``, ``revenue`` and ``sale_amount`` as numbers, with no sign rule, and
+#: no conversion type for a reversal or an adjustment (nor an adjustments endpoint). Sandbox
+#: choices, planted in the large world only (``DataConfig.reversal_share``; the default world
+#: has none): a reversal or an adjustment is an ordinary base conversion record (``is_event``
+#: false; counted in ``cv`` like any other) whose amounts are negative, in its offer's currency
+#: at its minor unit:
+#: - a reversal takes back a sale: ``payout`` and ``revenue`` are minus the couple's amounts,
+#:   ``sale_amount`` minus the drawn sale amount;
+#: - an adjustment takes back part of one: ``payout`` and ``revenue`` are minus
+#:   ADJUSTMENT_FRACTION of the couple's amounts (rounded half-up to the minor unit),
+#:   ``sale_amount`` 0.
+#: Their ``notes`` field (a string the spec shows without meaning) says which, so a person
+#: reading the report can tell; nothing else marks them. Their status is any conversion's:
+#: approved, or held (``pending``, an on-hold snapshot), by the same on-hold draw or, for a
+#: quarter of the others (``data.REVERSAL_HELD_SLOTS``), held for review as they are planted; a
+#: held one is approved or rejected by the same PATCH. A conversion carrying a planted fraud
+#: pattern is never one (so the planted patterns are unchanged; a held one is a clean on-hold
+#: conversion of the truth). Events attached to them are unchanged.
+REVERSAL_NOTES = "reversal"
+ADJUSTMENT_NOTES = "adjustment"
+ADJUSTMENT_FRACTION = Decimal("0.5")
+
 # --- PUT /networks/reporting/conversions/{id}/saleamount -----------------------------------------
 #: ``is_event`` selects events vs base conversions; an id of the other kind -> 404.
 #: sale_amount must be a number >= 0. The change appends a ``sale_amount`` entry to

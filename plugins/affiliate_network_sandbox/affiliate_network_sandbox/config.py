@@ -41,6 +41,11 @@ class DataConfig:
         every ``round(1 / deletion_share)``-th conversion of a day (and its event).
     :param deletion_max_s: latest deletion time after the conversion's timestamp, seconds
         (drawn from 3600 up to this).
+    :param reversal_share: share (0..1) of base conversions planted as reversals and
+        adjustments (negative payout, revenue and sale amount; ``choices.REVERSAL_NOTES``):
+        every ``round(1 / reversal_share)``-th conversion of a day from a seeded offset, the
+        planted fraud patterns excepted; they alternate, a reversal then an adjustment. They
+        are held by the on-hold draw, and a quarter of the others are held too.
     """
 
     seed: int = 42
@@ -59,6 +64,7 @@ class DataConfig:
     late_max_s: int = 6 * 3600
     deletion_share: float = 0.0
     deletion_max_s: int = 48 * 3600
+    reversal_share: float = 0.0
 
     @property
     def first_date(self) -> dt.date:
@@ -133,13 +139,14 @@ class DataConfig:
 
 
 #: Float settings in 0..1.
-_SHARES = ("on_hold_share", "event_share", "late_share", "deletion_share")
+_SHARES = ("on_hold_share", "event_share", "late_share", "deletion_share", "reversal_share")
 
 #: Named worlds: the values of the shape fields each one sets (sandbox choices). ``small`` is
-#: the default (one currency, 8 affiliates x 12 offers, nothing late or deleted); ``large`` is a
-#: real network's shape: six currencies (JPY without minor unit, KWD with three), 300 affiliates
-#: x 60 offers (18,000 couples; a day of 30,000 conversions fills over 10,000 of them),
-#: conversions recorded up to 6 hours late (2%), and deletions within 48 hours (0.2%).
+#: the default (one currency, 8 affiliates x 12 offers, nothing late, deleted or reversed);
+#: ``large`` is a real network's shape: six currencies (JPY without minor unit, KWD with three),
+#: 300 affiliates x 60 offers (18,000 couples; a day of 30,000 conversions fills over 10,000 of
+#: them), conversions recorded up to 6 hours late (2%), deletions within 48 hours (0.2%), and
+#: reversals and adjustments (1%: negative payouts, some of them on hold, in every currency).
 WORLDS: dict[str, dict[str, Any]] = {
     "small": {
         "offers": 12,
@@ -151,6 +158,7 @@ WORLDS: dict[str, dict[str, Any]] = {
         "late_max_s": 6 * 3600,
         "deletion_share": 0.0,
         "deletion_max_s": 48 * 3600,
+        "reversal_share": 0.0,
     },
     "large": {
         "offers": 60,
@@ -162,6 +170,7 @@ WORLDS: dict[str, dict[str, Any]] = {
         "late_max_s": 6 * 3600,
         "deletion_share": 0.002,
         "deletion_max_s": 48 * 3600,
+        "reversal_share": 0.01,
     },
 }
 

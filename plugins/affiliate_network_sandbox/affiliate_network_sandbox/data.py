@@ -16,6 +16,7 @@ import bisect
 import datetime as dt
 import zoneinfo
 from collections.abc import Callable
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, cast
 
 import orjson
@@ -29,7 +30,7 @@ from affiliate_network_sandbox.entities import (
     Catalog,
 )
 from affiliate_network_sandbox.ids import _C1, _C2, GOLDEN, INDEX_BITS, M64, IdCodec, derive, mix
-from affiliate_network_sandbox.money import from_usd, minor_digits
+from affiliate_network_sandbox.money import from_usd, json_amount, minor_digits, quantum
 from affiliate_network_sandbox.state import State
 
 KIND_CONVERSION = 0
@@ -50,6 +51,13 @@ DUP_BLOCKS_PER_ON_HOLD = 1.0
 #: provider's shipped rules and default guardrails decide it with room to spare (the
 #: repository's tests/review/test_default_world_any_day.py sweeps two years of end dates).
 PATTERN_SLOTS = 16
+
+# Negative-amount kinds of a base conversion (0 = an ordinary one; choices.REVERSAL_NOTES).
+R_NONE, R_REVERSAL, R_ADJUSTMENT = range(3)
+REVERSAL_NAMES = {R_REVERSAL: "reversal", R_ADJUSTMENT: "adjustment"}
+#: Of a planted reversal's or adjustment's 256 slots (``u >> 56``), those held for review
+#: besides the on-hold draw (64: a quarter, so every currency has some on hold every day).
+REVERSAL_HELD_SLOTS = 64
 
 # Pattern codes (0 = none).
 P_NONE, P_DUP, P_FAST, P_BLK, P_OUTLIER, P_MISMATCH = range(6)
@@ -255,6 +263,8 @@ class PairT:
     """Precomputed template of one (offer, affiliate) pair: dicts and JSON chunks."""
 
     __slots__ = (
+        "adj_payout",
+        "adj_revenue",
         "adv_id",
         "age",
         "age_ev",
@@ -297,6 +307,9 @@ class PairT:
     ev_prid: int
     ev_payout: float | int
     ev_revenue: float | int
+    #: A planted adjustment's amounts (negative; choices.ADJUSTMENT_FRACTION of the couple's).
+    adj_payout: float | int
+    adj_revenue: float | int
     sub1s: tuple[str, ...]
     #: Dict templates (record top level, relationship, advertiser global event, candidates).
     top: dict[str, Any]
@@ -335,6 +348,7 @@ class DayCtx:
         "n",
         "oh_thr",
         "ord",
+        "rev_r",
         "start",
         "vbase",
         "xkey",
@@ -364,6 +378,8 @@ class DayCtx:
         self.xkey = derive(gen.seed, f"del:{ordinal}")
         self.late_r = self.lkey % gen.late_every if gen.late_every else 0
         self.del_r = self.xkey % gen.del_every if gen.del_every else 0
+        # Reversals and adjustments: every k-th index from a per-day offset, like the above.
+        self.rev_r = derive(gen.seed, f"rev:{ordinal}") % gen.rev_every if gen.rev_every else 0
 
 
 class Segment:
@@ -418,6 +434,7 @@ class Generator:
         self.pairs = len(self.offer_ids) * self.n_aff
         self.late_every = round(1 / cfg.late_share) if cfg.late_share > 0 else 0
         self.del_every = round(1 / cfg.deletion_share) if cfg.deletion_share > 0 else 0
+        self.rev_every = round(1 / cfg.reversal_share) if cfg.reversal_share > 0 else 0
         self._days: dict[int, DayCtx] = {}
         self._pairs: dict[int, PairT] = {}
         self._seg_cache: dict[tuple[int, int, int, bool, bool], list[Segment]] = {}
@@ -635,10 +652,28 @@ class Generator:
             sel = u >> 56
             if sel < 4 * PATTERN_SLOTS:
                 pattern = P_FAST + sel // PATTERN_SLOTS
+        elif (
+            self.rev_every
+            and not (i - c.rev_r) % self.rev_every
+            and (u >> 56) < REVERSAL_HELD_SLOTS
+        ):
+            oh = True  # a planted reversal or adjustment, held (reversal_of())
         return u, ts, pattern, oh
 
     def pattern_of(self, c: DayCtx, i: int) -> int:
         return self.core(c, i)[2]
+
+    def reversal_of(self, c: DayCtx, i: int, pattern: int) -> int:
+        """Whether conversion ``i`` (of planted ``pattern``) is a reversal, an adjustment or an
+        ordinary conversion (``R_*``): every ``rev_every``-th index from the day's offset, a
+        reversal and an adjustment in turn; never one with a planted pattern."""
+        k = self.rev_every
+        if not k or pattern != P_NONE:
+            return R_NONE
+        d = i - c.rev_r
+        if d % k:
+            return R_NONE
+        return R_REVERSAL if (d // k) % 2 == 0 else R_ADJUSTMENT
 
     def has_event(self, c: DayCtx, i: int) -> int | None:
         """Index of the event attached to conversion ``i``, or ``None``."""
@@ -709,6 +744,8 @@ class Generator:
         t.ev_prid = info["event_payout_revenue_id"]
         t.ev_payout = info["event_payout"]
         t.ev_revenue = info["event_revenue"]
+        t.adj_payout = _adjustment(t.payout, t.cur)
+        t.adj_revenue = _adjustment(t.revenue, t.cur)
         aff_code = "".join(ch for ch in aff["name"].lower() if ch.isalnum())[:10]
         t.sub1s = tuple(f"{aff_code}-{s}" for s in _SOURCES)
         referer = f"https://www.{aff_code}.example/"
@@ -905,6 +942,13 @@ class Generator:
             sel = u >> 56
             if sel < 4 * PATTERN_SLOTS:
                 pattern = P_FAST + sel // PATTERN_SLOTS
+        elif (
+            not oh
+            and self.rev_every
+            and not (i - c.rev_r) % self.rev_every
+            and (u >> 56) < REVERSAL_HELD_SLOTS
+        ):
+            oh = True  # a planted reversal or adjustment, held (as in core())
         p = (u >> 16) % self.pairs
         t = self._pairs.get(p) or self.pair(p)
         x = u ^ 0x5851F42D4C957F2D
@@ -933,6 +977,7 @@ class Generator:
         sub2 = f"s2-{(u2 >> 12) % _SUB2_SPACE:06d}"
         sub3 = _CREATIVES[(u2 >> 36) % 40]
         st = self.state
+        notes = ""
         # None: no snapshots; True: only the initial one (built at the end); else the list.
         onhold_snaps: list[dict[str, Any]] | bool | None = None
         snaps = None
@@ -953,6 +998,15 @@ class Generator:
                     sale = int(sale)
             order_id = f"ORD-{c.ord % 100000:05d}-{i:07d}"
             payout, revenue, prid = t.payout, t.revenue, t.prid
+            if self.rev_every and pattern == P_NONE and not (i - c.rev_r) % self.rev_every:
+                # A planted reversal or adjustment (reversal_of(), inlined; choices.py).
+                if ((i - c.rev_r) // self.rev_every) % 2 == 0:
+                    payout, revenue, sale = 0 - payout, 0 - revenue, 0 - sale
+                    notes = choices.REVERSAL_NOTES
+                else:
+                    payout, revenue = t.adj_payout, t.adj_revenue
+                    sale = 0.0 if t.cdig else 0
+                    notes = choices.ADJUSTMENT_NOTES
             ev_count = 0
             if c.e:  # inline has_event(): is there a j with (j * n) // e == i?
                 j = (i * c.e + c.n - 1) // c.n
@@ -1005,6 +1059,9 @@ class Generator:
                 isev, age = "true", t.age_ev_j
             else:
                 isev, age = "false", t.age_j
+            top_j = t.top_j
+            if notes:  # a planted reversal or adjustment (rare: the template's text, edited)
+                top_j = top_j.replace('"notes":""', f'"notes":"{notes}"', 1)
             return (
                 f'{{"conversion_id":"{cid}","transaction_id":"{tid}","status":"{status}",'
                 f'"is_event":{isev},"event":"{ev_name}","conversion_unix_timestamp":{ts},'
@@ -1012,7 +1069,7 @@ class Generator:
                 f'"session_user_ip":"{sess}",{GEO_JSON[geo]},{DEV_JSON[dev]},"sub1":"{sub1}",'
                 f'"sub2":"{sub2}","sub3":"{sub3}","order_id":"{order_id}","payout":{payout!r},'
                 f'"revenue":{revenue!r},"sale_amount":{sale!r},"currency_id":"{t.cur}",'
-                f'"network_offer_payout_revenue_id":{prid},{t.top_j},"relationship":{{{t.rel_j},'
+                f'"network_offer_payout_revenue_id":{prid},{top_j},"relationship":{{{t.rel_j},'
                 f'"adv_global_event":{age},"candidate_clicks":[{{"relationship":{t.cand_j},'
                 f'"transaction_id":"{tid}","unix_timestamp":{click_ts}}}],'
                 f'"events_count":{ev_count},"on_hold_snapshots":{ohs},"snapshots":{sn},'
@@ -1039,6 +1096,8 @@ class Generator:
         rec["sale_amount"] = sale
         rec["currency_id"] = t.cur
         rec["network_offer_payout_revenue_id"] = prid
+        if notes:
+            rec["notes"] = notes
         rel = t.rel.copy()
         rel["adv_global_event"] = t.age_ev if kind == KIND_EVENT else t.age
         rel["candidate_clicks"] = [
@@ -1181,6 +1240,15 @@ class Generator:
                 if len(out) >= limit:
                     return out
         return out
+
+
+def _adjustment(amount: float | int, currency: str) -> float | int:
+    """A planted adjustment's amount: minus ``choices.ADJUSTMENT_FRACTION`` of ``amount``,
+    rounded half-up to ``currency``'s minor unit (0 stays 0, never -0.0)."""
+    part = (Decimal(repr(amount)) * choices.ADJUSTMENT_FRACTION).quantize(
+        quantum(currency), rounding=ROUND_HALF_UP
+    )
+    return json_amount(0 - part, currency) if part else amount * 0
 
 
 def _no_clock() -> int:

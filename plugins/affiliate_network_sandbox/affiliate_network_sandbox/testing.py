@@ -37,6 +37,7 @@ _FLAG_NAMES = {
     "late_max_s": "--late-max-s",
     "deletion_share": "--deletion-share",
     "deletion_max_s": "--deletion-max-s",
+    "reversal_share": "--reversal-share",
     "rate_limit": "--rate-limit",
     "write_delay_s": "--write-delay-s",
     "lost_write_share": "--lost-write-share",
@@ -274,8 +275,8 @@ def start_sandbox(
         ``advertisers``, ``conversions_per_day``, ``on_hold_share``, ``event_share``,
         ``reporting_timezone_id``, the world profile ``world`` (``"small"``, the default, or
         ``"large"``) and its fields ``offer_currencies``, ``late_share``, ``late_max_s``,
-        ``deletion_share``, ``deletion_max_s``), ``rate_limit`` (``"sandbox"`` or
-        ``"documented"``), the late-writes startup setting ``write_delay_s`` and
+        ``deletion_share``, ``deletion_max_s``, ``reversal_share``), ``rate_limit``
+        (``"sandbox"`` or ``"documented"``), the late-writes startup setting ``write_delay_s`` and
         ``lost_write_share``, and
         ``clock`` (an aware datetime or ISO 8601 instant to freeze the clock at; default the
         wall clock, see :func:`clock_after_data`).

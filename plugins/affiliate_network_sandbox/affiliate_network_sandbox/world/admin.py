@@ -9,13 +9,19 @@ from affiliate_network_sandbox.data import (
     KIND_EVENT,
     P_NONE,
     PATTERN_NAMES,
+    R_ADJUSTMENT,
+    R_NONE,
+    R_REVERSAL,
+    REVERSAL_NAMES,
 )
 from affiliate_network_sandbox.money import quantum
 from affiliate_network_sandbox.world.base import WorldBase
 
-#: Column of each base-conversion status in the per-couple counts of :meth:`money_truth`.
+#: Column of each base-conversion status in the per-couple counts of :meth:`money_truth`; a
+#: reversal's is 3 further, an adjustment's 6 (``R_* x 3 + status``); events come last.
 _STATUS_COL = {choices.STATUS_APPROVED: 0, choices.STATUS_PENDING: 1, choices.STATUS_REJECTED: 2}
-_EVENTS_COL = 3
+_EVENTS_COL = 9
+_STATUS_NAME = {col: st for st, col in _STATUS_COL.items()}
 
 
 class AdminArea(WorldBase):
@@ -49,6 +55,10 @@ class AdminArea(WorldBase):
         planted_ids: dict[str, list[str]] = {name: [] for name in PATTERN_NAMES.values()}
         planted_oh: dict[str, list[str]] = {name: [] for name in PATTERN_NAMES.values()}
         clean_on_hold: list[str] = []
+        # Planted reversals and adjustments (choices.REVERSAL_NOTES): their conversion ids, and
+        # the on-hold ids of those held.
+        negative_ids: dict[str, list[str]] = {name: [] for name in REVERSAL_NAMES.values()}
+        negative_oh: dict[str, list[str]] = {name: [] for name in REVERSAL_NAMES.values()}
         for seg in segs:
             if seg.kind != KIND_CONVERSION:
                 continue
@@ -56,10 +66,16 @@ class AdminArea(WorldBase):
             for i in range(seg.lo, seg.hi):
                 _u, _ts, pattern, oh = gen.core(c, i)
                 statuses[self.status_of(KIND_CONVERSION, c, i, oh)] += 1
+                value = c.vbase | i
+                negative = gen.reversal_of(c, i, pattern)
+                if negative:
+                    name = REVERSAL_NAMES[negative]
+                    negative_ids[name].append(gen.conv_ids.encode(value))
+                    if oh:
+                        negative_oh[name].append(gen.onhold_ids.encode(value))
                 if not oh:
                     continue
                 on_hold += 1
-                value = c.vbase | i
                 if pattern == P_NONE:
                     clean_on_hold.append(gen.conv_ids.encode(value))
                     continue
@@ -77,7 +93,9 @@ class AdminArea(WorldBase):
             "rejected": statuses[choices.STATUS_REJECTED],
             "planted": planted,
             "clean_on_hold": len(clean_on_hold),
-            "_ids": (planted_ids, planted_oh, clean_on_hold),
+            "reversals": {name: len(ids) for name, ids in negative_ids.items()},
+            "reversals_on_hold": {name: len(ids) for name, ids in negative_oh.items()},
+            "_ids": (planted_ids, planted_oh, clean_on_hold, negative_ids, negative_oh),
         }
         self._truth_cache[key] = out
         while len(self._truth_cache) > 8:
@@ -88,8 +106,11 @@ class AdminArea(WorldBase):
         """Exact money of a window per currency and per (affiliate, offer) couple, at the clock.
 
         Computed from the per-record core draws and the couples' amounts (counts times the
-        amount: every record of a couple pays the same), not from the report code paths, so it
-        checks them. Amounts are exact decimal strings at the currency's minor unit.
+        amount: every record of a couple pays the same, its planted reversals and adjustments
+        their own negative amounts), not from the report code paths, so it checks them. Amounts
+        are exact decimal strings at the currency's minor unit. Per currency, ``conversions``
+        counts every base conversion (reversals and adjustments included) and ``reversals``
+        the reversals and adjustments apart, per status.
 
         :param t0: window start (UTC seconds).
         :param t1: window end, exclusive (already cut at the clock).
@@ -99,24 +120,26 @@ class AdminArea(WorldBase):
         counts: dict[int, list[int]] = {}
         pairs = gen.pairs
         core, status_of, parent = gen.core, self.status_of, gen.event_parent
+        reversal_of = gen.reversal_of
         for seg in gen.segments(t0, t1, conversions=True, events=True):
             c = seg.ctx
             if seg.kind == KIND_CONVERSION:
                 for i in range(seg.lo, seg.hi):
-                    u, _ts, _pattern, oh = core(c, i)
+                    u, _ts, pattern, oh = core(c, i)
                     p = (u >> 16) % pairs
                     row = counts.get(p)
                     if row is None:
-                        row = counts[p] = [0, 0, 0, 0]
+                        row = counts[p] = [0] * (_EVENTS_COL + 1)
                     # Not held: approved from the start (status_of only for held ones).
-                    row[_STATUS_COL[status_of(KIND_CONVERSION, c, i, oh)] if oh else 0] += 1
+                    col = _STATUS_COL[status_of(KIND_CONVERSION, c, i, oh)] if oh else 0
+                    row[3 * reversal_of(c, i, pattern) + col] += 1
             else:
                 for j in range(seg.lo, seg.hi):
                     u = core(c, parent(c, j))[0]
                     p = (u >> 16) % pairs
                     row = counts.get(p)
                     if row is None:
-                        row = counts[p] = [0, 0, 0, 0]
+                        row = counts[p] = [0] * (_EVENTS_COL + 1)
                     row[_EVENTS_COL] += 1
         zero = Decimal(0)
         per_cur: dict[str, dict[str, Any]] = {}
@@ -128,31 +151,57 @@ class AdminArea(WorldBase):
             q = quantum(t.cur)
             pay, rev = Decimal(repr(t.payout)), Decimal(repr(t.revenue))
             ev_pay, ev_rev = Decimal(repr(t.ev_payout)), Decimal(repr(t.ev_revenue))
+            # (payout, revenue) of an ordinary conversion, a reversal and an adjustment (R_*).
+            amounts = {
+                R_NONE: (pay, rev),
+                R_REVERSAL: (-pay, -rev),
+                R_ADJUSTMENT: (Decimal(repr(t.adj_payout)), Decimal(repr(t.adj_revenue))),
+            }
             cur = per_cur.get(t.cur)
             if cur is None:
                 cur = per_cur[t.cur] = {
                     "conversions": {
                         st: {"count": 0, "payout": zero, "revenue": zero} for st in _STATUS_COL
                     },
+                    "reversals": {
+                        name: {
+                            st: {"count": 0, "payout": zero, "revenue": zero} for st in _STATUS_COL
+                        }
+                        for name in REVERSAL_NAMES.values()
+                    },
                     "events": {"count": 0, "payout": zero, "revenue": zero},
                     "cells": 0,
                 }
+            # Per status: count, payout and revenue over the three kinds of conversion.
+            by_status: dict[int, tuple[int, Decimal, Decimal]] = {}
+            for col in _STATUS_COL.values():
+                n, p_sum, r_sum = 0, zero, zero
+                for kind, (k_pay, k_rev) in amounts.items():
+                    k_n = row[3 * kind + col]
+                    n, p_sum, r_sum = n + k_n, p_sum + k_n * k_pay, r_sum + k_n * k_rev
+                    if kind != R_NONE:
+                        agg = cur["reversals"][REVERSAL_NAMES[kind]][_STATUS_NAME[col]]
+                        agg["count"] += k_n
+                        agg["payout"] += k_n * k_pay
+                        agg["revenue"] += k_n * k_rev
+                by_status[col] = (n, p_sum, r_sum)
             for st, col in _STATUS_COL.items():
                 agg = cur["conversions"][st]
-                agg["count"] += row[col]
-                agg["payout"] += row[col] * pay
-                agg["revenue"] += row[col] * rev
+                n, p_sum, r_sum = by_status[col]
+                agg["count"] += n
+                agg["payout"] += p_sum
+                agg["revenue"] += r_sum
             ev = cur["events"]
             ev["count"] += row[_EVENTS_COL]
             ev["payout"] += row[_EVENTS_COL] * ev_pay
             ev["revenue"] += row[_EVENTS_COL] * ev_rev
             cur["cells"] += 1
-            if row[0] or row[1] or row[2]:
+            if any(row[:_EVENTS_COL]):
                 with_conversions += 1
             if cells:
-                approved, held = row[0], row[1]
-                payout = approved * pay + row[_EVENTS_COL] * ev_pay
-                revenue = approved * rev + row[_EVENTS_COL] * ev_rev
+                (approved, a_pay, a_rev), (held, h_pay, h_rev) = by_status[0], by_status[1]
+                payout = a_pay + row[_EVENTS_COL] * ev_pay
+                revenue = a_rev + row[_EVENTS_COL] * ev_rev
                 cell_rows.append(
                     {
                         "network_affiliate_id": t.fid,
@@ -163,9 +212,9 @@ class AdminArea(WorldBase):
                         "payout": str(payout.quantize(q)),
                         "revenue": str(revenue.quantize(q)),
                         "on_hold_conversion_count": held,
-                        "on_hold_potential_payout": str((held * pay).quantize(q)),
-                        "on_hold_potential_revenue": str((held * rev).quantize(q)),
-                        "rejected_conversion_count": row[2],
+                        "on_hold_potential_payout": str(h_pay.quantize(q)),
+                        "on_hold_potential_revenue": str(h_rev.quantize(q)),
+                        "rejected_conversion_count": by_status[2][0],
                     }
                 )
         currencies: dict[str, Any] = {}
@@ -183,6 +232,17 @@ class AdminArea(WorldBase):
                         "revenue": str(agg["revenue"].quantize(q)),
                     }
                     for st, agg in conv.items()
+                },
+                "reversals": {
+                    name: {
+                        st: {
+                            "count": agg["count"],
+                            "payout": str(agg["payout"].quantize(q)),
+                            "revenue": str(agg["revenue"].quantize(q)),
+                        }
+                        for st, agg in per_status.items()
+                    }
+                    for name, per_status in cur["reversals"].items()
                 },
                 "events": {
                     "count": ev["count"],
