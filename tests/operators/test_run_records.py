@@ -1,0 +1,47 @@
+"""The review operator records what each run was beside its audit (read by the network page)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from affiliate_network.exceptions import GuardrailError
+from affiliate_network.ui.network_data import read_page
+from tests.operators.onhold_support import context, review_op
+
+
+def _records(tmp_path: Path, run_id: str) -> list[dict]:
+    folder = tmp_path / "data" / "onhold_review" / "adhoc_airflow" / run_id
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("outcome-*.json"))]
+
+
+def test_a_guardrail_stop_a_dry_run_and_a_failure_are_recorded_as_such(
+    sandbox, network_conn, rules_file, window, tmp_path
+) -> None:
+    with pytest.raises(GuardrailError):
+        review_op(rules_file, window, tmp_path, max_reject_count=1).execute(context("stopped"))
+    review_op(rules_file, window, tmp_path, dry_run=True, max_reject_count=1).execute(
+        context("planned")
+    )
+    with pytest.raises(Exception):  # noqa: B017, PT011 - whichever error: its first line
+        review_op(rules_file, window, tmp_path, rules_file="nowhere.yaml").execute(
+            context("broken")
+        )
+    (stopped,) = _records(tmp_path, "stopped")
+    assert stopped["outcome"] == "stopped"
+    assert "max_reject_count 1" in stopped["detail"]
+    (planned,) = _records(tmp_path, "planned")
+    assert planned["outcome"] == "dry_run"
+    assert planned["detail"].startswith("a real run stops: ")
+    assert planned["summary"]["dry_run"] is True
+    (broken,) = _records(tmp_path, "broken")
+    assert broken["outcome"] == "failed"
+    assert "\n" not in broken["detail"]
+    runs = {
+        r["run_id"]: r["outcome"]
+        for r in read_page(tmp_path / "data", today=dt.datetime.now(dt.UTC).date()).review["runs"]
+    }
+    assert runs == {"stopped": "stopped", "planned": "dry_run", "broken": "failed"}
