@@ -19,17 +19,21 @@ def _records(tmp_path: Path, run_id: str) -> list[dict]:
 
 
 def test_a_guardrail_stop_a_dry_run_and_a_failure_are_recorded_as_such(
-    sandbox, network_conn, rules_file, window, tmp_path
+    sandbox, network_conn, rules_file, window, tmp_path, monkeypatch
 ) -> None:
     with pytest.raises(GuardrailError):
         review_op(rules_file, window, tmp_path, max_reject_count=1).execute(context("stopped"))
     review_op(rules_file, window, tmp_path, dry_run=True, max_reject_count=1).execute(
         context("planned")
     )
-    with pytest.raises(Exception):  # noqa: B017, PT011 - whichever error: its first line
-        review_op(rules_file, window, tmp_path, rules_file="nowhere.yaml").execute(
-            context("broken")
-        )
+    import affiliate_network.review.job as job
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise ValueError("the network answered nonsense\nsecond line")
+
+    monkeypatch.setattr(job, "run_review", fail)
+    with pytest.raises(ValueError, match="nonsense"):
+        review_op(rules_file, window, tmp_path, dry_run=True).execute(context("broken"))
     (stopped,) = _records(tmp_path, "stopped")
     assert stopped["outcome"] == "stopped"
     assert "max_reject_count 1" in stopped["detail"]
@@ -39,7 +43,7 @@ def test_a_guardrail_stop_a_dry_run_and_a_failure_are_recorded_as_such(
     assert planned["summary"]["dry_run"] is True
     (broken,) = _records(tmp_path, "broken")
     assert broken["outcome"] == "failed"
-    assert "\n" not in broken["detail"]
+    assert broken["detail"] == "ValueError: the network answered nonsense"
     runs = {
         r["run_id"]: r["outcome"]
         for r in read_page(tmp_path / "data", today=dt.datetime.now(dt.UTC).date()).review["runs"]
