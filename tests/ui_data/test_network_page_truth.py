@@ -284,3 +284,33 @@ def test_a_million_row_day_is_shown_from_its_manifest_without_reading_a_row(
         assert shown[status]["events_payout"] == {
             c: format(v.normalize(), "f") for c, v in cell["events_money"].items()
         }
+
+
+def test_the_file_route_serves_a_readers_own_files_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    import affiliate_network.ui.app as app_module
+
+    mine = _review_run(tmp_path, OTHER_REVIEW, "sync", "wrote", [])
+    theirs = _review_run(tmp_path, REVIEW, "manual__1", "wrote", [])
+    publish_day(tmp_path, DAY, fabricated_table(3))
+    monkeypatch.setattr(app_module, "data_base", lambda: f"file://{tmp_path}")
+    readable: set[str] = {OTHER_REVIEW}
+    monkeypatch.setattr(app_module, "dag_reader", lambda user: lambda dag_id: dag_id in readable)
+    app = app_module.create_app()
+    app.dependency_overrides[get_user] = lambda: object()
+    client = TestClient(app)
+
+    def status(path: Path | str) -> int:
+        rel = path.relative_to(tmp_path).as_posix() if isinstance(path, Path) else path
+        return client.get("/api/file", params={"path": rel}).status_code
+
+    assert status(mine / "decisions-attempt-1.jsonl") == 200
+    assert status(theirs / "decisions-attempt-1.jsonl") == 404
+    assert status(f"conversions/date={DAY}/_manifest.json") == 404
+    assert status("../etc/passwd") == 404
+    readable.clear()  # a user who may read none of the DAGs: refused
+    assert status(mine / "decisions-attempt-1.jsonl") == 403

@@ -325,6 +325,14 @@ def _review_dags_of_conn(base: Path, conn_dir: str) -> list[str] | None:
     return sorted(found) if found else None
 
 
+def _network_dags(base: Path, dags: list[str]) -> set[str]:
+    """The DAGs whose reader is a reader of the page (only to answer 403, not 404, to the
+    others): the sections' DAGs, the file's, and the review DAGs' folders under the base."""
+    root = base / "onhold_review"
+    found = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+    return {*SECTION_DAGS.values(), *dags, *(d for d in found if d[0] not in "_.")}
+
+
 def create_app() -> FastAPI:
     """The app Airflow mounts at :data:`URL_PREFIX`."""
     app = FastAPI(title="Affiliate network", docs_url=None, redoc_url=None, openapi_url=None)
@@ -353,9 +361,11 @@ def create_app() -> FastAPI:
             raise HTTPException(status_code=404, detail="not a file this page shows")
         base = base_dir.resolve()
         target = (base / path).resolve()
-        dags = await asyncio.to_thread(file_dags, base, target)
+        dags = await asyncio.to_thread(file_dags, base, target) or []
         may_read = dag_reader(user)
-        allowed = bool(dags) and all(may_read(d) for d in dags or [])
+        allowed = bool(dags) and all(may_read(d) for d in dags)
+        if not allowed and not any(may_read(d) for d in _network_dags(base, dags)):
+            raise HTTPException(status_code=403, detail="no read access to the network's DAGs")
         if not allowed or not target.is_file():
             raise HTTPException(status_code=404, detail="not a file this page shows")
         return FileResponse(target, media_type="text/plain; charset=utf-8")
