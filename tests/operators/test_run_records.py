@@ -49,3 +49,29 @@ def test_a_guardrail_stop_a_dry_run_and_a_failure_are_recorded_as_such(
         for r in read_page(tmp_path / "data", today=dt.datetime.now(dt.UTC).date()).review["runs"]
     }
     assert runs == {"stopped": "stopped", "planned": "dry_run", "broken": "failed"}
+
+
+def test_a_sync_dry_run_records_its_plan_beside_sync_and_the_page_shows_it(
+    sandbox, network_conn, tmp_path
+) -> None:
+    from affiliate_network.operators.offer_state_sync import OfferStateSyncOperator
+    from demo import SANDBOX_OFFER_STATE
+
+    ledger = tmp_path / "data" / "sync" / "ledger.json"
+    summary = OfferStateSyncOperator(
+        task_id="plan",
+        state_file=str(SANDBOX_OFFER_STATE),
+        sections=["offer_groups", "offers", "scrub_rates"],
+        ledger_path=str(ledger),
+        affiliate_network_conn_id=network_conn,
+        dry_run=True,
+    ).execute(context={"run_id": "manual__plan"})
+    assert not (tmp_path / "data" / "sync").exists()  # a dry run leaves sync/ as it was
+    sync = read_page(tmp_path / "data", today=dt.datetime.now(dt.UTC).date()).sync
+    (run,) = sync["runs"]
+    assert (run["run_id"], run["outcome"], run["conn_id"]) == (
+        "manual__plan",
+        "dry_run",
+        network_conn,
+    )
+    assert run["plan"]["counts"] == summary["counts"]

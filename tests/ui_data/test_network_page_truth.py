@@ -161,7 +161,7 @@ def test_the_syncs_last_plan_shows_after_a_dry_run_without_a_ledger(tmp_path: Pa
 
     summary = {"dry_run": True, "network": "demo", "counts": {"create": 2}, "blocked": []}
     write_run_record(
-        UPath(str(tmp_path / "sync/runs/affiliate_offer_sync/manual__1")),
+        UPath(str(tmp_path / "sync_runs/affiliate_offer_sync/manual__1")),
         dag_id="affiliate_offer_sync", run_id="manual__1", task_id="plan", attempt=1,
         conn_id="net", outcome="dry_run", summary=summary,
     )  # fmt: skip
@@ -195,6 +195,8 @@ def test_a_reader_of_one_review_dag_sees_only_its_runs_and_not_the_shared_state(
 
 
 def test_files_are_served_per_dag_from_the_path_relative_to_the_base(tmp_path: Path) -> None:
+    from upath import UPath
+
     from affiliate_network.ui.app import file_dags
 
     run = _review_run(tmp_path, OTHER_REVIEW, "sync", "wrote", [])  # a review run named "sync"
@@ -206,6 +208,12 @@ def test_files_are_served_per_dag_from_the_path_relative_to_the_base(tmp_path: P
         REVIEW, OTHER_REVIEW,
     ]  # fmt: skip
     assert file_dags(tmp_path, part / MANIFEST_NAME) == ["affiliate_daily_reports"]
+    record = write_run_record(
+        UPath(str(tmp_path / "sync_runs/affiliate_offer_sync_eu/manual__1")),
+        dag_id="affiliate_offer_sync_eu", run_id="manual__1", task_id="plan", attempt=1,
+        conn_id="net", outcome="dry_run",
+    )  # fmt: skip
+    assert file_dags(tmp_path, Path(record.path)) == ["affiliate_offer_sync_eu"]
     assert file_dags(tmp_path, part / "part-00000.parquet") is None
     assert file_dags(tmp_path, tmp_path / "onhold_review/_leases/net.json") is None
     assert file_dags(tmp_path, tmp_path.parent / "elsewhere.jsonl") is None

@@ -3,7 +3,7 @@
 One small JSON file per task attempt, written atomically (one object)::
 
     <base>/onhold_review/<dag id>/<run id>/outcome-<task id>-attempt-N.json   (the review)
-    <base>/sync/runs/<dag id>/<run id>/outcome-<task id>-attempt-N.json       (the offer sync)
+    <base>/sync_runs/<dag id>/<run id>/outcome-<task id>-attempt-N.json       (the offer sync)
 
 Fields: ``dag_id``, ``run_id``, ``task_id``, ``attempt``, ``conn_id``, ``outcome`` (one of
 :data:`OUTCOMES`), ``detail`` (the guardrail's message, or the error's first line), ``at`` (UTC,

@@ -173,6 +173,7 @@ class AffiliateNetworkBaseOperator(BaseOperator):
         *,
         folder: Callable[[str, str], Any],
         outcome_of: Callable[[dict[str, Any]], tuple[str, str | None]],
+        stops: tuple[type[BaseException], ...] = (),
     ) -> dict[str, Any]:
         """Run ``job`` and record what the run was beside its outputs
         (:mod:`affiliate_network.helpers.run_records`): ``outcome_of(summary)`` on success;
@@ -181,6 +182,7 @@ class AffiliateNetworkBaseOperator(BaseOperator):
         logged, never raised over the job's own outcome.
 
         :param folder: ``(dag_id, run_id) -> folder`` the record goes into.
+        :param stops: errors that are a stop before any write, like a guardrail's (``stopped``).
         """
         from affiliate_network.exceptions import GuardrailError
         from affiliate_network.helpers.run_records import first_line, write_run_record
@@ -207,12 +209,12 @@ class AffiliateNetworkBaseOperator(BaseOperator):
 
         try:
             summary = job()
-        except GuardrailError as err:
+        except BaseException as err:
+            if not isinstance(err, (GuardrailError, *stops)):
+                if isinstance(err, Exception) and type(err).__name__ != "TaskDeferred":
+                    record("failed", first_line(err), None)
+                raise
             record("stopped", first_line(err).split(": ", 1)[-1], None)
-            raise
-        except Exception as err:
-            if type(err).__name__ != "TaskDeferred":
-                record("failed", first_line(err), None)
             raise
         outcome, detail = outcome_of(summary)
         record(outcome, detail, summary)

@@ -156,6 +156,7 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         """The sync, with what the run was (and its plan) recorded for the network page."""
         from airflow.sdk import ObjectStoragePath
 
+        from affiliate_network.exceptions import SyncBlockedError
         from affiliate_network.helpers.run_records import safe_name
         from affiliate_network.settings.paths import resolve_data_base
 
@@ -163,11 +164,22 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
             return ("dry_run", None) if summary.get("dry_run") else ("wrote", None)
 
         def folder(dag_id: str, run_id: str) -> Any:
-            base = ObjectStoragePath(resolve_data_base())
-            return base / "sync" / "runs" / safe_name(dag_id) / safe_name(run_id)
+            # The ledger's data base (<base>/sync/<ledger>; another ledger folder: that
+            # folder), else the deployment's. Beside sync/, which holds ledgers only: a dry
+            # run leaves sync/ as it was.
+            if self.ledger_path:
+                folder = ObjectStoragePath(str(self.ledger_path)).parent
+                base = folder.parent if folder.name == "sync" else folder
+            else:
+                base = ObjectStoragePath(resolve_data_base())
+            return base / "sync_runs" / safe_name(dag_id) / safe_name(run_id)
 
         return self.run_recorded(
-            context, lambda: self._sync(context), folder=folder, outcome_of=outcome
+            context,
+            lambda: self._sync(context),
+            folder=folder,
+            outcome_of=outcome,
+            stops=(SyncBlockedError,),
         )
 
     def _sync(self, context: Context) -> dict[str, Any]:

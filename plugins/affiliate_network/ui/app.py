@@ -285,17 +285,16 @@ def file_dags(base: Path, target: Path) -> list[str] | None:
             dag_id = run_dag_id(target.parent, base, [])
             return None if dag_id is None else [dag_id]
         return None
-    if rel[0] == "sync":
-        if len(rel) == 2 and name.startswith("ledger-") and name.endswith(".json"):
-            return [SECTION_DAGS["sync"]]
-        if len(rel) == 5 and rel[1] == "runs" and RECORD_NAME.match(name):
-            import json
+    if rel[0] == "sync" and len(rel) == 2 and name.startswith("ledger-") and name.endswith(".json"):
+        return [SECTION_DAGS["sync"]]
+    if rel[0] == "sync_runs" and len(rel) == 4 and RECORD_NAME.match(name):
+        import json
 
-            try:
-                dag_id = json.loads(target.read_text(encoding="utf-8")).get("dag_id")
-            except (OSError, ValueError):
-                return None
-            return [str(dag_id)] if dag_id else None
+        try:
+            dag_id = json.loads(target.read_text(encoding="utf-8")).get("dag_id")
+        except (OSError, ValueError):
+            return None
+        return [str(dag_id)] if dag_id else None
     return None
 
 

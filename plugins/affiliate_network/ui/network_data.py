@@ -11,7 +11,7 @@ From the output base (a local folder; ``file://`` too; an object-store base is a
 * ``onhold_review/<dag>/<run>/``: each review run, as its ``outcome-*.json`` record says what it
   was (:mod:`affiliate_network.helpers.run_records`: wrote, dry run, stopped by a guardrail,
   failed), its newest ``decisions-attempt-N.jsonl`` what it decided, money per currency.
-* ``sync/ledger-<network>.json`` and ``sync/runs/<dag>/<run>/outcome-*.json``: the offer sync's
+* ``sync/ledger-<network>.json`` and ``sync_runs/<dag>/<run>/outcome-*.json``: the offer sync's
   ledger and its runs (a dry run's plan included); with the desired state, the next plan.
 * each connection's quota store, read in its own folder.
 
@@ -559,7 +559,7 @@ def sync_summary(
     plan the next sync would run (:func:`affiliate_network.sync.plan.build_plan`)."""
     folder = base / "sync"
     out: dict[str, Any] = {"runs": [], "ledgers": []}
-    runs_root = folder / "runs"
+    runs_root = base / "sync_runs"  # beside sync/: a dry run leaves sync/ as it was
     if runs_root.is_dir():
         for dag_dir in sorted(p for p in runs_root.iterdir() if p.is_dir()):
             for run_dir in sorted(p for p in dag_dir.iterdir() if p.is_dir()):
