@@ -86,7 +86,7 @@ Airflow 3 lets no task set the run's note.
 **Backfill.** `airflow backfill create --dag-id affiliate_daily_reports --from-date 2026-01-01
 --to-date 2026-01-31`, or Trigger → Backfill in the UI: one run per day, each lands its own day.
 A backfill run re-pulls **no** trailing day unless its conf sets `trailing_days` (tick
-"Override parameters on existing runs" and give a number, or `--run-conf
+"Override parameters on existing runs" and give a number, or `--dag-run-conf
 '{"trailing_days": 7}'`): without that box the dialog sends no conf, and the default 7 would
 make every backfill run pull the same week again.
 

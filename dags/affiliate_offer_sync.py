@@ -55,7 +55,8 @@ Pushes `include/offer_state.yaml` (reviewed in git) to the network.
 
 1. **validate** every value against the API spec (file, object, field and line in errors).
 2. **plan**: create / update / unchanged per object with a field-level diff against the ledger
-   (`<data base>/sync/ledger-affiliate_network_default.json`). Read its log.
+   (`<data base>/sync/ledger-<network>.json`, one per network whatever connection reaches it).
+   Read its log.
 3. **apply** offer groups (caps), offers (payouts), scrub rates, channels/categories/URL status.
    Unchanged objects are not sent; each success is recorded in the ledger.
 

@@ -155,18 +155,30 @@ class QuotaSettings:
         :raises ConnectionConfigError: a value out of range (names the extra, never the value).
         """
 
-        def number(name: str, kind: type[int] | type[float], low: float, default: Any) -> Any:
+        def number(
+            name: str,
+            kind: type[int] | type[float],
+            default: Any,
+            low: float,
+            high: float | None = None,
+        ) -> Any:
             raw = extras.get(name)
             if raw is None or raw == "":
                 return default
             try:
                 value = kind(raw) if not isinstance(raw, bool) else None
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 value = None
-            if value is None or not value >= low or (kind is int and float(raw) != value):
+            if (
+                value is None
+                or not value >= low
+                or (high is not None and not value <= high)
+                or (kind is int and float(raw) != value)
+            ):
+                what = "a whole number" if kind is int else "a number"
+                bounds = f">= {low:g}" if high is None else f"from {low:g} to {high:g}"
                 raise ConnectionConfigError(
-                    f"connection {conn_id!r}: {name} must be "
-                    f"{'a whole number' if kind is int else 'a number'} >= {low:g}"
+                    f"connection {conn_id!r}: {name} must be {what} {bounds}"
                 )
             return value
 
@@ -191,13 +203,22 @@ class QuotaSettings:
             redis_url=redis_url,
             redis_unavailable=unavailable,
             directory=str(extras.get("quota_dir") or "").strip() or None,
-            rate_limit=number("rate_limit", int, 1, None),
-            window_s=number("rate_window_s", float, 0.001, DOCUMENTED_WINDOW_S),
-            reporting_concurrency=number(
-                "reporting_concurrency_cap", int, 1, DOCUMENTED_REPORTING_CONCURRENCY
+            rate_limit=number("rate_limit", int, None, 1),
+            # The service's windows reset every 30 s: a longer window would let the pacer's
+            # burst exceed one of them. Shorter ones (tests, a stricter share) are fine.
+            window_s=number(
+                "rate_window_s", float, DOCUMENTED_WINDOW_S, 0.001, DOCUMENTED_WINDOW_S
             ),
-            granular_per_hour=number("granular_per_hour", int, 0, DOCUMENTED_GRANULAR_PER_HOUR),
-            granular_window_s=number("granular_window_s", float, 0.001, 3600.0),
+            # The service refuses an 11th request in flight on /networks/reporting/*.
+            reporting_concurrency=number(
+                "reporting_concurrency_cap",
+                int,
+                DOCUMENTED_REPORTING_CONCURRENCY,
+                1,
+                DOCUMENTED_REPORTING_CONCURRENCY,
+            ),
+            granular_per_hour=number("granular_per_hour", int, DOCUMENTED_GRANULAR_PER_HOUR, 0),
+            granular_window_s=number("granular_window_s", float, 3600.0, 0.001),
         )
 
 
