@@ -347,6 +347,19 @@ def test_each_run_shows_what_it_was_and_a_million_row_day_shows_its_manifest(
         row.find_element("css selector", "[data-events]").get_attribute("data-events")
     )
     assert events == {s: c["events"] for s, c in files.items() if c["events"]}
+    # On the offer sync's Network tab its section comes first; the day range reloads the data.
+    browser.open(f"{PAGE}?dag_id=affiliate_offer_sync")
+    _loaded(browser)
+    first = browser.driver.find_element("css selector", "#sections > section")
+    assert first.get_attribute("id") == "sync-section"
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.driver.find_element("id", "days")).select_by_visible_text("7")
+    _loaded(browser)
+    browser.wait(
+        lambda: len(browser.driver.find_elements("css selector", "#days-table tbody tr")) == 7,
+        "seven days after choosing 7",
+    )
     for theme in ("light", "dark"):
         browser.open(f"{PAGE}?theme={theme}")
         _loaded(browser)
