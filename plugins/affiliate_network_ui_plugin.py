@@ -26,7 +26,14 @@ class AffiliateNetworkUiPlugin(AirflowPlugin):
     external_views = [
         {**_VIEW, "destination": "nav", "url_route": "affiliate-network"},
         # A tab on the three DAGs' pages (an iframe of the same page).
-        {**_VIEW, "name": "Network", "destination": "dag", "url_route": "affiliate-network-dag"},
+        # Airflow fills {DAG_ID} in (destination dag): the page puts that DAG's section first.
+        {
+            **_VIEW,
+            "name": "Network",
+            "href": f"{URL_PREFIX}/?dag_id={{DAG_ID}}",
+            "destination": "dag",
+            "url_route": "affiliate-network-dag",
+        },
     ]
 
 

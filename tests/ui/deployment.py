@@ -33,7 +33,7 @@ from tests.e2e.harness import (
 )
 from tests.support.review_settings import INCLUDE_DIR_ENV, include_with_review
 
-from .stage_auth import USERS_WITHOUT_DAGS
+from .stage_auth import DAG_GRANTS, USERS_WITHOUT_DAGS
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -42,6 +42,9 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 REVIEWER = "reviewer"
 #: A signed-in person granted no DAG (``stage_auth.StageAuthManager``): sees nothing of them.
 OUTSIDER = "outsider"
+#: A second review DAG's id (its runs written under the same base) and its only reader.
+OTHER_REVIEW_DAG = "affiliate_onhold_review_eu"
+EU_READER = "eu_reader"
 #: DAGs whose UI the stage walks.
 DAG_IDS = ("affiliate_daily_reports", "affiliate_onhold_review", "affiliate_offer_sync")
 
@@ -53,9 +56,13 @@ STAGE_ENV: dict[str, str] = {
     "AFFILIATE_ONHOLD_REVIEW_SCHEDULE": "none",
     # admin (the harness's API client), a named reviewer who uses the browser, and a viewer
     # granted no DAG by the stage's auth manager (the simple one, but for that user).
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{REVIEWER}:admin,{OUTSIDER}:viewer",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": (
+        f"admin:admin,{REVIEWER}:admin,{OUTSIDER}:viewer,{EU_READER}:viewer"
+    ),
     "AIRFLOW__CORE__AUTH_MANAGER": f"{STAGE_AUTH[:-3]}.StageAuthManager",
     USERS_WITHOUT_DAGS: OUTSIDER,
+    # A reader of the second review DAG only (the network page must show it nothing else).
+    DAG_GRANTS: f"{EU_READER}={OTHER_REVIEW_DAG}",
 }
 
 
@@ -162,7 +169,10 @@ def ui_stage(workdir: Path) -> Iterator[UiStage]:
         cluster = AirflowCluster(workdir, database, settings)
         # The reviewer and the outsider log in with admin's password (one secret per stage).
         Path(cluster.env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]).write_text(
-            json.dumps({name: cluster.password for name in ("admin", REVIEWER, OUTSIDER)}) + "\n"
+            json.dumps(
+                {name: cluster.password for name in ("admin", REVIEWER, OUTSIDER, EU_READER)}
+            )
+            + "\n"
         )
         cluster.start()
         cluster.wait_dags_parsed(DAG_IDS)

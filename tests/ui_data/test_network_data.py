@@ -12,7 +12,7 @@ from pathlib import Path
 from affiliate_network.hooks._budget import FileStore
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.reconcile import reconcile_day
-from affiliate_network.ui.network_data import quota_headroom, read_page
+from affiliate_network.ui.network_data import QuotaSource, quota_headroom, read_page
 from tests.support.landed_history import land_days
 
 
@@ -34,7 +34,7 @@ def test_landed_days_match_the_sandbox_truth_per_status_and_currency(
     last = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
     first = last - dt.timedelta(days=1)
     _land(network_conn, tmp_path, first, last)
-    page = read_page(tmp_path, days=5, sections=("reports",)).to_json()
+    page = read_page(tmp_path, last=last, days=5).to_json()
     assert page["last"] == last.isoformat()
     assert page["problems"] == []
     shown = {d["date"]: d for d in page["days"]}
@@ -47,9 +47,9 @@ def test_landed_days_match_the_sandbox_truth_per_status_and_currency(
                 got = entry["by_status"].get(status, {})
                 assert got.get("conversions", 0) == cell["count"], (day, currency, status)
                 if cell["count"]:
-                    # Events add to a status's payout on the page; the truth counts them apart.
+                    # Conversions' payout apart from events' (the truth counts them apart too).
                     shown_payout = Decimal(got["payout"][currency])
-                    assert shown_payout >= Decimal(cell["payout"]), (day, currency, status)
+                    assert shown_payout == Decimal(cell["payout"]), (day, currency, status)
         # Landed without events: compared by the report's conversion counts only (the report
         # sums both parts' money), so the day reconciles; the page shows the file's verdict.
         written = json.loads(
@@ -78,14 +78,16 @@ def test_money_per_currency_equals_the_truth_and_never_adds_two_currencies(
         reconcile_day(hook, str(tmp_path), last, on_mismatch="fail", log=logging.getLogger("t"))
     finally:
         hook.close()
-    entry = read_page(tmp_path, days=1, sections=("reports",)).to_json()["days"][0]
+    entry = read_page(tmp_path, last=last, days=1).to_json()["days"][0]
     assert entry["reconciliation"]["reconciled"] is True
     truth = sandbox.truth_money(last.isoformat(), timezone_id=67, cells=False)["currencies"]
     assert len(truth) >= 3, truth.keys()  # a world of one currency would prove nothing
     shown: dict[str, Decimal] = {}
     for status, figures in entry["by_status"].items():
-        for currency, text in figures["payout"].items():
-            shown[currency] = shown.get(currency, Decimal(0)) + Decimal(text)
+        assert figures["rows"] == figures["conversions"] + figures["events"], status
+        for key in ("payout", "events_payout"):
+            for currency, text in figures[key].items():
+                shown[currency] = shown.get(currency, Decimal(0)) + Decimal(text)
         assert figures["conversions"] == sum(
             t["conversions"].get(status, {}).get("count", 0) for t in truth.values()
         ), status
@@ -107,7 +109,11 @@ def test_quota_headroom_counts_the_rolling_window_only(tmp_path: Path) -> None:
         assert store.granular(1, 60, 10 * 3600.0)[0]
     (tmp_path / "bad.granular.json").write_text("{torn")
     rows = quota_headroom(
-        tmp_path, {"a": ("abc", 60, 3600.0), "b": ("bad", 60, 3600.0), "c": ("none", 5, 60.0)}
+        [
+            QuotaSource("a", "abc", 60, 3600.0, tmp_path),
+            QuotaSource("b", "bad", 60, 3600.0, tmp_path),
+            QuotaSource("c", "none", 5, 60.0, tmp_path),
+        ]
     )
     assert [(r["network"], r["used"], r["left"]) for r in rows] == [
         ("a", 1, 59),
@@ -129,18 +135,21 @@ def test_review_money_stays_per_currency_and_answers_name_the_person(tmp_path: P
         {"rule_id": "r1", "action": "review", "payout": "1000", "currency_id": "JPY",
          "on_hold_conversion_id": "b"},
         {"rule_id": "r2", "action": "reject", "payout": 2.5, "currency_id": "USD",
-         "on_hold_conversion_id": "c", "reason": "dry run"},
+         "on_hold_conversion_id": "c", "reason": "dry run", "applied": False},
     ]  # fmt: skip
     _jsonl(run / "decisions-attempt-1.jsonl", rows)
-    waiting = read_page(tmp_path, last=dt.date(2026, 11, 20), sections=("review",)).review
-    assert waiting["waiting_count"] == 2
-    r1 = next(e for e in waiting["by_day_rule"] if e["rule_id"] == "r1")
-    assert r1["money"] == {"review": {"JPY": "1000", "USD": "10.1"}}
-    assert waiting["runs"][0]["dry_run"] is True
+    day = dt.date(2026, 11, 20)
+    review = read_page(tmp_path, last=day, today=day).review
+    (shown,) = review["runs"]
+    assert shown["decided_money"] == {
+        "reject": {"USD": "2.5"},
+        "review": {"JPY": "1000", "USD": "10.1"},
+    }
+    assert shown["outcome"] == "dry_run"
+    assert review["waiting_count"] is None  # Airflow not asked: unknown, not the audit's rows
     _jsonl(run / "human-attempt-1.jsonl", [
         {**rows[0], "human_choice": "Approve", "responded_by": "reviewer", "applied": True},
         {**rows[1], "human_choice": "Keep on hold", "responded_by": "", "applied": False},
     ])  # fmt: skip
-    answered = read_page(tmp_path, last=dt.date(2026, 11, 20), sections=("review",)).review
-    assert answered["waiting_count"] == 0
+    answered = read_page(tmp_path, last=day, today=day).review
     assert [a["responded_by"] for a in answered["answered"]] == ["reviewer", ""]

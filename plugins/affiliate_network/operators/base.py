@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -165,6 +165,60 @@ class AffiliateNetworkBaseOperator(BaseOperator):
     def execute_job(self, context: Context) -> Any:
         """The operator's work (argument checks, one call into a job library, a summary)."""
         raise NotImplementedError
+
+    def run_recorded(
+        self,
+        context: Context,
+        job: Callable[[], dict[str, Any]],
+        *,
+        folder: Callable[[str, str], Any],
+        outcome_of: Callable[[dict[str, Any]], tuple[str, str | None]],
+        stops: tuple[type[BaseException], ...] = (),
+    ) -> dict[str, Any]:
+        """Run ``job`` and record what the run was beside its outputs
+        (:mod:`affiliate_network.helpers.run_records`): ``outcome_of(summary)`` on success;
+        ``stopped`` for a guardrail, ``failed`` with the error's first line otherwise. A
+        deferral records nothing (the task runs again); a record that cannot be written is
+        logged, never raised over the job's own outcome.
+
+        :param folder: ``(dag_id, run_id) -> folder`` the record goes into.
+        :param stops: errors that are a stop before any write, like a guardrail's (``stopped``).
+        """
+        from affiliate_network.exceptions import GuardrailError
+        from affiliate_network.helpers.run_records import first_line, write_run_record
+
+        ctx = context or {}
+        ti = ctx.get("ti")
+        run_id = str(ctx.get("run_id") or getattr(ti, "run_id", None) or "manual")
+
+        def record(outcome: str, detail: str | None, summary: dict[str, Any] | None) -> None:
+            try:
+                write_run_record(
+                    folder(self.dag_id, run_id),
+                    dag_id=self.dag_id,
+                    run_id=run_id,
+                    task_id=self.task_id,
+                    attempt=int(getattr(ti, "try_number", None) or 1),
+                    conn_id=getattr(self, "affiliate_network_conn_id", None),
+                    outcome=outcome,
+                    detail=detail,
+                    summary=summary,
+                )
+            except Exception as err:  # the job's own outcome is what matters
+                self.log.warning("Could not record the run's outcome: %s", first_line(err))
+
+        try:
+            summary = job()
+        except BaseException as err:
+            if not isinstance(err, (GuardrailError, *stops)):
+                if isinstance(err, Exception) and type(err).__name__ != "TaskDeferred":
+                    record("failed", first_line(err), None)
+                raise
+            record("stopped", first_line(err).split(": ", 1)[-1], None)
+            raise
+        outcome, detail = outcome_of(summary)
+        record(outcome, detail, summary)
+        return summary
 
     def wait_deferred(
         self, trigger: BaseTrigger, *, why: str, kwargs: dict[str, Any] | None = None

@@ -153,6 +153,36 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
         return Ledger.load(path, target=hook.network.canonical)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
+        """The sync, with what the run was (and its plan) recorded for the network page."""
+        from airflow.sdk import ObjectStoragePath
+
+        from affiliate_network.exceptions import SyncBlockedError
+        from affiliate_network.helpers.run_records import safe_name
+        from affiliate_network.settings.paths import resolve_data_base
+
+        def outcome(summary: dict[str, Any]) -> tuple[str, str | None]:
+            return ("dry_run", None) if summary.get("dry_run") else ("wrote", None)
+
+        def folder(dag_id: str, run_id: str) -> Any:
+            # The ledger's data base (<base>/sync/<ledger>; another ledger folder: that
+            # folder), else the deployment's. Beside sync/, which holds ledgers only: a dry
+            # run leaves sync/ as it was.
+            if self.ledger_path:
+                folder = ObjectStoragePath(str(self.ledger_path)).parent
+                base = folder.parent if folder.name == "sync" else folder
+            else:
+                base = ObjectStoragePath(resolve_data_base())
+            return base / "sync_runs" / safe_name(dag_id) / safe_name(run_id)
+
+        return self.run_recorded(
+            context,
+            lambda: self._sync(context),
+            folder=folder,
+            outcome_of=outcome,
+            stops=(SyncBlockedError,),
+        )
+
+    def _sync(self, context: Context) -> dict[str, Any]:
         from affiliate_network.sync.apply import apply_sections
         from affiliate_network.sync.loader import load_desired_state
         from affiliate_network.sync.plan import build_plan, run_keys, run_resolutions
@@ -192,6 +222,7 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
             "armed": armed,
             **({} if armed else {"to_arm": TO_ARM}),
             "ledger": str(ledger.path),
+            "network": hook.network.slug,
             **plan.summary(self.sections),
         }
         if dry_run:

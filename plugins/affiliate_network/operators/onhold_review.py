@@ -184,6 +184,25 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         return ReviewRun(base, self.affiliate_network_conn_id, self.dag_id, run_id, attempt)
 
     def execute_job(self, context: Context) -> dict[str, Any]:
+        """The review, with what the run was recorded beside its audit (the network page)."""
+        from affiliate_network.review.audit import audit_dir
+
+        def outcome(summary: dict[str, Any]) -> tuple[str, str | None]:
+            if summary.get("dry_run"):
+                guardrail = getattr(self, "_guardrail", None)
+                return "dry_run", None if guardrail is None else f"a real run stops: {guardrail}"
+            return "wrote", None
+
+        return self.run_recorded(
+            context,
+            lambda: self._review(context),
+            folder=lambda dag_id, run_id: audit_dir(
+                resolve_data_base(self.base_path), dag_id, run_id
+            ),
+            outcome_of=outcome,
+        )
+
+    def _review(self, context: Context) -> dict[str, Any]:
         from affiliate_network.review.job import run_review
         from affiliate_network.review.window import review_window
         from affiliate_network.rules.engine import RuleSet
@@ -231,6 +250,8 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         self._record_review_lineage(result)
         # The human steps after it read these (one place: this run's rules file).
         human = settings.model_dump(include={"reject_status", "chunk_size", "review_minutes"})
+        # On a dry run, the guardrail a real run would have stopped at (its run record says it).
+        self._guardrail = result.guardrail
         return {**result.summary(), "armed": armed, "review_settings": human}
 
     def _record_review_lineage(self, result: ReviewResult) -> None:

@@ -20,7 +20,10 @@ from upath import UPath
 from affiliate_network.exceptions import StorageError
 
 MANIFEST_NAME = "_manifest.json"
-MANIFEST_VERSION = 1
+#: 2: ``summary`` (per-status counts and money per currency, :mod:`.summary`) and ``run_id``;
+#: a version 1 manifest reads with both ``None`` (:func:`.summary.partition_summary` computes
+#: the summary from its files).
+MANIFEST_VERSION = 2
 _LOCAL_PROTOCOLS = frozenset({"", "file", "local"})
 _MOD = 1 << 256
 
@@ -132,6 +135,9 @@ class Manifest:
     :param package_version: version of this package that wrote the partition.
     :param schema: record schema name, version and fingerprint.
     :param stats: free-form pull statistics (pages, retries, seconds).
+    :param summary: rows, conversions, events and money per currency by status
+        (:mod:`.summary`; ``None`` in a version 1 manifest or when the records have no status).
+    :param run_id: the Airflow run that wrote the partition (``None``: unknown, or a script).
     """
 
     dataset: str
@@ -147,6 +153,8 @@ class Manifest:
     schema: dict[str, Any]
     stats: dict[str, Any] = field(default_factory=dict)
     manifest_version: int = MANIFEST_VERSION
+    summary: dict[str, Any] | None = None
+    run_id: str | None = None
 
     def to_json(self) -> bytes:
         """Manifest bytes (indented, keys sorted: easy to diff)."""

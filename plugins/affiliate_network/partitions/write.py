@@ -47,6 +47,7 @@ from affiliate_network.partitions.manifest import (
     open_file,
 )
 from affiliate_network.partitions.publish import Attempt, publish, remove_stale, rmtree_quiet
+from affiliate_network.partitions.summary import StatusSummary
 
 log = logging.getLogger(__name__)
 
@@ -347,6 +348,9 @@ class PartitionWriter:
     :param dedupe: drop records whose ``schema.key_field`` was already written by this writer.
     :param file_rows: Parquet rows per file (``part-00000``, ``part-00001``, ...); JSON Lines
         is always one file (a gzip stream holds nothing per row).
+    :param summarize: count rows, conversions, events and money per currency by status while
+        writing, for the manifest's ``summary`` (Parquet records with a ``status`` column;
+        :mod:`~affiliate_network.partitions.summary`).
     """
 
     def __init__(
@@ -361,6 +365,7 @@ class PartitionWriter:
         compression: str = "zstd",
         dedupe: bool = True,
         file_rows: int = DEFAULT_FILE_ROWS,
+        summarize: bool = True,
     ) -> None:
         if format not in FORMATS:
             raise ConfigValidationError(f"format {format!r}: expected one of {list(FORMATS)}")
@@ -385,6 +390,12 @@ class PartitionWriter:
         self._rows = 0
         self._closed = False
         self._committed = False
+        summary = StatusSummary()
+        self._summary: StatusSummary | None = (
+            summary
+            if summarize and format == "parquet" and summary.applies_to(schema.arrow_schema)
+            else None
+        )
 
     def __enter__(self) -> PartitionWriter:
         self._open()
@@ -476,7 +487,10 @@ class PartitionWriter:
     def _convert(self, payload: Any) -> pa.Table | None:
         """Writer thread: the Arrow table of a batch (Parquet), or its lines compressed (JSONL)."""
         if self.format == "parquet":
-            return self.schema.to_arrow(payload)
+            table = self.schema.to_arrow(payload)
+            if self._summary is not None:
+                self._summary.add_table(table)  # the writer thread: one at a time
+            return table
         self._files.write_lines(payload)
         return None
 
@@ -532,6 +546,8 @@ class PartitionWriter:
             package_version=__version__,
             schema=self.schema.describe(),
             stats=stats or {},
+            summary=None if self._summary is None else self._summary.to_json(),
+            run_id=run_id,
         )
         changes: PartitionChanges | None = None
         if only_if_changed:

@@ -1,0 +1,144 @@
+"""A partition's per-status summary: rows, conversions, events and money per currency.
+
+Written into the manifest (``summary``, manifest version 2) by the
+:class:`~affiliate_network.partitions.write.PartitionWriter` while it writes, so a reader that
+wants the day's figures (the network page) reads one small JSON file, never the rows.
+:func:`partition_summary` is the one way to get it: the manifest's, or for an older manifest
+(version 1, or a JSON Lines partition) computed from exactly the files the manifest names.
+
+Shape (JSON)::
+
+    {"columns": {"status": "status", "event": "is_event", "currency": "currency_id",
+                 "amount": "payout"},
+     "by_status": {"approved": {"rows": 600, "conversions": 500, "events": 100,
+                                "amount": {"conversions": {"USD": "1234.5"},
+                                           "events": {"USD": "12"}}}}}
+
+``rows == conversions + events`` for every status; money is exact decimal text per currency
+(never added across currencies); a row without a status counts as ``unknown``, one without a
+currency under ``?``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+#: The conversions' columns (:mod:`affiliate_network.reports.schema`).
+DEFAULT_COLUMNS: dict[str, str] = {
+    "status": "status",
+    "event": "is_event",
+    "currency": "currency_id",
+    "amount": "payout",
+}
+UNKNOWN_STATUS = "unknown"
+UNKNOWN_CURRENCY = "?"
+
+
+def _text(value: Decimal) -> str:
+    text = format(value.normalize(), "f") if value else "0"
+    return "0" if text in ("-0", "") else text
+
+
+@dataclass
+class StatusSummary:
+    """Accumulates the summary of Arrow tables (one per row group), then :meth:`to_json`.
+
+    :param columns: which column is the status, the event flag, the currency and the amount.
+    """
+
+    columns: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_COLUMNS))
+    _cells: dict[tuple[str, bool, str], list[Any]] = field(default_factory=dict)
+
+    def applies_to(self, schema: pa.Schema) -> bool:
+        """Whether the records hold the status column (nothing to summarise otherwise)."""
+        return self.columns["status"] in schema.names
+
+    def add_table(self, table: pa.Table) -> None:
+        """Add one table's rows (a group-by in Arrow: cost per distinct cell, not per row)."""
+        if table.num_rows == 0:
+            return
+        cols = self.columns
+        names = table.schema.names
+        keys: list[str] = []
+        data: dict[str, pa.Array | pa.ChunkedArray] = {}
+        n = table.num_rows
+        data["s"] = table.column(cols["status"]) if cols["status"] in names else pa.nulls(n)
+        data["e"] = (
+            table.column(cols["event"]) if cols["event"] in names else pa.nulls(n, pa.bool_())
+        )
+        data["c"] = table.column(cols["currency"]) if cols["currency"] in names else pa.nulls(n)
+        keys = ["s", "e", "c"]
+        aggs: list[tuple[Any, ...]] = [([], "count_all")]
+        if cols["amount"] in names:
+            data["a"] = _as_decimal(table.column(cols["amount"]))
+            aggs.append(("a", "sum"))
+        grouped = pa.table(data).group_by(keys, use_threads=False).aggregate(aggs).to_pylist()
+        for g in grouped:
+            key = (
+                UNKNOWN_STATUS if g["s"] is None else str(g["s"]),
+                bool(g["e"]),
+                UNKNOWN_CURRENCY if g["c"] is None else str(g["c"]),
+            )
+            cell = self._cells.setdefault(key, [0, Decimal(0)])
+            cell[0] += g["count_all"]
+            amount = g.get("a_sum")
+            if amount is not None:
+                cell[1] += Decimal(str(amount))
+
+    def add_tables(self, tables: Iterable[pa.Table]) -> StatusSummary:
+        for table in tables:
+            self.add_table(table)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        by_status: dict[str, dict[str, Any]] = {}
+        for (status, is_event, currency), (count, amount) in sorted(self._cells.items()):
+            entry = by_status.setdefault(
+                status,
+                {"rows": 0, "conversions": 0, "events": 0,
+                 "amount": {"conversions": {}, "events": {}}},
+            )  # fmt: skip
+            part = "events" if is_event else "conversions"
+            entry["rows"] += count
+            entry[part] += count
+            money = entry["amount"][part]
+            money[currency] = _text(Decimal(money.get(currency, "0")) + amount)
+        return {"columns": dict(self.columns), "by_status": by_status}
+
+
+def _as_decimal(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Money as decimals (Parquet has them; JSON Lines records give text or numbers)."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_decimal(column.type) or pa.types.is_null(column.type):
+        return column
+    if pa.types.is_floating(column.type) or pa.types.is_integer(column.type):
+        column = pc.cast(column, pa.string())
+    return pc.cast(column, pa.decimal128(38, 10))
+
+
+def partition_summary(partition: Any) -> dict[str, Any] | None:
+    """The summary of a complete partition: its manifest's (version 2+), else computed from
+    the files the manifest names (older manifests, JSON Lines). ``None``: not complete.
+
+    :raises StorageError: a named file cannot be read.
+    """
+    from affiliate_network.partitions.manifest import complete_manifest
+    from affiliate_network.partitions.read import iter_partition_batches
+
+    manifest = complete_manifest(partition)
+    if manifest is None:
+        return None
+    if manifest.summary is not None:
+        return manifest.summary
+    summary = StatusSummary()
+    summary.add_tables(
+        pa.Table.from_batches([b])
+        for b in iter_partition_batches(partition, columns=list(summary.columns.values()))
+    )
+    return summary.to_json()
