@@ -144,3 +144,11 @@ def test_explicit_operator_timezone_must_agree_with_the_timetable_too(
     with pytest.raises(ConfigValidationError, match="arguments say 'America/Chicago'"):
         op.execute(_context(sandbox.catalog()["first_date"]))
     assert len(network_requests(sandbox)) == before
+
+
+def test_a_network_yaml_too_big_to_read_at_parse_is_left_to_the_loader(include) -> None:
+    from affiliate_network.settings.agreement import MAX_READ_BYTES
+
+    text = NEW_YORK + "#" * MAX_READ_BYTES + "\n"
+    (include / "network.yaml").write_text(text)
+    check_network_timezone("UTC", setting="NETWORK_TIMEZONE", where="x.py")

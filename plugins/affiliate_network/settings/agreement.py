@@ -29,6 +29,9 @@ from affiliate_network.exceptions import ConfigValidationError, UnknownTimezoneE
 NETWORK_FILE = "network.yaml"
 TIMEZONE_FIELD = "timezone"
 TIMEZONE_ID_FIELD = "timezone_id"
+#: Larger files are left to the loader (a DAG parse reads no more than this). PyYAML's composer
+#: keeps an alias as one shared node, so a file of aliases does not grow here either.
+MAX_READ_BYTES = 64 * 1024
 
 # (path, size, mtime_ns, dag timezone, setting, where) -> the error, or None when they agree.
 _VERDICTS: dict[tuple[str, int, int, str, str, str], ConfigValidationError | None] = {}
@@ -97,6 +100,8 @@ def check_network_timezone(dag_timezone: str, *, setting: str, where: str) -> No
         stat = os.stat(path)
     except OSError:
         return  # the loader says what is missing when a task reads it
+    if stat.st_size > MAX_READ_BYTES:
+        return  # not a network.yaml to read at parse: the loader's size guard says so
     key = (str(path), stat.st_size, stat.st_mtime_ns, str(dag_timezone), setting, where)
     if key not in _VERDICTS:
         if len(_VERDICTS) > 64:  # a long-lived process over many edits of the file
