@@ -62,7 +62,7 @@ def _base_env(home: Path) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("AIRFLOW", "AFFILIATE_", "AFN_", "PYTEST", "COV_"))
+        if not k.startswith(("AIRFLOW", "AFFILIATE_", "AFN_", "MY_", "PYTEST", "COV_"))
     }
     env.update(
         {
@@ -86,17 +86,17 @@ def test_the_quickstart_ends_green_and_writes_nothing_until_each_writer_is_armed
     assert labels[0] == "values"
     assert {"arm offer sync", "arm review"} <= set(labels)
     values = {
-        "AFN_SOURCE": str(ROOT),
-        "AFN_PROJECT": str(tmp_path / "project"),
-        "AFN_API_URL": sandbox.base_url,
-        "AFN_NETWORK_KEY": sandbox.keys["network"],
-        "AFN_AFFILIATE_2001_KEY": sandbox.keys["affiliate"]["2001"],
-        "AFN_AFFILIATE_2002_KEY": sandbox.keys["affiliate"]["2002"],
-        "AFN_DATA_BASE": str(tmp_path / "data"),
-        "AFN_OFFER_STATE": str(ROOT / "demo" / "include" / "offer_state.yaml"),
+        "MY_SOURCE": str(ROOT),
+        "MY_PROJECT": str(tmp_path / "project"),
+        "MY_API_URL": sandbox.base_url,
+        "MY_NETWORK_KEY": sandbox.keys["network"],
+        "MY_AFFILIATE_2001_KEY": sandbox.keys["affiliate"]["2001"],
+        "MY_AFFILIATE_2002_KEY": sandbox.keys["affiliate"]["2002"],
+        "MY_DATA_BASE": str(tmp_path / "data"),
+        "MY_OFFER_STATE": str(ROOT / "demo" / "include" / "offer_state.yaml"),
     }
     # The production block names exactly these variables.
-    assert set(re.findall(r"^export (AFN_\w+)=", blocks[0][1], re.MULTILINE)) == set(values)
+    assert set(re.findall(r"^export (MY_\w+)=", blocks[0][1], re.MULTILINE)) == set(values)
     home = tmp_path / "home"
     home.mkdir()
     env = _base_env(home)
