@@ -30,10 +30,13 @@ from affiliate_network.operators.reconciliation import ReconciliationOperator
 # Operators only, no @task: the decorator loads the standard provider's PythonOperator module
 # into every parse (tests/dags/test_dag_integrity.py pins it).
 from affiliate_network.operators.steps import AffiliateReportTargetsOperator
+from affiliate_network.settings.agreement import check_network_timezone
 
-#: The network's reporting timezone. It must equal ``timezone`` in include/network.yaml (the
-#: timetable is built at parse time, when no file is read); tests/dags check that they agree.
+#: The network's reporting timezone: the timetable's, fixed at parse time. It must equal
+#: ``timezone`` in include/network.yaml; a mismatch is this file's import error (the line below)
+#: and fails each report task before any request (the operators check their DAG's timetable).
 NETWORK_TIMEZONE = "UTC"
+check_network_timezone(NETWORK_TIMEZONE, setting="NETWORK_TIMEZONE", where=__file__)
 #: Days re-pulled before each run's day so late status changes converge (DAG param default).
 DEFAULT_TRAILING_DAYS = 7
 

@@ -68,6 +68,19 @@ __all__ = [
 ]
 
 
+def timetable_timezone(timetable: Any) -> str | None:
+    """The IANA name of the zone a timetable cuts its intervals in, or None when it has none.
+
+    The Task SDK's timetables (3.2+) keep it as ``timezone`` (a name or a pendulum zone), the
+    core ones (3.1, and the scheduler's side) as ``_timezone``.
+    """
+    zone = getattr(timetable, "timezone", None) or getattr(timetable, "_timezone", None)
+    if zone is None:
+        return None
+    name = zone if isinstance(zone, str) else getattr(zone, "name", None)
+    return str(name) if name else None
+
+
 def add_asset_partitions(event: Any, keys: list[str]) -> bool:
     """Add partition keys to an outlet's asset event where the release has them (3.3+).
 

@@ -72,6 +72,37 @@ class ReportOperatorBase(AffiliateNetworkBaseOperator, OpenLineageMixin):
             self._tz = resolve_timezone(self.timezone_id, self.network_timezone, cfg)
         return self._tz
 
+    def _check_dag_timezone(self) -> None:
+        """The DAG's timetable cuts days where the network does, before any request.
+
+        A window taken from the run's data interval is whole network days only when the
+        timetable's zone is the network's (:mod:`affiliate_network.settings.agreement`).
+
+        :raises ConfigValidationError: they differ, naming both values and the files.
+        """
+        from affiliate_network.compat import timetable_timezone
+        from affiliate_network.settings.agreement import check_network_timezone, same_zone
+
+        dag = self.dag if self.has_dag() else None  # type: ignore[no-untyped-call]
+        zone = timetable_timezone(getattr(dag, "timetable", None))
+        if dag is None or zone is None:
+            return
+        setting = f"the timezone of DAG {dag.dag_id}'s timetable"
+        where = str(getattr(dag, "fileloc", None) or dag.dag_id)
+        if any(
+            x is not None and str(x).strip() != ""
+            for x in (self.timezone_id, self.network_timezone)
+        ):
+            network = self._timezone()[1]  # the operator's own arguments, not network.yaml
+            if not same_zone(zone, network):
+                raise ConfigValidationError(
+                    f"{where}: {setting} is {zone!r} but task {self.task_id}'s "
+                    f"timezone_id/network_timezone arguments say {network!r}: a run would land "
+                    "a day that has not finished. Make them equal."
+                )
+            return
+        check_network_timezone(zone, setting=setting, where=where)
+
     def _tz_id(self) -> int:
         return self._timezone()[0]
 
@@ -89,6 +120,8 @@ class ReportOperatorBase(AffiliateNetworkBaseOperator, OpenLineageMixin):
         from affiliate_network.reports.window import last_complete_day, report_window
 
         tz = self._timezone()[1]
+        if not self.from_date:
+            self._check_dag_timezone()
         if not self.from_date and context.get("data_interval_start") is None:
             # A manual run triggered without a logical date has no data interval (Airflow 3):
             # land the last complete day before the run, as the scheduled run would.

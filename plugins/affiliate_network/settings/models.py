@@ -9,7 +9,9 @@ by IANA name; its API id comes from the one table of the API's timezone ids
 with the name.
 
 Read at run time only (never at DAG parse time), except ``include/notifications.yaml``: the DAG
-files read it when parsed, for the deadline alert (:func:`load_notification_settings`).
+files read it when parsed, for the deadline alert (:func:`load_notification_settings`). The
+report DAG file also reads ``network.yaml``'s ``timezone`` key when parsed, through
+:mod:`affiliate_network.settings.agreement` (its own small reader, not this loader).
 """
 
 from __future__ import annotations
