@@ -17,7 +17,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.connections import conn_env_name
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# pytest loads this file as ``conftest``; an import of ``tests.conftest`` would run it again and
+# move AIRFLOW_HOME and the metadata DB to a fresh, unmigrated folder under the fixtures that
+# already point at this one (shared helpers live in tests/support/). Refused, per process.
+if os.environ.get("_AFN_TEST_CONFTEST_PID") == str(os.getpid()):
+    raise ImportError(
+        "tests/conftest.py imported a second time (as tests.conftest?): import shared helpers "
+        "from tests/support/ instead"
+    )
+os.environ["_AFN_TEST_CONFTEST_PID"] = str(os.getpid())
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="afn-test-airflow-"))
 
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
@@ -101,10 +112,6 @@ def sandbox(sandbox_server):
     """The session sandbox with fresh state: default data, no faults, counters at zero."""
     sandbox_server.reset()
     return sandbox_server
-
-
-def conn_env_name(conn_id: str) -> str:
-    return f"AIRFLOW_CONN_{conn_id.upper()}"
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from affiliate_network.exceptions import AffiliateNetworkError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from tests.conftest import conn_env_name
+from tests.support.connections import conn_env_name
 
 KEY = "fuzz-key-0123456789abcdef"
 CONN = "afn_fuzz_junk"

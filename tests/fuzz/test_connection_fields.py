@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from affiliate_network.exceptions import AffiliateNetworkError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
-from tests.conftest import conn_env_name
+from tests.support.connections import conn_env_name
 
 CONN = "afn_fuzz_fields"
 #: A marker that cannot occur in our own messages: if it shows up, a value was echoed.

@@ -175,7 +175,7 @@ def test_the_affiliate_report_refuses_an_over_scale_amount_by_name() -> None:
 @pytest.fixture(scope="module")
 def sandbox_day(sandbox_server, tmp_path_factory) -> dict[str, Any]:
     """The sandbox's last day landed as Parquet, and its raw pages as the API sent them."""
-    from tests.conftest import conn_env_name
+    from tests.support.connections import conn_env_name
 
     sandbox = sandbox_server
     sandbox.reset()  # default data, no faults

@@ -60,7 +60,7 @@ def rules_reading_relationship(records: list[dict], out: Path) -> Path:
 @pytest.fixture(scope="module")
 def landed(sandbox_server, tmp_path_factory) -> dict:
     """One day landed in each format, the same day pulled directly, and rules for it."""
-    from tests.conftest import conn_env_name
+    from tests.support.connections import conn_env_name
 
     sandbox = sandbox_server
     sandbox.reset()  # default data, no faults
