@@ -59,36 +59,55 @@ class StatusSummary:
         return self.columns["status"] in schema.names
 
     def add_table(self, table: pa.Table) -> None:
-        """Add one table's rows (a group-by in Arrow: cost per distinct cell, not per row)."""
+        """Add one table's rows: per distinct cell (a handful) one vector pass, never a Python
+        step per row. Neither Arrow's ``group_by`` (it loads ``pyarrow.dataset``) nor a compute
+        call given a Python value (``pa.scalar``): both import pandas when it is installed
+        (``reports/arrow_values.py`` says why that matters); the cell codes are numpy's.
+        """
+        import numpy as np
+        import pyarrow.compute as pc
+
         if table.num_rows == 0:
             return
         cols = self.columns
         names = table.schema.names
-        keys: list[str] = []
-        data: dict[str, pa.Array | pa.ChunkedArray] = {}
         n = table.num_rows
-        data["s"] = table.column(cols["status"]) if cols["status"] in names else pa.nulls(n)
-        data["e"] = (
-            table.column(cols["event"]) if cols["event"] in names else pa.nulls(n, pa.bool_())
-        )
-        data["c"] = table.column(cols["currency"]) if cols["currency"] in names else pa.nulls(n)
-        keys = ["s", "e", "c"]
-        aggs: list[tuple[Any, ...]] = [([], "count_all")]
-        if cols["amount"] in names:
-            data["a"] = _as_decimal(table.column(cols["amount"]))
-            aggs.append(("a", "sum"))
-        grouped = pa.table(data).group_by(keys, use_threads=False).aggregate(aggs).to_pylist()
-        for g in grouped:
-            key = (
-                UNKNOWN_STATUS if g["s"] is None else str(g["s"]),
-                bool(g["e"]),
-                UNKNOWN_CURRENCY if g["c"] is None else str(g["c"]),
+
+        def key(name: str, kind: pa.DataType) -> tuple[Any, pa.Array]:
+            column = table.column(name) if name in names else pa.nulls(n, kind)
+            encoded = pc.dictionary_encode(column, null_encoding="encode")
+            if isinstance(encoded, pa.ChunkedArray):
+                encoded = encoded.combine_chunks()
+            indices = encoded.indices  # int32, no nulls (a null is a dictionary entry)
+            codes = np.frombuffer(
+                indices.buffers()[1], dtype=np.int32, count=len(indices), offset=indices.offset * 4
+            ).astype(np.int64)
+            return codes, encoded.dictionary
+
+        s_codes, s_values = key(cols["status"], pa.string())
+        e_codes, e_values = key(cols["event"], pa.bool_())
+        c_codes, c_values = key(cols["currency"], pa.string())
+        amount = _as_decimal(table.column(cols["amount"])) if cols["amount"] in names else None
+        width_e, width_c = len(e_values), len(c_values)
+        codes = (s_codes * width_e + e_codes) * width_c + c_codes
+        cells, counts = np.unique(codes, return_counts=True)
+        for code, count in zip(cells.tolist(), counts.tolist(), strict=True):
+            status = s_values[code // (width_e * width_c)].as_py()
+            is_event = e_values[(code // width_c) % width_e].as_py()
+            currency = c_values[code % width_c].as_py()
+            cell = self._cells.setdefault(
+                (
+                    UNKNOWN_STATUS if status is None else str(status),
+                    bool(is_event),
+                    UNKNOWN_CURRENCY if currency is None else str(currency),
+                ),
+                [0, Decimal(0)],
             )
-            cell = self._cells.setdefault(key, [0, Decimal(0)])
-            cell[0] += g["count_all"]
-            amount = g.get("a_sum")
+            cell[0] += count
             if amount is not None:
-                cell[1] += Decimal(str(amount))
+                total = pc.sum(pc.filter(amount, _mask(codes == code))).as_py()
+                if total is not None:
+                    cell[1] += Decimal(str(total))
 
     def add_tables(self, tables: Iterable[pa.Table]) -> StatusSummary:
         for table in tables:
@@ -109,6 +128,14 @@ class StatusSummary:
             money = entry["amount"][part]
             money[currency] = _text(Decimal(money.get(currency, "0")) + amount)
         return {"columns": dict(self.columns), "by_status": by_status}
+
+
+def _mask(values: Any) -> pa.Array:
+    """A ``bool`` array from a numpy mask, built from its buffer (no ``pa.array``)."""
+    import numpy as np
+
+    bits = np.packbits(values, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
 
 
 def _as_decimal(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
