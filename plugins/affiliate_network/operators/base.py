@@ -175,50 +175,28 @@ class AffiliateNetworkBaseOperator(BaseOperator):
         outcome_of: Callable[[dict[str, Any]], tuple[str, str | None]],
         stops: tuple[type[BaseException], ...] = (),
     ) -> dict[str, Any]:
-        """Run ``job`` and record what the run was beside its outputs
-        (:mod:`affiliate_network.helpers.run_records`): ``outcome_of(summary)`` on success;
-        ``stopped`` for a guardrail, ``failed`` with the error's first line otherwise. A
-        deferral records nothing (the task runs again); a record that cannot be written is
-        logged, never raised over the job's own outcome.
-
-        :param folder: ``(dag_id, run_id) -> folder`` the record goes into.
-        :param stops: errors that are a stop before any write, like a guardrail's (``stopped``).
-        """
+        """``job()``, with what the run was recorded beside its outputs
+        (:func:`affiliate_network.helpers.run_records.run_and_record` says how)."""
         from affiliate_network.exceptions import GuardrailError
-        from affiliate_network.helpers.run_records import first_line, write_run_record
+        from affiliate_network.helpers.run_records import RunIdentity, run_and_record
 
-        ctx = context or {}
-        ti = ctx.get("ti")
-        run_id = str(ctx.get("run_id") or getattr(ti, "run_id", None) or "manual")
-
-        def record(outcome: str, detail: str | None, summary: dict[str, Any] | None) -> None:
-            try:
-                write_run_record(
-                    folder(self.dag_id, run_id),
-                    dag_id=self.dag_id,
-                    run_id=run_id,
-                    task_id=self.task_id,
-                    attempt=int(getattr(ti, "try_number", None) or 1),
-                    conn_id=getattr(self, "affiliate_network_conn_id", None),
-                    outcome=outcome,
-                    detail=detail,
-                    summary=summary,
-                )
-            except Exception as err:  # the job's own outcome is what matters
-                self.log.warning("Could not record the run's outcome: %s", first_line(err))
-
-        try:
-            summary = job()
-        except BaseException as err:
-            if not isinstance(err, (GuardrailError, *stops)):
-                if isinstance(err, Exception) and type(err).__name__ != "TaskDeferred":
-                    record("failed", first_line(err), None)
-                raise
-            record("stopped", first_line(err).split(": ", 1)[-1], None)
-            raise
-        outcome, detail = outcome_of(summary)
-        record(outcome, detail, summary)
-        return summary
+        ti = (context or {}).get("ti")
+        run_id = str((context or {}).get("run_id") or getattr(ti, "run_id", None) or "manual")
+        identity = RunIdentity(
+            dag_id=self.dag_id,
+            run_id=run_id,
+            task_id=self.task_id,
+            attempt=int(getattr(ti, "try_number", None) or 1),
+            conn_id=getattr(self, "affiliate_network_conn_id", None),
+        )
+        return run_and_record(
+            job,
+            identity,
+            folder=folder(self.dag_id, run_id),
+            outcome_of=outcome_of,
+            stops=(GuardrailError, *stops),
+            log=self.log,
+        )
 
     def wait_deferred(
         self, trigger: BaseTrigger, *, why: str, kwargs: dict[str, Any] | None = None

@@ -154,42 +154,23 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
 
     def execute_job(self, context: Context) -> dict[str, Any]:
         """The sync, with what the run was (and its plan) recorded for the network page."""
-        from airflow.sdk import ObjectStoragePath
-
         from affiliate_network.exceptions import SyncBlockedError
-        from affiliate_network.helpers.run_records import safe_name
-        from affiliate_network.settings.paths import resolve_data_base
-
-        def outcome(summary: dict[str, Any]) -> tuple[str, str | None]:
-            return ("dry_run", None) if summary.get("dry_run") else ("wrote", None)
-
-        def folder(dag_id: str, run_id: str) -> Any:
-            # The ledger's data base (<base>/sync/<ledger>; another ledger folder: that
-            # folder), else the deployment's. Beside sync/, which holds ledgers only: a dry
-            # run leaves sync/ as it was.
-            if self.ledger_path:
-                folder = ObjectStoragePath(str(self.ledger_path)).parent
-                base = folder.parent if folder.name == "sync" else folder
-            else:
-                base = ObjectStoragePath(resolve_data_base())
-            return base / "sync_runs" / safe_name(dag_id) / safe_name(run_id)
+        from affiliate_network.sync.ledger import sync_run_folder
 
         return self.run_recorded(
             context,
             lambda: self._sync(context),
-            folder=folder,
-            outcome_of=outcome,
+            folder=lambda dag_id, run_id: sync_run_folder(self.ledger_path, dag_id, run_id),
+            outcome_of=lambda summary: ("dry_run" if summary.get("dry_run") else "wrote", None),
             stops=(SyncBlockedError,),
         )
 
     def _sync(self, context: Context) -> dict[str, Any]:
-        from affiliate_network.sync.apply import apply_sections
+        from affiliate_network.sync.job import run_sync
         from affiliate_network.sync.loader import load_desired_state
-        from affiliate_network.sync.plan import build_plan, run_keys, run_resolutions
 
         asked = as_bool(self.dry_run, "dry_run")
         armed = offer_sync_armed()  # at run time: arming takes effect without a re-parse
-        dry_run = asked or not armed
         if not armed:
             self.log.warning(
                 "Not armed: this deployment does not set %s=true, so the offer sync only plans "
@@ -198,46 +179,24 @@ class OfferStateSyncOperator(AffiliateNetworkBaseOperator):
                 "" if asked else ", whatever the run asked",
                 TO_ARM,
             )
-        state_path = resolve_state_file(self.state_file)
-        state = load_desired_state(state_path, display_name=self.state_file)
+        state = load_desired_state(
+            resolve_state_file(self.state_file), display_name=self.state_file
+        )
         hook = self.hook
-        ledger = self.open_ledger(hook)
-        plan = build_plan(
+        summary = run_sync(
             state,
-            ledger,
-            resolve_unknown=run_resolutions(self.resolve_unknown),
-            accept_drift=run_keys(self.accept_drift, "accept_drift"),
-            force=run_keys(self.force, "force"),
+            self.open_ledger(hook),
+            hook,
+            sections=self.sections,
+            dry_run=asked or not armed,
+            armed=armed,
+            network=hook.network.slug,
+            resolve_unknown=self.resolve_unknown,
+            accept_drift=self.accept_drift,
+            force=self.force,
+            log=self.log,
         )
-        self.log.info(
-            "%s\n%s",
-            ("DRY RUN: nothing is sent" if armed else "NOT ARMED, DRY RUN: nothing is sent")
-            if dry_run
-            else "Applying",
-            plan.render(self.sections),
-        )
-        summary: dict[str, Any] = {
-            "sections": list(self.sections),
-            "dry_run": dry_run,
-            "armed": armed,
-            **({} if armed else {"to_arm": TO_ARM}),
-            "ledger": str(ledger.path),
-            "network": hook.network.slug,
-            **plan.summary(self.sections),
-        }
-        if dry_run:
-            for item in plan.blocked(self.sections):
-                self.log.error("%s would block the apply:\n%s", item.key, item.message)
-            summary["blocked"] = [item.key for item in plan.blocked(self.sections)]
-            return summary
-        summary["applied"] = apply_sections(plan, self.sections, hook, ledger)
-        self.log.info(
-            "Sent %d change(s) for %s; ledger %s",
-            len(summary["applied"]),
-            ", ".join(self.sections),
-            ledger.path,
-        )
-        return summary
+        return summary if armed else {**summary, "to_arm": TO_ARM}
 
 
 class OfferGroupCapsSyncOperator(OfferStateSyncOperator):

@@ -50,18 +50,11 @@ if TYPE_CHECKING:
 
 
 class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
-    """Decide on-hold conversions with a rules file and apply the clear cases.
-
-    Decisions are a function of the traffic, never of the review's own history, so a rerun or
-    an overlapping run decides what one clean run decides; guardrails are checked before the
-    first write; writes hold the network's write lease, go in chunks re-checked before and read
-    back after; one audit file per attempt lists every decision (docs/onhold-review.md, and the
-    job library :func:`affiliate_network.review.job.run_review`). The guardrails and tuning are
-    the rules file's ``review:`` section (:class:`~affiliate_network.rules.model.ReviewSettings`),
-    read with the rules when the task runs. The return value (XCom) holds counts and paths only.
-
-    Lineage (OpenLineage provider, optional): input the conversion report endpoint; outputs the
-    audit file and, when PATCH requests were sent, the on-hold endpoint.
+    """Decide on-hold conversions with a rules file and apply the clear cases: one call into
+    :func:`affiliate_network.review.job.run_review` (docs/onhold-review.md says how a rerun or an
+    overlapping run ends where one clean run ends). The rules file's ``review:`` section holds
+    the guardrails and tuning; the XCom holds counts and paths only. Lineage (optional): the
+    conversion report in; the audit file, and the on-hold endpoint when patched, out.
 
     :param rules_file: name of a rules file in the include folder, ``onhold_rules*.yaml``
         (templated; the trigger form offers the choices). Anything else, a path outside the
@@ -71,8 +64,7 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         ``as_of`` in the network's timezone.
     :param as_of: the review's "now", ISO date-time (templated); default: the current time.
         Conversions after it are not seen; ages are measured up to it.
-    :param timezone_id: the API's timezone id of the window (default: ``include/network.yaml``;
-        no default of its own).
+    :param timezone_id: the API's timezone id of the window (default: ``include/network.yaml``).
     :param dry_run: decide and audit, change nothing (templated). ``None``: the run decides
         (:func:`~affiliate_network.review.options.dry_run_choice`). An unarmed deployment
         (:func:`~affiliate_network.review.options.review_armed`) always gets a dry run.
@@ -82,11 +74,9 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     :param full_pull: pull the whole window instead of the traffic snapshot plus what is new
         (templated; the snapshot is rewritten from it).
     :param readback_wait_s: longest wait, in seconds, for sent statuses to show (0..600).
-    :param deferrable: wait for another run's write lease in the triggerer (the worker slot is
-        free meanwhile) once the wait passes ``defer_after_s``; default: the deployment's
-        ``[operators] default_deferrable``.
-    :param defer_after_s: seconds a deferrable task waits for the lease in the worker before it
-        defers (default 60).
+    :param deferrable: wait for another run's write lease in the triggerer once the wait passes
+        ``defer_after_s`` (default: the deployment's ``[operators] default_deferrable``).
+    :param defer_after_s: seconds waited for the lease in the worker before deferring (60).
     """
 
     template_fields: Sequence[str] = (
@@ -186,20 +176,14 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
     def execute_job(self, context: Context) -> dict[str, Any]:
         """The review, with what the run was recorded beside its audit (the network page)."""
         from affiliate_network.review.audit import audit_dir
+        from affiliate_network.review.job import review_outcome
 
-        def outcome(summary: dict[str, Any]) -> tuple[str, str | None]:
-            if summary.get("dry_run"):
-                guardrail = getattr(self, "_guardrail", None)
-                return "dry_run", None if guardrail is None else f"a real run stops: {guardrail}"
-            return "wrote", None
-
+        base = resolve_data_base(self.base_path)
         return self.run_recorded(
             context,
             lambda: self._review(context),
-            folder=lambda dag_id, run_id: audit_dir(
-                resolve_data_base(self.base_path), dag_id, run_id
-            ),
-            outcome_of=outcome,
+            folder=lambda dag_id, run_id: audit_dir(base, dag_id, run_id),
+            outcome_of=review_outcome,
         )
 
     def _review(self, context: Context) -> dict[str, Any]:
@@ -250,8 +234,6 @@ class OnHoldReviewOperator(AffiliateNetworkBaseOperator, OpenLineageMixin):
         self._record_review_lineage(result)
         # The human steps after it read these (one place: this run's rules file).
         human = settings.model_dump(include={"reject_status", "chunk_size", "review_minutes"})
-        # On a dry run, the guardrail a real run would have stopped at (its run record says it).
-        self._guardrail = result.guardrail
         return {**result.summary(), "armed": armed, "review_settings": human}
 
     def _record_review_lineage(self, result: ReviewResult) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import ObjectStoragePath
 
+from affiliate_network.helpers.run_records import safe_name
 from affiliate_network.review.money import amount_of
 from affiliate_network.rules.fields import on_hold_conversion_id
 
@@ -30,10 +30,6 @@ AUDIT_FIELDS = ("payout", "sale_amount", "conversion_unix_timestamp")
 MONEY_FIELDS = ("payout", "sale_amount")
 
 
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "run"
-
-
 def conn_dir_name(conn_id: str) -> str:
     """A connection id as a file or folder name (state and lease of that network)."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in conn_id) or "conn"
@@ -41,7 +37,7 @@ def conn_dir_name(conn_id: str) -> str:
 
 def audit_dir(base: str, dag_id: str, run_id: str) -> ObjectStoragePath:
     """``<base>/onhold_review/<dag_id>/<run_id>/`` (the run id made path-safe)."""
-    return ObjectStoragePath(base) / "onhold_review" / _safe_name(dag_id) / _safe_name(run_id)
+    return ObjectStoragePath(base) / "onhold_review" / safe_name(dag_id) / safe_name(run_id)
 
 
 def write_jsonl_atomic(path: ObjectStoragePath, rows: Iterable[dict[str, Any]]) -> int:

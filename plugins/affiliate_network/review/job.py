@@ -153,6 +153,7 @@ class ReviewResult:
             "kept_on_hold_by_reviewer": self.kept_by_reviewer,
             "dry_run": self.dry_run,
             "guardrail_tripped": self.guardrail is not None,
+            "guardrail": self.guardrail,
             "audit_path": str(self.audit_path),
             "state_dir": str(self.state_dir),
             "elapsed_s": self.elapsed_s,
@@ -372,3 +373,12 @@ def _write_decisions(
         totals.skipped += len(outcome.skipped)
         totals.chunks += outcome.chunks
     return totals
+
+
+def review_outcome(summary: dict[str, Any]) -> tuple[str, str | None]:
+    """What a finished review run was, for its run record: ``wrote``, or ``dry_run`` with the
+    guardrail a real run would have stopped at (:mod:`affiliate_network.helpers.run_records`)."""
+    if not summary.get("dry_run"):
+        return "wrote", None
+    guardrail = summary.get("guardrail")
+    return "dry_run", None if guardrail is None else f"a real run stops: {guardrail}"

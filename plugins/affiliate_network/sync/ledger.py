@@ -115,6 +115,24 @@ def default_ledger_path(network: str, data_base: str | None = None) -> str:
     return f"{base}/sync/ledger-{network}.json"
 
 
+def sync_run_folder(ledger_path: str | None, dag_id: str, run_id: str) -> Any:
+    """Where a sync run's record goes: ``<base>/sync_runs/<dag>/<run>/``, beside ``sync/``
+    (which holds ledgers only, so a dry run leaves it as it was). ``<base>`` is the explicit
+    ledger's data base (``<base>/sync/<ledger>``; in another folder: that folder), else the
+    deployment's.
+    """
+    from airflow.sdk import ObjectStoragePath
+
+    from affiliate_network.helpers.run_records import safe_name
+
+    if ledger_path:
+        folder = ObjectStoragePath(str(ledger_path)).parent
+        base = folder.parent if folder.name == "sync" else folder
+    else:
+        base = ObjectStoragePath(resolve_data_base())
+    return base / "sync_runs" / safe_name(dag_id) / safe_name(run_id)
+
+
 def adopt_connection_ledger(network_path: str, conn_id: str, data_base: str | None = None) -> str:
     """The network's ledger path, after moving a ledger kept under the connection's id there.
 
