@@ -32,6 +32,7 @@ import requests
 from cryptography.fernet import Fernet
 
 from demo import demo_include
+from tests.support.ports import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -71,13 +72,6 @@ TI_FINAL = {"success", "failed", "skipped", "upstream_failed", "removed"}
 
 class E2EError(AssertionError):
     """A check of the end-to-end stage failed; the message carries the evidence."""
-
-
-def free_port() -> int:
-    """A free TCP port on loopback (the OS picks it; nothing else listens on it right now)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def tail(path: Path, lines: int = 60, width: int = 400) -> str:
@@ -680,6 +674,30 @@ class AirflowCluster:
             what=f"run {dag_id}/{run_id}",
             on_timeout=lambda: self.diagnostics(dag_id, run_id),
         )
+
+    def wait_pause_taken(self, ti: dict, timeout: float = 120) -> None:
+        """Wait until the scheduler has taken the executor's event of the worker that paused
+        ``ti`` (a task instance of the REST API awaiting input), before a test answers it.
+
+        A person answers a review request minutes after it appears; a test answers in a second.
+        Answered that fast, the task is re-queued before the scheduler drains the paused
+        worker's "success" event, and Airflow 3.3 then fails the resumed task ("finished with
+        state success, but the task instance's state attribute is queued":
+        apache/airflow#72716, #71580). What the test checks is the answer, not that race.
+        """
+        key = (
+            f"TaskInstanceKey(dag_id='{ti['dag_id']}', task_id='{ti['task_id']}', "
+            f"run_id='{ti['dag_run_id']}', try_number={ti['try_number']}, "
+            f"map_index={ti['map_index']})"
+        )
+        needle = f"Received executor event with state success for task instance {key}"
+        log = self.process_logs / "scheduler.log"
+
+        def _taken() -> bool:
+            self.check_alive()
+            return needle in log.read_text(encoding="utf-8", errors="replace")
+
+        wait_for(_taken, timeout=timeout, interval=0.5, what=f"the scheduler to take {key}'s pause")
 
     def wait_task_state(
         self, dag_id: str, run_id: str, task_id: str, states: set[str], timeout: float = 300

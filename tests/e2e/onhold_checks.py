@@ -41,6 +41,7 @@ def answer_pending_reviews(cluster: AirflowCluster) -> int:
         ti = detail["task_instance"]
         if REVIEW_CHOICE not in detail["options"]:
             raise E2EError(f"review request offers {detail['options']}, not {REVIEW_CHOICE!r}")
+        cluster.wait_pause_taken(ti)
         cluster.api.call(
             "PATCH",
             f"/dags/{ONHOLD}/dagRuns/{ti['dag_run_id']}/taskInstances/{ti['task_id']}"

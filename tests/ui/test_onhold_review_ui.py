@@ -121,11 +121,9 @@ def test_review_requests_answered_in_the_browser(browser: Browser, ui: UiStage) 
     _check_table(table)
     browser.shot(f"review request {OUTLIER}")
     kept_one = table[0][0]
-    answer_review(browser, "Approve all", [kept_one])
-    _wait_answered(browser, ui, run_id, OUTLIER)
+    _answer(browser, ui, run_id, OUTLIER, "Approve all", [kept_one])
     open_review_request(browser, MISMATCH, run_id)
-    answer_review(browser, "Keep on hold", [])
-    _wait_answered(browser, ui, run_id, MISMATCH)
+    _answer(browser, ui, run_id, MISMATCH, "Keep on hold", [])
     _wait_run(ui, run_id)
     first = _review_ids(ui, run_id)
     states = _current_states(ui.sandbox, [*first[OUTLIER].values(), *first[MISMATCH].values()])
@@ -137,11 +135,9 @@ def test_review_requests_answered_in_the_browser(browser: Browser, ui: UiStage) 
     run_id = trigger_from_form(browser, DAG_ID, choose={"mode": MODE_LABELS["write"]})
     table = open_review_request(browser, MISMATCH, run_id)
     kept_three = [row[0] for row in table[:3]]
-    answer_review(browser, "Reject all", kept_three)
-    _wait_answered(browser, ui, run_id, MISMATCH)
+    _answer(browser, ui, run_id, MISMATCH, "Reject all", kept_three)
     open_review_request(browser, OUTLIER, run_id)
-    answer_review(browser, "Approve all", [])
-    _wait_answered(browser, ui, run_id, OUTLIER)
+    _answer(browser, ui, run_id, OUTLIER, "Approve all", [])
     _wait_run(ui, run_id)
     states = _current_states(ui.sandbox, [*first[OUTLIER].values(), *first[MISMATCH].values()])
     assert {states[i] for i in first[OUTLIER].values()} == {"approved"}
@@ -172,6 +168,15 @@ def _hitl_details(ui: UiStage, run_id: str) -> list[dict]:
         "GET", f"/dags/{DAG_ID}/dagRuns/~/hitlDetails", params={"limit": 100}
     )["hitl_details"]
     return [d for d in details if d["task_instance"]["dag_run_id"] == run_id]
+
+
+def _answer(b: Browser, ui: UiStage, run_id: str, rule: str, option: str, keep: list[str]) -> None:
+    """Answer the open request of ``rule`` once the scheduler took its pause (as a person
+    would, seconds later: :meth:`~tests.e2e.harness.AirflowCluster.wait_pause_taken`)."""
+    [detail] = [d for d in _hitl_details(ui, run_id) if rule_of_subject(d["subject"]) == rule]
+    ui.cluster.wait_pause_taken(detail["task_instance"])
+    answer_review(b, option, keep)
+    _wait_answered(b, ui, run_id, rule)
 
 
 def _wait_answered(b: Browser, ui: UiStage, run_id: str, rule: str) -> None:
