@@ -46,8 +46,9 @@ os.environ.setdefault("AFFILIATE_NETWORK_INCLUDE_DIR", str(PROJECT_ROOT / "inclu
 os.environ["AFFILIATE_ONHOLD_ARMED"] = "true"
 os.environ["AFFILIATE_OFFER_SYNC_ARMED"] = "true"
 
-#: Fixtures shared by test modules of several folders (``s3``: moto on loopback).
-pytest_plugins = ("tests.support.s3",)
+#: Fixtures shared by test modules of several folders (``s3``: moto on loopback; the on-hold
+#: operator and review tests' window, truth and rules file).
+pytest_plugins = ("tests.support.s3", "tests.support.onhold_fixtures")
 
 #: Tests that start a whole Airflow deployment (scheduler, workers, api-server, a browser): on a
 #: 2-core machine two of them at once starve each other's timeouts, so xdist runs them on one

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e.harness import CELERY_WORKER_CONCURRENCY, SANDBOX_SEED, SHARED_AIRFLOW_ENV
+
+from tests.e2e.harness import CELERY_WORKER_CONCURRENCY, SANDBOX_SEED, SHARED_AIRFLOW_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yaml"

@@ -56,7 +56,7 @@ from .checks import (
     trigger_all,
     wait_all_runs,
 )
-from .conftest import DAG_IDS, affiliate_connections, deployment, network_connection, timed
+from .deployments import DAG_IDS, affiliate_connections, deployment, network_connection, timed
 from .harness import DAGS_FOLDER, AirflowCluster, MotoS3
 from .onhold_checks import check_onhold_applied, wait_onhold_runs
 

@@ -33,7 +33,7 @@ from .checks import (
     trigger_all,
     wait_all_runs,
 )
-from .conftest import connection_env, deployment, network_connection, timed
+from .deployments import connection_env, deployment, network_connection, timed
 from .onhold_checks import check_onhold_applied
 
 pytestmark = pytest.mark.e2e

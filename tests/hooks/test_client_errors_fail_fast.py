@@ -21,7 +21,7 @@ from affiliate_network.exceptions import (
     NotFoundError,
     ServerError,
 )
-from tests.operators.test_conversion_report import FAST_RETRIES, conversions_op, interval_context
+from tests.support.report_ops import FAST_RETRIES, conversions_op, interval_context
 
 REPORT = "/networks/reporting/conversions"
 #: The operators' test retries (``max_attempts`` 8); the hook tests below use the same.

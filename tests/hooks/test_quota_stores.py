@@ -3,7 +3,7 @@ and restarts, hosts whose clocks disagree, a quota folder on a network filesyste
 
 Redis is a redis-server of the test's own on a loopback port (stopped and restarted by PID);
 the network is a tiny trickling HTTP server or the sandbox; the workers are separate processes
-running the transport and the stores unmocked (tests/hooks/quota_support.py).
+running the transport and the stores unmocked (tests/support/quota_support.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from affiliate_network.hooks._budget import (
     filesystem_type,
     is_network_filesystem,
 )
-from tests.hooks.quota_support import Workers, redis_server, trickle_server
+from tests.support.quota_support import Workers, redis_server, trickle_server
 
 pytest.importorskip("redis")
 

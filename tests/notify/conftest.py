@@ -7,7 +7,6 @@ TCP exactly as they would to a mail relay or a chat service.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from email import message_from_bytes, policy
@@ -19,6 +18,7 @@ import pytest
 import yaml
 
 from demo import demo_include
+from tests.support.ports import free_port
 
 PROJECT_INCLUDE = Path(__file__).resolve().parents[2] / "include"
 
@@ -85,13 +85,6 @@ class SmtpSink:
 
     def stop(self) -> None:
         self.controller.stop()
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.notify.conftest import free_port
 from tests.support.dag_files import dags_test_command
+from tests.support.ports import free_port
 from tests.support.review_settings import include_with_review
 
 REVIEW_DAG = "affiliate_onhold_review"

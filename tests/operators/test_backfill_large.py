@@ -20,13 +20,11 @@ import datetime as dt
 import hashlib
 import json
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -34,6 +32,7 @@ from affiliate_network.exceptions import ReconciliationError
 from affiliate_network.operators.conversion_report import ConversionReportOperator
 from affiliate_network.operators.reconciliation import ReconciliationOperator
 from tests.support.daily_run import FAST_RETRIES, DailyRun
+from tests.support.landed_money import MINOR_DIGITS, landed_money, partition_files, truth_money
 
 #: Logical dates of the backfill in the suite (``bench/bench_backfill.py``: 30).
 TEST_DAYS = 5
@@ -46,12 +45,9 @@ CONVERSIONS_PER_DAY = 16_000
 #: The report currency the days are pulled with (most offers pay in another one).
 REPORT_CURRENCY = "EUR"
 CURRENCIES = {"USD", "EUR", "GBP", "JPY", "KWD", "IDR"}
+
+
 #: Minor units per currency (docs/sandbox.md "Currencies"), written out: a changed one is caught.
-MINOR_DIGITS = {"USD": 2, "EUR": 2, "GBP": 2, "JPY": 0, "KWD": 3, "IDR": 2}
-
-Money = dict[tuple[str, str], tuple[int, Decimal, Decimal]]
-
-
 class LargeRun(DailyRun):
     """The daily run, pulling in :data:`REPORT_CURRENCY`."""
 
@@ -75,46 +71,6 @@ def reset_world(sandbox: Any, days: int) -> list[dt.date]:
 
 def partition(base: Path, day: str) -> Path:
     return base / "conversions" / f"date={day}"
-
-
-def _files(part: Path) -> list[Path]:
-    manifest = json.loads((part / "_manifest.json").read_text())
-    return [part / entry["name"] for entry in manifest["files"]]
-
-
-def landed_money(part: Path) -> Money:
-    """Per (currency, status or ``events``): rows, payout and revenue of a landed partition,
-    read straight from its Parquet files (none of the reconciliation's code)."""
-    sums: dict[tuple[str, str], list[Any]] = defaultdict(lambda: [0, Decimal(0), Decimal(0)])
-    columns = ["currency_id", "status", "is_event", "payout", "revenue"]
-    for path in _files(part):
-        table = pq.read_table(path, columns=columns)
-        kind = pc.if_else(table["is_event"], pa.scalar("events"), table["status"])
-        grouped = (
-            table.append_column("kind", kind)
-            .group_by(["currency_id", "kind"])
-            .aggregate([("payout", "sum"), ("revenue", "sum"), ("payout", "count")])
-        )
-        for row in grouped.to_pylist():
-            acc = sums[(row["currency_id"], row["kind"])]
-            acc[0] += row["payout_count"]
-            acc[1] += row["payout_sum"]
-            acc[2] += row["revenue_sum"]
-    return {k: (n, Decimal(p), Decimal(r)) for k, (n, p, r) in sums.items()}
-
-
-def truth_money(truth: dict[str, Any]) -> Money:
-    """The sandbox's money truth in the shape of :func:`landed_money`."""
-    out = {}
-    for currency, t in truth["currencies"].items():
-        for kind, agg in [*t["conversions"].items(), ("events", t["events"])]:
-            if agg["count"]:
-                out[(currency, kind)] = (
-                    agg["count"],
-                    Decimal(agg["payout"]),
-                    Decimal(agg["revenue"]),
-                )
-    return out
 
 
 def _check_partition(
@@ -209,7 +165,7 @@ def plant_missing_row(sandbox: Any, base: Path, day: str, currency: str = "KWD")
     size and digest follow: a complete partition that silently lost a row); its cell alone
     must differ, by exactly that row."""
     part = partition(base, day)
-    [path] = _files(part)
+    [path] = partition_files(part)
     table = pq.read_table(path)
     rows = table.select(
         ["conversion_id", "currency_id", "status", "is_event", "payout", "revenue",

@@ -20,7 +20,6 @@ import pendulum
 import pytest
 from airflow.sdk import ObjectStoragePath
 from airflow.sdk.exceptions import AirflowSkipException
-from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from affiliate_network.exceptions import (
     ConfigValidationError,
@@ -38,32 +37,7 @@ from affiliate_network.partitions.manifest import is_complete, list_partitions, 
 from affiliate_network.partitions.publish import STAGING_DIR
 from affiliate_network.partitions.read import iter_partition_records, read_partition
 from tests.support.processes import kill_when
-
-#: Fast retries: the sandbox's injected faults are retried without real back-off waits.
-FAST_RETRIES = {"max_attempts": 8, "base_delay": 0.005, "max_delay": 0.02, "jitter": 0.0}
-
-
-def interval_context(day: str, days: int = 1) -> dict[str, Any]:
-    """The task-context keys the operators read, for a daily data interval starting at ``day``."""
-    start = pendulum.parse(day, tz="UTC")
-    return {
-        "data_interval_start": start,
-        "data_interval_end": start.add(days=days),
-        "outlet_events": OutletEventAccessors(),
-    }
-
-
-def conversions_op(base: Path, **kwargs: Any) -> ConversionReportOperator:
-    kwargs.setdefault("show_events", True)
-    kwargs.setdefault("hook_kwargs", dict(FAST_RETRIES))
-    return ConversionReportOperator(
-        task_id=kwargs.pop("task_id", "pull"),
-        base_path=str(base),
-        timezone_id=67,
-        network_timezone="UTC",
-        currency_id="USD",
-        **kwargs,
-    )
+from tests.support.report_ops import FAST_RETRIES, conversions_op, interval_context
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.review.human_requests import OPTION_APPROVE, build_review_requests
 from affiliate_network.review.lease import WriteLease, lease_path
 from affiliate_network.triggers.lease import WriteLeaseTrigger
-from tests.operators.onhold_support import context, patches, review_op, states
+from tests.support.onhold_support import context, patches, review_op, states
 
 #: A short "hour": the refused query fits again within seconds.
 WINDOW_S = 4.0

@@ -19,7 +19,7 @@ from affiliate_network.operators.steps import ReviewRequestsOperator
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.options import ARMED_VARIABLE, review_armed
 from affiliate_network.settings.paths import PROJECT_ROOT
-from tests.operators.onhold_support import context, patches, review_op
+from tests.support.onhold_support import context, patches, review_op
 
 pytestmark = pytest.mark.usefixtures("network_conn")
 

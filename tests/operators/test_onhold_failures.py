@@ -28,7 +28,7 @@ from affiliate_network.exceptions import (
     TransportError,
 )
 from affiliate_network.settings.paths import PROJECT_ROOT
-from tests.operators.onhold_support import context, patches, review_op
+from tests.support.onhold_support import context, patches, review_op
 
 #: Fast retries: the hook's attempts and backoff are the connection's business, not these tests'.
 QUICK = {"max_attempts": 2, "base_delay": 0.0, "jitter": 0.0}

@@ -25,7 +25,7 @@ from affiliate_network.review.human_requests import (
     build_review_requests,
     rule_of_subject,
 )
-from tests.operators.onhold_support import context, patches, review_op, states
+from tests.support.onhold_support import context, patches, review_op, states
 
 RULES = """\
 rules:

@@ -32,7 +32,7 @@ from affiliate_network.review.human_requests import (
     build_review_requests,
     rule_of_subject,
 )
-from tests.operators.onhold_support import (
+from tests.support.onhold_support import (
     after_the_data,
     context,
     in_include,

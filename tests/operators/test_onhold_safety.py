@@ -20,7 +20,7 @@ from affiliate_network.review.human_requests import (
     UNANSWERED,
     build_review_requests,
 )
-from tests.operators.onhold_support import context, patches, review_op, states
+from tests.support.onhold_support import context, patches, review_op, states
 
 
 def _apply(summary: dict, requests: list, responses: list) -> dict:

@@ -32,7 +32,7 @@ from affiliate_network.operators.onhold_review import OnHoldReviewApplyOperator
 from affiliate_network.partitions.manifest import list_partitions
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.human_requests import OPTION_REJECT, build_review_requests
-from tests.operators.onhold_support import context, review_op
+from tests.support.onhold_support import context, review_op
 from tests.support.review_settings import INCLUDE_DIR_ENV, include_with_review
 
 DAG_ID = "affiliate_daily_reports"

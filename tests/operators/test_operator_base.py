@@ -24,8 +24,8 @@ from affiliate_network.operators.onhold_review import (
     OnHoldReviewOperator,
 )
 from demo import SANDBOX_OFFER_STATE
-from tests.operators.onhold_support import context, review_op
 from tests.support.dag_files import dags_test_command
+from tests.support.onhold_support import context, review_op
 
 EXAMPLE = SANDBOX_OFFER_STATE  # include/offer_state.yaml is a template
 

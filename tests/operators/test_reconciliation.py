@@ -18,8 +18,8 @@ from affiliate_network.operators.assets import dataset_asset
 from affiliate_network.operators.publish import PublishChangesOperator
 from affiliate_network.operators.reconciliation import ReconciliationOperator
 from affiliate_network.partitions.manifest import read_manifest
-from tests.operators.test_conversion_report import FAST_RETRIES, conversions_op, interval_context
 from tests.support.daily_run import DailyRun, previous_day
+from tests.support.report_ops import FAST_RETRIES, conversions_op, interval_context
 from tests.support.sandbox_reads import network_requests
 
 

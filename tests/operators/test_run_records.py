@@ -10,7 +10,7 @@ import pytest
 
 from affiliate_network.exceptions import GuardrailError
 from affiliate_network.ui.network_data import read_page
-from tests.operators.onhold_support import context, review_op
+from tests.support.onhold_support import context, review_op
 
 
 def _records(tmp_path: Path, run_id: str) -> list[dict]:

@@ -30,8 +30,8 @@ from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.reports.landing import land_conversion_day
 from affiliate_network.reports.pull import ConversionPull
 from affiliate_network.reports.verdicts import reconcile_days
-from tests.operators.test_backfill_large import MINOR_DIGITS, landed_money, truth_money
 from tests.support.changing_lists import REPORT, ChangeBetween, judge
+from tests.support.landed_money import MINOR_DIGITS, landed_money, truth_money
 
 LOG = logging.getLogger("test")
 CURRENCIES = sorted(MINOR_DIGITS)

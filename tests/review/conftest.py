@@ -1,4 +1,4 @@
-"""Fixtures of the review job tests: the on-hold operator tests' window, truth and rules file."""
+"""Review job test fixtures (window, truth, rules file: tests/support/onhold_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,10 @@ from typing import Any
 import pytest
 
 from affiliate_network_sandbox.testing import start_sandbox
-from tests.operators.conftest import (  # noqa: F401 - fixtures
-    rules_file,
-    rules_include,
-    truth,
-    window,
-)
 
 
 @pytest.fixture(autouse=True)
-def _review_tests_include(rules_include: Path) -> Path:  # noqa: F811 - the fixture above
+def _review_tests_include(rules_include: Path) -> Path:
     """Every review test reads rules from a copy of include/ (set_review writes its settings)."""
     return rules_include
 

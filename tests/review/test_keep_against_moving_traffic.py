@@ -34,7 +34,7 @@ from affiliate_network.review.job import ReviewOptions, ReviewResult, ReviewRun,
 from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.loader import loads_rules
-from tests.operators.onhold_support import after_the_data, patches, states
+from tests.support.onhold_support import after_the_data, patches, states
 
 #: Conversions that share their IP with others: reject far above the IP's median sale amount,
 #: ask a person above it, approve at it. The median moves with the neighbours' amounts.

@@ -20,7 +20,7 @@ from affiliate_network.review.guardrails import Guardrails
 from affiliate_network.review.job import ReviewOptions, ReviewResult, ReviewRun, run_review
 from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
-from tests.operators.onhold_support import after_the_data, patches, states
+from tests.support.onhold_support import after_the_data, patches, states
 
 
 def _run(

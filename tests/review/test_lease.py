@@ -34,7 +34,7 @@ from affiliate_network.review.job import ReviewOptions, ReviewRun, run_review
 from affiliate_network.review.lease import WriteLease, lease_path
 from affiliate_network.review.window import review_window
 from affiliate_network.rules.engine import RuleSet
-from tests.operators.onhold_support import after_the_data, patches
+from tests.support.onhold_support import after_the_data, patches
 from tests.support.s3 import S3_BASE
 
 

@@ -23,7 +23,7 @@ from affiliate_network.review import onhold_lookup
 from affiliate_network.review.apply import OnHoldWriter
 from affiliate_network.review.onhold_lookup import iter_on_hold_rows
 from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_status
-from tests.review.test_traffic import _pull, _start, _store
+from tests.support.review_traffic import pull_traffic, snapshot_store, start_of_traffic
 
 REPORT = "/networks/reporting/conversions"
 #: Fast retries: a retried request would show in the log without slowing the tests.
@@ -139,9 +139,9 @@ def test_an_ignored_search_marks_stray_rows_and_the_writer_still_reads_its_ids(
 
 def _snapshot_then_next_hour(sandbox: Any, hook: AffiliateNetworkHook, tmp_path: Path) -> Any:
     """A stored snapshot and the time of the next run (which refreshes its on-hold rows)."""
-    store = _store(tmp_path)
-    t1 = _start(sandbox)
-    assert _pull(hook, store, t1).saved
+    store = snapshot_store(tmp_path)
+    t1 = start_of_traffic(sandbox)
+    assert pull_traffic(hook, store, t1).saved
     return store, t1 + dt.timedelta(hours=1)
 
 
@@ -149,9 +149,9 @@ def test_traffic_falls_back_to_a_full_pull_when_the_search_is_refused(
     sandbox, hook, tmp_path, monkeypatch
 ) -> None:
     store, t2 = _snapshot_then_next_hour(sandbox, hook, tmp_path)
-    reference = _pull(hook, None, t2).records
+    reference = pull_traffic(hook, None, t2).records
     monkeypatch.setattr(onhold_lookup, "SEARCH_TYPE", "on_hold_id_unsupported")
-    pulled = _pull(hook, store, t2)
+    pulled = pull_traffic(hook, store, t2)
     assert pulled.mode == "full"
     assert "refused the search by on-hold id" in pulled.reason
     assert pulled.records == reference
@@ -161,9 +161,9 @@ def test_traffic_stops_at_the_first_stray_row_and_pulls_in_full(
     sandbox, hook, ignoring, tmp_path
 ) -> None:
     store, t2 = _snapshot_then_next_hour(sandbox, hook, tmp_path)
-    reference = _pull(hook, None, t2).records
+    reference = pull_traffic(hook, None, t2).records
     sandbox.clear_requests()
-    pulled = _pull(ignoring, store, t2, refresh_chunk=20)
+    pulled = pull_traffic(ignoring, store, t2, refresh_chunk=20)
     assert pulled.mode == "full"
     assert "answered ids not asked for" in pulled.reason
     assert pulled.records == reference
@@ -179,10 +179,10 @@ def test_traffic_falls_back_when_an_on_hold_id_is_no_longer_found(sandbox, hook,
     held = next(r for r in snap.records if on_hold_status(r) == "on_hold")
     held["relationship"]["on_hold_snapshots"][-1]["on_hold_conversion_id"] = "0" * 32
     store.save(snap)
-    pulled = _pull(hook, store, t2)
+    pulled = pull_traffic(hook, store, t2)
     assert pulled.mode == "full"
     assert "1 on-hold conversions of the snapshot not found by id" in pulled.reason
-    assert pulled.records == _pull(hook, None, t2).records
+    assert pulled.records == pull_traffic(hook, None, t2).records
 
 
 def test_traffic_refreshes_on_hold_rows_through_the_lookup(sandbox, hook, tmp_path) -> None:
@@ -198,9 +198,9 @@ def test_traffic_refreshes_on_hold_rows_through_the_lookup(sandbox, hook, tmp_pa
     sandbox.clear_requests()
     # Chunks well under the snapshot's on-hold rows (about a hundred, more or less by the day).
     chunk = 50
-    pulled = _pull(hook, store, t2, refresh_chunk=chunk)
+    pulled = pull_traffic(hook, store, t2, refresh_chunk=chunk)
     assert pulled.mode == "incremental", pulled.reason
-    assert pulled.records == _pull(hook, None, t2).records
+    assert pulled.records == pull_traffic(hook, None, t2).records
     states = {on_hold_conversion_id(r): on_hold_status(r) for r in pulled.records}
     assert [states[i] for i in held[:4]] == ["rejected"] * 4
     searches = [e["body"]["query"]["search_terms"] for e in _report_requests(sandbox)]

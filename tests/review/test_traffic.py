@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import requests
-from airflow.sdk import ObjectStoragePath
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,23 +23,24 @@ from affiliate_network.operators.onhold_review import OnHoldReviewOperator
 from affiliate_network.review.audit import read_jsonl
 from affiliate_network.review.traffic import (
     DEFAULT_OVERLAP_S,
-    TrafficSnapshotStore,
     pull_review_traffic,
-    traffic_snapshot_path,
 )
-from affiliate_network.review.window import review_window
-from affiliate_network.rules.engine import RuleSet
 from affiliate_network.rules.fields import on_hold_conversion_id, on_hold_status
-from affiliate_network.settings.paths import include_dir
 from tests.support.changing_lists import ChangeBetween, judge
 from tests.support.review_settings import set_review
+from tests.support.review_traffic import (
+    LOOKBACK,
+    RULES,
+    pull_traffic,
+    shipped_ruleset,
+    snapshot_store,
+    start_of_traffic,
+    traffic_fields,
+    traffic_window,
+)
 
 REPORT = "/networks/reporting/conversions"
 DAYS = 4
-LOOKBACK = 2
-RULES = include_dir() / "onhold_rules.yaml"
-FIELDS = ("conversion_id", "transaction_id", "currency_id", "payout", "sale_amount")
-MEMBERS = ("on_hold_snapshots", "affiliate", "offer")
 #: The sandbox of this module (the ``world`` fixture).
 WORLD = {
     "seed": 7,
@@ -58,45 +58,6 @@ def hook(conn) -> Iterator[AffiliateNetworkHook]:
     h.close()
 
 
-def _start(world: Any) -> dt.datetime:
-    """Mid-morning of the data's third day (UTC): a window with traffic before and after."""
-    first = dt.date.fromisoformat(world.catalog()["first_date"])
-    return dt.datetime(first.year, first.month, first.day, 10, tzinfo=dt.UTC) + dt.timedelta(days=2)
-
-
-def _ruleset() -> RuleSet:
-    return RuleSet.from_file(RULES)
-
-
-def _window(ruleset: RuleSet, as_of: dt.datetime) -> Any:
-    return review_window(
-        timezone_id=67,
-        lookback_days=LOOKBACK,
-        to_date=None,
-        as_of=as_of.isoformat(),
-        horizon_hours=ruleset.horizon_hours,
-    )
-
-
-def _fields(ruleset: RuleSet) -> tuple[set[str], set[str]]:
-    fields = {*(p.split(".", 1)[0] for p in ruleset.prefetch), *FIELDS, "conversion_unix_timestamp"}
-    return fields, {*ruleset.relationship_members(), *MEMBERS}
-
-
-def _pull(hook: Any, store: Any, as_of: dt.datetime, **kw: Any) -> Any:
-    ruleset = _ruleset()
-    fields, members = _fields(ruleset)
-    return pull_review_traffic(
-        hook,
-        window=_window(ruleset, as_of),
-        fields=fields,
-        members=members,
-        store=store,
-        page_size=kw.pop("page_size", 200),
-        **kw,
-    )
-
-
 def _rows(world: Any) -> int:
     """Conversion-report rows the API answered since the log was last cleared."""
     return sum(
@@ -106,17 +67,13 @@ def _rows(world: Any) -> int:
     )
 
 
-def _store(tmp_path: Path, name: str = "state") -> TrafficSnapshotStore:
-    return TrafficSnapshotStore(traffic_snapshot_path(ObjectStoragePath(str(tmp_path / name)), 67))
-
-
 def test_incremental_pull_equals_full_pull_and_asks_for_far_fewer_rows(
     world, hook, tmp_path
 ) -> None:
-    store = _store(tmp_path)
-    t1 = _start(world)
+    store = snapshot_store(tmp_path)
+    t1 = start_of_traffic(world)
     world.clear_requests()
-    first = _pull(hook, store, t1)
+    first = pull_traffic(hook, store, t1)
     assert first.mode == "full"
     assert "first run" in first.reason
     assert first.saved
@@ -131,10 +88,10 @@ def test_incremental_pull_equals_full_pull_and_asks_for_far_fewer_rows(
 
     t2 = t1 + dt.timedelta(hours=1)
     world.clear_requests()
-    second = _pull(hook, store, t2)
+    second = pull_traffic(hook, store, t2)
     rows = _rows(world)
     assert second.mode == "incremental", second.reason
-    reference = _pull(hook, None, t2)  # the full window, nothing kept
+    reference = pull_traffic(hook, None, t2)  # the full window, nothing kept
     assert second.records == reference.records
     states = {on_hold_conversion_id(r): on_hold_status(r) for r in second.records}
     assert [states[i] for i in held[:9]] == ["rejected"] * 5 + ["approved"] * 4
@@ -148,11 +105,11 @@ def test_incremental_pull_equals_full_pull_and_asks_for_far_fewer_rows(
 
 
 def test_lost_or_damaged_snapshot_falls_back_to_the_full_window(world, hook, tmp_path) -> None:
-    store = _store(tmp_path)
-    t1 = _start(world)
-    _pull(hook, store, t1)
+    store = snapshot_store(tmp_path)
+    t1 = start_of_traffic(world)
+    pull_traffic(hook, store, t1)
     t2 = t1 + dt.timedelta(hours=2)
-    reference = _pull(hook, None, t2).records
+    reference = pull_traffic(hook, None, t2).records
     good = store.path.read_bytes()
     damaged = {
         "unreadable": b"not gzip at all",
@@ -160,33 +117,33 @@ def test_lost_or_damaged_snapshot_falls_back_to_the_full_window(world, hook, tmp
     }
     for why, content in damaged.items():
         store.path.write_bytes(content)
-        again = _pull(hook, store, t2)
+        again = pull_traffic(hook, store, t2)
         assert again.mode == "full", why
         assert "unreadable" in again.reason or "incomplete" in again.reason
         assert again.records == reference
         assert again.saved
     store.path.unlink()
-    lost = _pull(hook, store, t2)
+    lost = pull_traffic(hook, store, t2)
     assert lost.mode == "full"
     assert "first run" in lost.reason
     assert lost.records == reference
     # ...and the rewritten snapshot serves the next run incrementally.
-    assert _pull(hook, store, t2 + dt.timedelta(hours=1)).mode == "incremental"
+    assert pull_traffic(hook, store, t2 + dt.timedelta(hours=1)).mode == "incremental"
 
 
 def test_runs_behind_the_cursor_are_served_but_never_rewind_it(world, hook, tmp_path) -> None:
-    store = _store(tmp_path)
-    t1 = _start(world)
-    _pull(hook, store, t1 + dt.timedelta(hours=6))
+    store = snapshot_store(tmp_path)
+    t1 = start_of_traffic(world)
+    pull_traffic(hook, store, t1 + dt.timedelta(hours=6))
     cursor = store.load()[0].cursor_ts
     # A manual run / backfill a few hours back: the same conversions a full pull returns.
-    back = _pull(hook, store, t1)
+    back = pull_traffic(hook, store, t1)
     assert back.mode == "incremental"
     assert not back.saved
-    assert back.records == _pull(hook, None, t1).records
+    assert back.records == pull_traffic(hook, None, t1).records
     assert store.load()[0].cursor_ts == cursor
     # A backfill whose window starts before the snapshot: full pull, snapshot untouched.
-    older = _pull(hook, store, t1 - dt.timedelta(days=1))
+    older = pull_traffic(hook, store, t1 - dt.timedelta(days=1))
     assert older.mode == "full"
     assert "before the snapshot" in older.reason
     assert not older.saved
@@ -194,19 +151,21 @@ def test_runs_behind_the_cursor_are_served_but_never_rewind_it(world, hook, tmp_
 
 
 def test_age_new_fields_and_a_forced_full_pull_fall_back(world, hook, tmp_path) -> None:
-    store = _store(tmp_path)
-    t1 = _start(world)
-    _pull(hook, store, t1)
+    store = snapshot_store(tmp_path)
+    t1 = start_of_traffic(world)
+    pull_traffic(hook, store, t1)
     later = t1 + dt.timedelta(hours=1)
-    aged = _pull(hook, store, later, clock=lambda: dt.datetime.now(dt.UTC).timestamp() + 90_000)
+    aged = pull_traffic(
+        hook, store, later, clock=lambda: dt.datetime.now(dt.UTC).timestamp() + 90_000
+    )
     assert aged.mode == "full"
     assert "full pull more than 24 h ago" in aged.reason
-    assert _pull(hook, store, later, full=True).mode == "full"
-    ruleset = _ruleset()
-    fields, members = _fields(ruleset)
+    assert pull_traffic(hook, store, later, full=True).mode == "full"
+    ruleset = shipped_ruleset()
+    fields, members = traffic_fields(ruleset)
     wider = pull_review_traffic(
         hook,
-        window=_window(ruleset, later),
+        window=traffic_window(ruleset, later),
         fields=fields | {"adv5"},
         members=members,
         store=store,
@@ -214,7 +173,7 @@ def test_age_new_fields_and_a_forced_full_pull_fall_back(world, hook, tmp_path) 
     assert wider.mode == "full"
     assert "fields" in wider.reason
     # The snapshot now keeps the union: both field sets are served incrementally.
-    assert _pull(hook, store, later + dt.timedelta(hours=1)).mode == "incremental"
+    assert pull_traffic(hook, store, later + dt.timedelta(hours=1)).mode == "incremental"
 
 
 def _review(conn: str, base: Path, as_of: dt.datetime, run_id: str, **kw: Any) -> dict:
@@ -249,7 +208,7 @@ def test_review_decisions_after_a_run_that_decided_part_of_a_group_match_a_full_
     world, conn, tmp_path
 ) -> None:
     base = tmp_path / "scheduled"
-    t1 = _start(world)
+    t1 = start_of_traffic(world)
     # The schedule: a run that writes (rejecting the elder members of groups whose youngest
     # members are too young to decide), then the next hour's run from the snapshot.
     done = _review(conn, base, t1, "scheduled__1", dry_run=False)
@@ -295,7 +254,7 @@ def _late_and_deleted_world(world: Any, as_of: dt.datetime) -> Any:
     """Late-recorded (1 to 5 hours) and deleted conversions, the clock frozen at ``as_of``."""
     world.reset(late_share=0.1, late_max_s=5 * 3600, deletion_share=0.1, deletion_max_s=4 * 3600)
     world.set_clock(as_of)
-    return _window(_ruleset(), as_of)
+    return traffic_window(shipped_ruleset(), as_of)
 
 
 def _ahead(gone: set[str], new: set[str], stamps: dict[str, int], rows: int) -> bool:
@@ -333,7 +292,7 @@ def _a_span_with_one_change_each_way(world: Any, after: int) -> tuple[Any, float
     (the world ends yesterday): none on 2026-12-06's or 2026-11-29's, nor in the 48 hours after
     (measured), so the test skips saying so; a world built to hold it on every day is an open
     item (closing note, issue 43)."""
-    as_of = _start(world)
+    as_of = start_of_traffic(world)
     window = _late_and_deleted_world(world, as_of)
     span = _one_leaving_and_one_arriving(world, window, as_of.timestamp(), after)
     if span is None:
@@ -343,7 +302,7 @@ def _a_span_with_one_change_each_way(world: Any, after: int) -> tuple[Any, float
 
 def _full_traffic(conn: str, window: Any, changes: dict, *, page_size: int) -> list[str]:
     hook = AffiliateNetworkHook(conn, adapter=ChangeBetween(changes), concurrency=1)
-    fields, members = _fields(_ruleset())
+    fields, members = traffic_fields(shipped_ruleset())
     try:
         pulled = pull_review_traffic(
             hook, window=window, fields=fields, members=members, page_size=page_size, full=True
@@ -365,7 +324,7 @@ def test_traffic_that_changes_at_any_boundary_counts_every_conversion_that_staye
     world.set_clock(dt.datetime.fromtimestamp(clock, dt.UTC))
     counter = ChangeBetween({})
     _full_traffic_answers = AffiliateNetworkHook(conn, adapter=counter, concurrency=1)
-    fields, members = _fields(_ruleset())
+    fields, members = traffic_fields(shipped_ruleset())
     try:
         pull_review_traffic(
             _full_traffic_answers, window=window, fields=fields, members=members, page_size=PAGE
@@ -398,7 +357,7 @@ def test_traffic_under_clock_steps_at_any_boundaries_counts_every_conversion_tha
     world, conn, page_size, first, steps
 ) -> None:
     """Property: the clock moves on (deletions, late arrivals) at up to three boundaries."""
-    as_of = _start(world)
+    as_of = start_of_traffic(world)
     window = _late_and_deleted_world(world, as_of)
     before = set(_listing(world, window))
     moved = as_of.timestamp()
@@ -420,10 +379,10 @@ def test_a_conversion_recorded_late_within_the_bound_reaches_the_counts(
     """A conversion recorded more than an hour (and less than the 6-hour default bound) after
     its timestamp, after the previous run: the next incremental run counts it. With a 1-hour
     bound (the old look-back) it stays missing until the next full pull."""
-    as_of = _start(world)
+    as_of = start_of_traffic(world)
     window = _late_and_deleted_world(world, as_of)
-    store = _store(tmp_path)
-    first = _pull(hook, store, as_of)
+    store = snapshot_store(tmp_path)
+    first = pull_traffic(hook, store, as_of)
     known = {r["conversion_id"] for r in first.records}
     late: set[str] = set()
     step = 0
@@ -437,15 +396,15 @@ def test_a_conversion_recorded_late_within_the_bound_reaches_the_counts(
             if cid not in known and at < as_of.timestamp() - 3600
         }
     later = as_of + dt.timedelta(seconds=step)
-    old_bound = _store(tmp_path, "old")
+    old_bound = snapshot_store(tmp_path, "old")
     old_bound.path.parent.mkdir(parents=True, exist_ok=True)
     old_bound.path.write_bytes(store.path.read_bytes())
 
-    second = _pull(hook, store, later)
+    second = pull_traffic(hook, store, later)
     assert second.mode == "incremental", second.reason
     assert late <= {r["conversion_id"] for r in second.records}
 
-    hour = _pull(hook, old_bound, later, overlap_s=3600)
+    hour = pull_traffic(hook, old_bound, later, overlap_s=3600)
     assert hour.mode == "incremental", hour.reason
     assert not late & {r["conversion_id"] for r in hour.records}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sandbox.conftest import CONVERSIONS, day_body
+from tests.support.sandbox_api import CONVERSIONS, day_body
 
 
 def test_missing_key_is_401_unable_to_authenticate(api, day):

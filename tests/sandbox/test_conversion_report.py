@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from tests.sandbox.conftest import day_body
+from tests.support.sandbox_api import day_body
 
 STRING_FIELDS = (
     [f"adv{n}" for n in range(1, 11)]

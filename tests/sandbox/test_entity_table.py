@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sandbox.conftest import day_body
+from tests.support.sandbox_api import day_body
 
 TABLE = "/affiliates/reporting/entity/table"
 REPORTING = set(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 
 from affiliate_network_sandbox import choices
-from tests.sandbox.conftest import day_body
+from tests.support.sandbox_api import day_body
 
 
 def test_page_400_of_a_million_conversion_day_builds_only_that_page(api, sandbox):

@@ -12,7 +12,7 @@ import requests
 from affiliate_network_sandbox.app import MAX_BODY_BYTES
 from affiliate_network_sandbox.requestlog import BODY_MAX_BYTES, MAX_BYTES
 from affiliate_network_sandbox.testing import start_sandbox
-from tests.sandbox.conftest import CONVERSIONS, day_body
+from tests.support.sandbox_api import CONVERSIONS, day_body
 
 ONHOLD = "/networks/reporting/onhold"
 MiB = 1024 * 1024

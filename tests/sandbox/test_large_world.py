@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from affiliate_network_sandbox.testing import SandboxAdminError
-
-from .conftest import day_body
+from tests.support.sandbox_api import day_body
 
 NETWORK_TABLE = "/networks/reporting/entity/table"
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from affiliate_network_sandbox.testing import SandboxAdminError, start_sandbox
-from tests.sandbox.conftest import day_body
+from tests.support.sandbox_api import day_body
 
 ONHOLD = "/networks/reporting/onhold"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from affiliate_network_sandbox.testing import start_sandbox
-from tests.sandbox.conftest import day_body
+from tests.support.sandbox_api import day_body
 
 
 def test_default_page_is_1_with_50_rows(api, day):

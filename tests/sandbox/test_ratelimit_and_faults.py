@@ -7,7 +7,7 @@ import time
 import pytest
 import requests
 
-from tests.sandbox.conftest import CONVERSIONS, Api, day_body
+from tests.support.sandbox_api import CONVERSIONS, Api, day_body
 
 
 def test_remaining_decreases_then_429_with_retry_after(api, sandbox, day):

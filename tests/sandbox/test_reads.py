@@ -4,7 +4,7 @@ encoding."""
 from __future__ import annotations
 
 from affiliate_network_sandbox.ids import decode_tracking_id
-from tests.sandbox.conftest import day_body
+from tests.support.sandbox_api import day_body
 
 
 def test_offer_url_record(api, catalog):

@@ -11,7 +11,7 @@ from affiliate_network.sync.ledger import Ledger
 from affiliate_network.sync.loader import load_desired_state
 from affiliate_network.sync.plan import build_plan
 from affiliate_network.sync.spec_fields import WHOLE_FIELDS
-from tests.sync.conftest import EXAMPLE
+from demo import SANDBOX_OFFER_STATE as EXAMPLE
 
 SECTIONS = list(WHOLE_FIELDS)
 
