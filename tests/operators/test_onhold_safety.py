@@ -146,6 +146,9 @@ def test_a_failed_patch_that_landed_is_recorded_as_applied(
     assert {after[i] for i in ids} == {"approved"}
 
 
+RUNS = ("scheduled", "manual")
+
+
 def test_overlapping_reviews_never_send_an_id_twice(
     sandbox, network_conn, rules_file, window, tmp_path
 ) -> None:
@@ -153,17 +156,19 @@ def test_overlapping_reviews_never_send_an_id_twice(
         apply_then_delay_paths=["/networks/reporting/onhold"], apply_then_delay_s=0.3
     )
     results: dict[str, Any] = {}
+    # Built before the threads: building one writes its rules file into include/, and a run
+    # reading it while the other rewrites it would fail on an empty file, not overlap.
+    ops = {name: review_op(rules_file, window, tmp_path, chunk_size=20) for name in RUNS}
 
     def run(name: str) -> None:
-        results[name] = review_op(rules_file, window, tmp_path, chunk_size=20).execute(
-            context(name)
-        )
+        results[name] = ops[name].execute(context(name))
 
-    threads = [threading.Thread(target=run, args=(n,)) for n in ("scheduled", "manual")]
+    threads = [threading.Thread(target=run, args=(n,)) for n in RUNS]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert set(results) == set(RUNS)  # both runs ended (a run that failed proves no overlap)
     sent: dict[str, int] = {}
     for entry in patches(sandbox):
         for i in entry["body"]["on_hold_conversion_ids"]:

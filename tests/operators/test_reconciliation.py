@@ -9,9 +9,9 @@ import traceback
 from pathlib import Path
 
 import pytest
-from airflow.exceptions import AirflowFailException
 from airflow.sdk.exceptions import AirflowSkipException
 
+from affiliate_network.compat import AirflowFailException
 from affiliate_network.exceptions import ConfigValidationError, ReconciliationError
 from affiliate_network.hooks.affiliate_network import AffiliateNetworkHook
 from affiliate_network.operators.assets import dataset_asset
