@@ -15,15 +15,15 @@ What is pending is read from the dataset (:mod:`affiliate_network.reports.announ
 from this run's pulls: a change recorded by a run that failed before its publish step is
 announced by the next run that succeeds, exactly once.
 
-:func:`announce_pending` is what both this step and a
+What is announced, and the exactly-once claim, is
+:func:`affiliate_network.reports.announcements.announce_pending` (also what a
 :class:`~affiliate_network.operators.conversion_report.ConversionReportOperator` with its own
-outlet announce; :func:`changed_partitions_extra` is the event of a pull that records no
-changes (``only_if_changed=False``: every day pulled counts as changed).
+outlet announces); this operator emits it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -34,102 +34,14 @@ from affiliate_network.operators.assets import dataset_asset, emit_asset_events
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from affiliate_network.reports.verdicts import DayVerdict
-
-__all__ = ["PublishChangesOperator", "announce_pending", "changed_partitions_extra"]
-
-#: What the event says of each changed partition (from the pull's partition summary).
-_EVENT_FIELDS = ("date", "path", "rows", "checksum")
-
-
-def changed_partitions_extra(
-    dataset: str, partitions: Iterable[dict[str, Any]]
-) -> tuple[dict[str, Any], list[str]]:
-    """The asset event's ``extra`` and partition keys for the changed partitions only.
-
-    :param dataset: the dataset folder (``conversions``).
-    :param partitions: the pulls' partition summaries
-        (:func:`~affiliate_network.reports.landing.land_conversion_day`); the last one of a
-        day wins (a day pulled twice in one run).
-    :returns: ``({"dataset", "partitions": [...]}, ["date=YYYY-MM-DD", ...])``; no partition
-        when nothing changed.
-    """
-    by_day: dict[str, dict[str, Any]] = {}
-    for part in partitions:
-        if part.get("changed", True):  # a summary from before change tracking: changed
-            entry = {k: part[k] for k in _EVENT_FIELDS if k in part}
-            entry.update(part.get("changes") or {})
-            by_day[part["date"]] = entry
-    changed = [by_day[day] for day in sorted(by_day)]
-    return {"dataset": dataset, "partitions": changed}, [f"date={p['date']}" for p in changed]
-
-
-def announce_pending(
-    context: Context,
-    base: str,
-    dataset: str,
-    verdicts: Mapping[str, DayVerdict] | None = None,
-) -> tuple[dict[str, Any], list[str]]:
-    """Claim every partition whose change no run has announced yet; the event's extra and keys.
-
-    Pending changes are read from the dataset itself
-    (:func:`~affiliate_network.reports.announcements.pending_changes`), so a change recorded by
-    a run that failed before announcing it is announced here, by the next run that gets this
-    far; a change another run announced is not announced again, and what this run announced
-    before (a retry, a cleared rerun) is announced again as a clean run would. Each partition
-    carries its verdict: this run's reconciliation (``verdicts``) when it is about the
-    partition's content, else the comparison file beside it when that was made for the same
-    content, else ``not_compared`` with the reason.
-
-    :param context: the task context (its ``run_id``).
-    :param base: the output base.
-    :param dataset: the dataset folder.
-    :param verdicts: this run's reconciliation, by date.
-    :returns: ``({"dataset", "partitions": [...]}, ["date=YYYY-MM-DD", ...])``; no partition
-        when nothing is pending (or another run claimed all of it).
-    """
-    from affiliate_network.reports.announcements import claim_announcement, pending_changes
-
-    run_id = context.get("run_id")
-    entries: list[dict[str, Any]] = []
-    keys: list[str] = []
-    for pending in pending_changes(base, dataset, run_id=run_id):
-        if not claim_announcement(base, dataset, pending, run_id=run_id):
-            continue  # another run announces this content
-        entry = pending.entry()
-        verdict = _verdict(pending.keys.get("date"), pending.path, pending.checksum, verdicts)
-        entry["reconciled"] = verdict.reconciled
-        entry["reconciliation"] = verdict.to_dict()
-        entries.append(entry)
-        keys.append(pending.name)
-    return {"dataset": dataset, "partitions": entries}, keys
-
-
-def _verdict(
-    date: str | None,
-    partition: Any,
-    checksum: str,
-    verdicts: Mapping[str, DayVerdict] | None,
-) -> DayVerdict:
-    from affiliate_network.reports.verdicts import DayVerdict, stored_verdict
-
-    day = date or str(partition)
-    ours = (verdicts or {}).get(day)
-    if ours is not None and ours.checksum == checksum:
-        return ours
-    stored = stored_verdict(partition, checksum)
-    if stored is not None:
-        return stored
-    why = "no comparison of this content with the network's report"
-    if verdicts is None:
-        why += " (no reconciliation step before this announcement)"
-    return DayVerdict.not_compared(day, why, checksum)
+__all__ = ["PublishChangesOperator"]
 
 
 class PublishChangesOperator(BaseOperator):
     """Emit the dataset's asset event for every change no run has announced; skip otherwise.
 
-    The pending changes are read from the dataset (:func:`announce_pending`): the changes this
+    The pending changes are read from the dataset
+    (:func:`~affiliate_network.reports.announcements.announce_pending`): the changes this
     run's pulls recorded, and those of an earlier run that failed before announcing them. When
     at least one partition is pending, the task succeeds and its outlet's event lists them
     (what changed since their last announced content, and each partition's reconciliation
@@ -183,6 +95,7 @@ class PublishChangesOperator(BaseOperator):
             verdict per day), or ``None``.
         :raises AirflowSkipException: nothing pending (no asset event).
         """
+        from affiliate_network.reports.announcements import announce_pending
         from affiliate_network.reports.verdicts import DayVerdict
         from affiliate_network.settings.paths import resolve_data_base
 
@@ -193,7 +106,7 @@ class PublishChangesOperator(BaseOperator):
                 for p in reconciliation.get("partitions", [])
             }
         extra, keys = announce_pending(
-            context, resolve_data_base(self.base_path), self.dataset, verdicts
+            context.get("run_id"), resolve_data_base(self.base_path), self.dataset, verdicts
         )
         if not keys:
             raise AirflowSkipException(

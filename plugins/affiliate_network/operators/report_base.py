@@ -173,12 +173,12 @@ def announce_landed(
     """
     from airflow.sdk import Asset
 
-    from affiliate_network.operators.publish import announce_pending, changed_partitions_extra
+    from affiliate_network.reports.announcements import announce_pending, changed_partitions_extra
 
     if not any(isinstance(o, Asset) for o in outlets or ()):
         return None
     if only_if_changed:
-        extra, keys = announce_pending(context, base, dataset)
+        extra, keys = announce_pending(context.get("run_id"), base, dataset)
     else:
         extra, keys = changed_partitions_extra(dataset, partitions)
     emit_asset_events(context, outlets, extra, keys)

@@ -33,6 +33,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +44,13 @@ from affiliate_network.exceptions import StorageError
 from affiliate_network.partitions.changes import CHANGES_PREFIX, PartitionChanges
 from affiliate_network.partitions.manifest import read_manifest
 from affiliate_network.reports.storage import as_storage_path
+from affiliate_network.reports.verdicts import DayVerdict, stored_verdict
 
 __all__ = [
     "ANNOUNCED_DIR",
     "PendingPartition",
+    "announce_pending",
+    "changed_partitions_extra",
     "claim_announcement",
     "pending_changes",
     "start_tracking",
@@ -303,3 +307,86 @@ def claim_announcement(
         if n == 0:
             return False  # another run announces this content
     return True
+
+
+#: What the event says of each changed partition (from the pull's partition summary).
+_EVENT_FIELDS = ("date", "path", "rows", "checksum")
+
+
+def changed_partitions_extra(
+    dataset: str, partitions: Iterable[dict[str, Any]]
+) -> tuple[dict[str, Any], list[str]]:
+    """The asset event's ``extra`` and partition keys for the changed partitions only.
+
+    :param dataset: the dataset folder (``conversions``).
+    :param partitions: the pulls' partition summaries
+        (:func:`~affiliate_network.reports.landing.land_conversion_day`); the last one of a
+        day wins (a day pulled twice in one run).
+    :returns: ``({"dataset", "partitions": [...]}, ["date=YYYY-MM-DD", ...])``; no partition
+        when nothing changed.
+    """
+    by_day: dict[str, dict[str, Any]] = {}
+    for part in partitions:
+        if part.get("changed", True):  # a summary from before change tracking: changed
+            entry = {k: part[k] for k in _EVENT_FIELDS if k in part}
+            entry.update(part.get("changes") or {})
+            by_day[part["date"]] = entry
+    changed = [by_day[day] for day in sorted(by_day)]
+    return {"dataset": dataset, "partitions": changed}, [f"date={p['date']}" for p in changed]
+
+
+def announce_pending(
+    run_id: str | None,
+    base: str,
+    dataset: str,
+    verdicts: Mapping[str, DayVerdict] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """Claim every partition whose change no run has announced yet; the event's extra and keys.
+
+    Pending changes are read from the dataset itself
+    (:func:`~affiliate_network.reports.announcements.pending_changes`), so a change recorded by
+    a run that failed before announcing it is announced here, by the next run that gets this
+    far; a change another run announced is not announced again, and what this run announced
+    before (a retry, a cleared rerun) is announced again as a clean run would. Each partition
+    carries its verdict: this run's reconciliation (``verdicts``) when it is about the
+    partition's content, else the comparison file beside it when that was made for the same
+    content, else ``not_compared`` with the reason.
+
+    :param run_id: the announcing run (its own earlier marks count as pending again).
+    :param base: the output base.
+    :param dataset: the dataset folder.
+    :param verdicts: this run's reconciliation, by date.
+    :returns: ``({"dataset", "partitions": [...]}, ["date=YYYY-MM-DD", ...])``; no partition
+        when nothing is pending (or another run claimed all of it).
+    """
+    entries: list[dict[str, Any]] = []
+    keys: list[str] = []
+    for pending in pending_changes(base, dataset, run_id=run_id):
+        if not claim_announcement(base, dataset, pending, run_id=run_id):
+            continue  # another run announces this content
+        entry = pending.entry()
+        verdict = _verdict(pending.keys.get("date"), pending.path, pending.checksum, verdicts)
+        entry["reconciled"] = verdict.reconciled
+        entry["reconciliation"] = verdict.to_dict()
+        entries.append(entry)
+        keys.append(pending.name)
+    return {"dataset": dataset, "partitions": entries}, keys
+
+
+def _verdict(
+    date: str | None,
+    partition: Any,
+    checksum: str,
+    verdicts: Mapping[str, DayVerdict] | None,
+) -> DayVerdict:
+    day = date or str(partition)
+    ours = (verdicts or {}).get(day)
+    if ours is not None and ours.checksum == checksum:
+        return ours
+    stored = stored_verdict(partition, checksum)
+    if stored is not None:
+        return stored
+    why = "no comparison of this content with the network's report"
+    if verdicts is None:
+        why += " (no reconciliation step before this announcement)"
+    return DayVerdict.not_compared(day, why, checksum)

@@ -11,7 +11,7 @@ byte); a changed day is published with a change record beside its manifest
 says per partition whether it ``changed``. A change stays pending until a run announces it:
 with an Asset outlet the event lists every partition whose change no run has announced
 yet (this pull's, or those of an earlier run that failed before announcing them:
-:func:`~affiliate_network.operators.publish.announce_pending`), and when there is none the
+:func:`~affiliate_network.reports.announcements.announce_pending`), and when there is none the
 task (:class:`~affiliate_network.operators.conversion_report.ConversionReportOperator`)
 ends **skipped** (no event). In a DAG
 where tasks follow the pull, give it ``outlets=[]`` and announce through
